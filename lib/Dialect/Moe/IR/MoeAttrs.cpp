@@ -1,0 +1,121 @@
+//===- MoeAttrs.cpp - attributes of the moe dialect ---------------------===//
+//
+// Enum and attribute definitions, the clamp attribute's assembly format and
+// the attribute verifiers.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Dialect/Moe/IR/MoeDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+#include "moe/Dialect/Moe/IR/MoeEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "moe/Dialect/Moe/IR/MoeAttrs.cpp.inc"
+
+void MoeDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "moe/Dialect/Moe/IR/MoeAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// MXQuantAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+MXQuantAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                    MXElement element, int64_t blockSize, ScaleRule rule) {
+  // OCP MX v1.0 fixes the block at 32 elements, and the Blackwell
+  // block-scaled MMAs consume exactly that granularity.
+  if (blockSize != 32)
+    return emitError() << "MX block size must be 32, got " << blockSize;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ClampAttr
+//===----------------------------------------------------------------------===//
+
+/// The limits in their printed order; indices match the attribute's
+/// parameters.
+static constexpr llvm::StringLiteral kClampNames[] = {"gate_lo", "gate_hi",
+                                                      "up_lo", "up_hi"};
+
+Attribute ClampAttr::parse(AsmParser &parser, Type) {
+  MLIRContext *ctx = parser.getContext();
+  SMLoc attrLoc = parser.getCurrentLocation();
+  FloatAttr limits[4];
+  if (parser.parseLess())
+    return {};
+  do {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef key;
+    if (parser.parseKeyword(&key))
+      return {};
+    const auto *it = llvm::find(kClampNames, key);
+    if (it == std::end(kClampNames)) {
+      parser.emitError(loc, "unknown clamp limit '")
+          << key << "', expected gate_lo, gate_hi, up_lo or up_hi";
+      return {};
+    }
+    size_t index = it - std::begin(kClampNames);
+    if (limits[index]) {
+      parser.emitError(loc, "clamp limit '") << key << "' given twice";
+      return {};
+    }
+    double value;
+    if (parser.parseEqual() || parser.parseFloat(value))
+      return {};
+    limits[index] = FloatAttr::get(Float64Type::get(ctx), value);
+  } while (succeeded(parser.parseOptionalComma()));
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ClampAttr>(attrLoc, ctx, limits[0], limits[1],
+                                      limits[2], limits[3]);
+}
+
+void ClampAttr::print(AsmPrinter &printer) const {
+  FloatAttr limits[4] = {getGateLo(), getGateHi(), getUpLo(), getUpHi()};
+  printer << "<";
+  bool first = true;
+  for (auto [name, limit] : llvm::zip_equal(kClampNames, limits)) {
+    if (!limit)
+      continue;
+    if (!first)
+      printer << ", ";
+    first = false;
+    printer << name << " = ";
+    printer.printFloat(limit.getValue());
+  }
+  printer << ">";
+}
+
+LogicalResult ClampAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                FloatAttr gateLo, FloatAttr gateHi,
+                                FloatAttr upLo, FloatAttr upHi) {
+  FloatAttr limits[4] = {gateLo, gateHi, upLo, upHi};
+  if (llvm::none_of(limits, [](FloatAttr limit) { return bool(limit); }))
+    return emitError() << "clamp needs at least one limit";
+  for (auto [name, limit] : llvm::zip_equal(kClampNames, limits))
+    if (limit && !limit.getValue().isFinite())
+      return emitError() << "clamp limit " << name << " must be finite";
+  auto checkOrder = [&](StringRef what, FloatAttr lo,
+                        FloatAttr hi) -> LogicalResult {
+    if (!lo || !hi || lo.getValueAsDouble() < hi.getValueAsDouble())
+      return success();
+    return emitError() << "clamp " << what << "_lo (" << lo.getValueAsDouble()
+                       << ") must be less than " << what << "_hi ("
+                       << hi.getValueAsDouble() << ")";
+  };
+  if (failed(checkOrder("gate", gateLo, gateHi)))
+    return failure();
+  return checkOrder("up", upLo, upHi);
+}

@@ -1,0 +1,29 @@
+# -*- Python -*-
+# lit configuration for moe-mlir. Substitutions:
+#   moe-opt, moe-ref      the project's tools (from the build's bin/)
+#   FileCheck, not, count  LLVM's test tools
+#   %python               the interpreter the set-up script provisioned
+#   %moe_src              the source root (python/ lives there)
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "MOE"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.moe_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%moe_src", config.moe_src_root))
+llvm_config.with_environment("PYTHONPATH", os.path.join(config.moe_src_root, "python"), append_path=True)
+
+tool_dirs = [config.moe_tools_dir, config.llvm_tools_dir]
+tools = [ToolSubst("moe-opt", unresolved="fatal"), ToolSubst("moe-ref", unresolved="fatal")]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
