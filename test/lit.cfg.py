@@ -13,7 +13,7 @@ from lit.llvm.subst import ToolSubst
 config.name = "MOE"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "Unit"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 

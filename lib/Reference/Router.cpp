@@ -139,8 +139,7 @@ RouterOutput routerForward(const double *logits, int64_t T, int64_t E,
   return out;
 }
 
-std::vector<double> routerBackward(const double *logits,
-                                   const int32_t *topkIdx,
+std::vector<double> routerBackward(const double *logits, const int32_t *topkIdx,
                                    const double *dScores, int64_t T, int64_t E,
                                    int64_t K, RouterMode mode) {
   checkShape(T, E, K);

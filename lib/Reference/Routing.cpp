@@ -37,8 +37,7 @@ void checkTopkIdx(const int32_t *topkIdx, int64_t T, int64_t K, int64_t E) {
       if (seenAt[e] >= t * K) {
         std::ostringstream os;
         os << "topkIdx[t=" << t << ", k=" << k << "] = " << e
-           << " repeats topkIdx[t=" << t << ", k=" << seenAt[e] - t * K
-           << "]";
+           << " repeats topkIdx[t=" << t << ", k=" << seenAt[e] - t * K << "]";
         throw std::invalid_argument(os.str());
       }
       seenAt[e] = pos;
@@ -50,8 +49,8 @@ void checkTopkIdx(const int32_t *topkIdx, int64_t T, int64_t K, int64_t E) {
 void checkShape(int64_t T, int64_t K, int64_t E, int64_t B) {
   if (T < 0 || K < 0 || E < 1 || B < 1) {
     std::ostringstream os;
-    os << "bad routing shape T=" << T << " K=" << K << " E=" << E
-       << " B=" << B << " (need T >= 0, K >= 0, E >= 1, B >= 1)";
+    os << "bad routing shape T=" << T << " K=" << K << " E=" << E << " B=" << B
+       << " (need T >= 0, K >= 0, E >= 1, B >= 1)";
     throw std::invalid_argument(os.str());
   }
 }
@@ -139,8 +138,7 @@ std::string verifyRouting(const Routing &routing, int64_t T, int64_t E,
   for (int64_t b = 0; b < n; ++b) {
     int32_t e = experts[b];
     if (e < 0 || e >= E) {
-      os << "block " << b << ": expert " << e << " is outside [0, " << E
-         << ")";
+      os << "block " << b << ": expert " << e << " is outside [0, " << E << ")";
       return os.str();
     }
     if (b > 0 && e < experts[b - 1]) {

@@ -1,4 +1,4 @@
-//===- RouterTest.cpp - tests of the router forward and backward ---------===//
+//===- RouterTest.cpp - tests of the router forward and backward ----------===//
 //
 // Checks the top-k selection (order, ties), the scores of each mode on
 // hand-computed cases, and routerBackward against hand-computed gradients
@@ -44,12 +44,11 @@ void expectNear(const std::vector<double> &actual,
 /// Two tokens with exactly known softmaxes: exp(logits) = {1, 3, 2} and
 /// {2, 1, 5}. The selections are {1, 2} and {2, 0}.
 std::vector<double> handLogits() {
-  return {0.0, std::log(3.0), std::log(2.0), std::log(2.0), 0.0,
-          std::log(5.0)};
+  return {0.0, std::log(3.0), std::log(2.0), std::log(2.0), 0.0, std::log(5.0)};
 }
 
 TEST(RouterForward, SelectionIsDescending) {
-  std::vector<double> logits = {0.1, 0.9, 0.5, 0.7, //
+  std::vector<double> logits = {0.1,  0.9, 0.5, 0.7, //
                                 -2.0, 3.0, 1.0, -0.5};
   RouterOutput out =
       routerForward(logits.data(), 2, 4, 3, RouterMode::TopKThenSoftmax);
@@ -114,21 +113,21 @@ TEST(RouterForward, StableForLargeLogits) {
 
 TEST(RouterForward, RejectsBadInput) {
   std::vector<double> logits = {0.5, 1.5, -0.5};
-  EXPECT_THROW(routerForward(logits.data(), 1, 3, 0,
-                             RouterMode::TopKThenSoftmax),
-               std::invalid_argument);
-  EXPECT_THROW(routerForward(logits.data(), 1, 3, 4,
-                             RouterMode::TopKThenSoftmax),
-               std::invalid_argument);
+  EXPECT_THROW(
+      routerForward(logits.data(), 1, 3, 0, RouterMode::TopKThenSoftmax),
+      std::invalid_argument);
+  EXPECT_THROW(
+      routerForward(logits.data(), 1, 3, 4, RouterMode::TopKThenSoftmax),
+      std::invalid_argument);
   logits[1] = std::nan("");
   std::string msg = invalidArgumentOf([&] {
     routerForward(logits.data(), 1, 3, 2, RouterMode::SoftmaxThenTopK);
   });
   EXPECT_NE(msg.find("logits[t=0, e=1]"), std::string::npos) << msg;
   logits[1] = INFINITY;
-  EXPECT_THROW(routerForward(logits.data(), 1, 3, 2,
-                             RouterMode::SoftmaxThenTopK),
-               std::invalid_argument);
+  EXPECT_THROW(
+      routerForward(logits.data(), 1, 3, 2, RouterMode::SoftmaxThenTopK),
+      std::invalid_argument);
 }
 
 TEST(RouterBackward, HandGradientsPerMode) {
@@ -137,17 +136,16 @@ TEST(RouterBackward, HandGradientsPerMode) {
   std::vector<double> logits = handLogits();
   std::vector<int32_t> idx = {1, 2, 2, 0};
   std::vector<double> ds = {1.0, -2.0, 0.5, 1.0};
-  std::vector<double> topkFirst = {0.0,        0.72,  -0.72,
-                                   5.0 / 49.0, 0.0,   -5.0 / 49.0};
+  std::vector<double> topkFirst = {0.0,        0.72, -0.72,
+                                   5.0 / 49.0, 0.0,  -5.0 / 49.0};
   std::vector<std::vector<double>> expected = {
       topkFirst,
       {1.0 / 36, 7.0 / 12, -11.0 / 18, 7.0 / 64, -9.0 / 128, -5.0 / 128},
       topkFirst};
   for (int m = 0; m < 3; ++m) {
     SCOPED_TRACE("mode " + std::to_string(m));
-    std::vector<double> dl =
-        routerBackward(logits.data(), idx.data(), ds.data(), 2, 3, 2,
-                       kModes[m]);
+    std::vector<double> dl = routerBackward(logits.data(), idx.data(),
+                                            ds.data(), 2, 3, 2, kModes[m]);
     expectNear(dl, expected[m], 1e-15);
   }
 }
@@ -173,8 +171,8 @@ TEST(RouterBackward, MatchesFiniteDifferences) {
   struct Shape {
     int64_t T, E, K;
   };
-  const Shape shapes[] = {{4, 8, 2}, {3, 5, 5}, {3, 16, 4}, {3, 6, 1},
-                          {2, 1, 1}, {2, 2, 1}};
+  const Shape shapes[] = {{4, 8, 2}, {3, 5, 5}, {3, 16, 4},
+                          {3, 6, 1}, {2, 1, 1}, {2, 2, 1}};
   std::mt19937_64 rng(0x5eed0003);
   std::uniform_real_distribution<double> weight(-1.0, 1.0);
   const double h = 1e-5;
@@ -185,13 +183,12 @@ TEST(RouterBackward, MatchesFiniteDifferences) {
       v = weight(rng);
     for (int m = 0; m < 3; ++m) {
       SCOPED_TRACE("T=" + std::to_string(s.T) + " E=" + std::to_string(s.E) +
-                   " K=" + std::to_string(s.K) + " mode " +
-                   std::to_string(m));
+                   " K=" + std::to_string(s.K) + " mode " + std::to_string(m));
       RouterOutput base =
           routerForward(logits.data(), s.T, s.E, s.K, kModes[m]);
       std::vector<double> dl =
-          routerBackward(logits.data(), base.topkIdx.data(), w.data(), s.T,
-                         s.E, s.K, kModes[m]);
+          routerBackward(logits.data(), base.topkIdx.data(), w.data(), s.T, s.E,
+                         s.K, kModes[m]);
       // L = sum w * scores; dL/dlogits by central differences.
       auto loss = [&](const std::vector<double> &l) {
         RouterOutput out = routerForward(l.data(), s.T, s.E, s.K, kModes[m]);

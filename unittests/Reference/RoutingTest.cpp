@@ -1,4 +1,4 @@
-//===- RoutingTest.cpp - tests of the blocked routing layout -------------===//
+//===- RoutingTest.cpp - tests of the blocked routing layout --------------===//
 //
 // Checks numBlocks against hand-computed values, buildRouting against
 // hand-written layouts, the worst case that needs exactly numBlocks blocks,
@@ -278,8 +278,8 @@ TEST(RoutingBuild, RandomRoutingsMeetTheContract) {
 
 TEST(RoutingBuild, RejectsBadIndices) {
   std::vector<int32_t> outOfRange = {0, 1, 2, 3};
-  std::string msg = invalidArgumentOf(
-      [&] { buildRouting(outOfRange.data(), 2, 2, 3, 4); });
+  std::string msg =
+      invalidArgumentOf([&] { buildRouting(outOfRange.data(), 2, 2, 3, 4); });
   EXPECT_TRUE(contains(msg, "t=1, k=1"));
   EXPECT_TRUE(contains(msg, "outside [0, 3)"));
 
@@ -325,7 +325,7 @@ TEST(RoutingVerify, AcceptsValidLayouts) {
   EXPECT_EQ(verifyRouting(validLayout(), 5, 4, 2), "");
   // A token in two experts (K = 2) and a padded expert followed by another.
   Routing r;
-  r.tokenPositionToId = {0, 1, 3, 4, 2, -1, -1, -1,
+  r.tokenPositionToId = {0, 1, 3, 4, 2, -1, -1, -1, //
                          0, 1, 2, 3, 4, -1, -1, -1};
   r.blockToExpert = {0, 1, 2, 2};
   EXPECT_EQ(verifyRouting(r, 5, 3, 4), "");

@@ -1,0 +1,29 @@
+// RUN: moe-opt %s | FileCheck %s
+// RUN: moe-opt %s | moe-opt | FileCheck %s
+// Every enum value and attribute form, round-tripped on a carrier op.
+
+// CHECK-LABEL: func.func @attrs
+// CHECK: moe.activation<swiglu>
+// CHECK-SAME: moe.activation<geglu>
+// CHECK-SAME: moe.affinity<on_i>
+// CHECK-SAME: moe.affinity<on_h>
+// CHECK-SAME: moe.dx_accumulate<f32>
+// CHECK-SAME: moe.dx_accumulate<bf16>
+// CHECK-SAME: moe.mx<f8E4M3FN, block = 32, rule = rceil>
+// CHECK-SAME: moe.mx<f8E5M2, block = 32, rule = floor>
+// CHECK-SAME: moe.mx<none, block = 32, rule = floor_alt>
+// CHECK-SAME: moe.clamp<gate_lo = -1.500000e+00>
+// CHECK-SAME: moe.clamp<gate_lo = -7.000000e+00, gate_hi = 7.000000e+00, up_lo = -3.000000e+00, up_hi = 3.000000e+00>
+// CHECK-SAME: moe.clamp<up_hi = 2.500000e-01>
+func.func @attrs() attributes {
+    a0 = #moe.activation<swiglu>, a1 = #moe.activation<geglu>,
+    b0 = #moe.affinity<on_i>, b1 = #moe.affinity<on_h>,
+    c0 = #moe.dx_accumulate<f32>, c1 = #moe.dx_accumulate<bf16>,
+    d0 = #moe.mx<f8E4M3FN, block = 32, rule = rceil>,
+    d1 = #moe.mx<f8E5M2, block = 32, rule = floor>,
+    d2 = #moe.mx<none, block = 32, rule = floor_alt>,
+    e0 = #moe.clamp<gate_lo = -1.5>,
+    e1 = #moe.clamp<up_hi = 3.0, gate_lo = -7.0, up_lo = -3.0, gate_hi = 7.0>,
+    e2 = #moe.clamp<up_hi = 0.25>} {
+  return
+}

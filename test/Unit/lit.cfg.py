@@ -1,0 +1,12 @@
+# -*- Python -*-
+# Runs the GoogleTest binaries (build/bin/*Tests) through lit, so that
+# `check-moe` is the one runner for every test.
+import os
+
+import lit.formats
+
+config.name = "MOE-Unit"
+config.suffixes = []
+config.test_exec_root = os.path.join(config.moe_obj_root, "bin")
+config.test_source_root = config.test_exec_root
+config.test_format = lit.formats.GoogleTest(config.llvm_build_mode, "Tests")
