@@ -148,15 +148,17 @@ float decodeE8M0(uint8_t byte) {
 /// RCEIL picks the smallest E8M0 value 2^(byte-127) >= r, r = amax / elemMax
 /// rounded to fp32, clamped to byte 254. For a normal r this is SPEC's
 /// "exponent field of r, +1 if the fraction is non-zero". For an fp32
-/// subnormal r (exponent field 0) that formula would always give 1; the
-/// smallest E8M0 value >= r is 2^-127 (byte 0) when r <= 2^-127, i.e. when
-/// the fraction is at most 0x400000, and 2^-126 (byte 1) above. We use the
-/// latter, which is what a round-toward-+inf conversion of r to E8M0 gives.
-/// Either byte keeps every element of the block within elemMax.
+/// subnormal r (exponent field 0) that formula would always give 1; we keep
+/// the smallest E8M0 value >= r instead: 2^-127 (byte 0) when r <= 2^-127,
+/// i.e. when the fraction is at most 0x400000, else 2^-126 (byte 1). That is
+/// what a round-toward-+inf conversion of r to E8M0 gives. Either byte keeps
+/// every element of the block within elemMax.
 ///
 /// FLOOR and FLOOR_ALT subtract emax_elem (or emax_elem - 1) from amax's
 /// exponent field; a subnormal amax has field 0 and clamps to byte 0, the
 /// same as floor(log2 amax) + 127 - emax_elem clamped.
+///
+/// Only the magnitude of amax is used.
 uint8_t scaleByte(float amax, MXElem elem, ScaleRule rule) {
   uint32_t magnitude = bitsOf(amax) & 0x7FFFFFFFu;
   if (magnitude >= 0x7F800000u)

@@ -52,7 +52,6 @@ TEST(BF16, ExactValuesAndWidening) {
 
 TEST(BF16, TiesToEvenFromFloat) {
   // 1 + 2^-8 lies halfway between 1 (0x3F80, even) and 1 + 2^-7 (0x3F81).
-  EXPECT_EQ(bf16FromFloat(0x1.02p0f - 0x1p-8f), 0x3F80);
   EXPECT_EQ(bf16FromFloat(0x1.01p0f), 0x3F80);
   EXPECT_EQ(bf16FromFloat(-0x1.01p0f), 0xBF80);
   // One fp32 ulp either side of the tie decides it.
@@ -69,7 +68,7 @@ TEST(BF16, SubnormalTies) {
   EXPECT_EQ(bf16FromFloat(0x1p-133f), 0x0001);
   EXPECT_EQ(bf16FromFloat(0x1p-134f), 0x0000);
   EXPECT_EQ(bf16FromFloat(-0x1p-134f), 0x8000);
-  EXPECT_EQ(bf16FromFloat(0x1.000002p-134f), 0x0001);
+  EXPECT_EQ(bf16FromFloat(0x1p-134f + 0x1p-149f), 0x0001);
   EXPECT_EQ(bf16FromFloat(0x3p-134f), 0x0002);
   EXPECT_EQ(bf16FromFloat(0x5p-134f), 0x0002);
   // Largest subnormal 0x007F plus half a step ties up to the smallest normal.

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs, builds and runs every test (lit: dialect, reference CLI, Python
+# cross-check, and the GoogleTest units), printing lit's summary last.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+BUILD_DIR=${BUILD_DIR:-build}
+/usr/lib/llvm-22/bin/lit -sv "$BUILD_DIR/test" "$BUILD_DIR/test/Unit"
