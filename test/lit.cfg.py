@@ -3,7 +3,7 @@
 #   moe-opt, moe-ref      the project's tools (from the build's bin/)
 #   FileCheck, not, count  LLVM's test tools
 #   %python               the interpreter the set-up script provisioned
-#   %moe_src              the source root (python/ lives there)
+#   %moe_src, %moe_obj    the source and build roots
 import os
 
 import lit.formats
@@ -22,6 +22,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%moe_src", config.moe_src_root))
+config.substitutions.append(("%moe_obj", config.moe_obj_root))
 llvm_config.with_environment("PYTHONPATH", os.path.join(config.moe_src_root, "python"), append_path=True)
 
 tool_dirs = [config.moe_tools_dir, config.llvm_tools_dir]

@@ -52,7 +52,7 @@ def Moe_BlockwiseBwdOp : Moe_Op<"blockwise_bwd",
     operands and gradients are present), `dx_accumulate` and
     `single_expert_dense` (E = 1, K = 1, identity routing).
 
-    Example (T = 256, H = 256, I = 128, E = 4, K = 2, B = 128, so N = 6):
+    Example (T = 256, H = 256, I = 128, E = 4, K = 2, B = 128, so N = 7):
 
     ```mlir
     %dx, %da, %dwgu, %dwd = moe.blockwise_bwd
@@ -60,7 +60,7 @@ def Moe_BlockwiseBwdOp : Moe_Op<"blockwise_bwd",
         affinities(%a : tensor<1024xf32>)
         gate_up(%wgu : tensor<4x256x2x128xbf16>)
         down(%wd : tensor<4x128x256xbf16>)
-        routing(%tok : tensor<768xi32>, %blk : tensor<6xi32>)
+        routing(%tok : tensor<896xi32>, %blk : tensor<7xi32>)
         {block_size = 128 : i64, top_k = 2 : i64,
          quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
         -> tensor<256x256xbf16>, tensor<1024xf32>,
@@ -150,7 +150,7 @@ def Moe_RouteOp : Moe_Op<"route", [Pure]> {
     %tok, %blk, %aff = moe.route %idx, %scores
         {num_experts = 4 : i64, block_size = 128 : i64}
         : tensor<256x2xi32>, tensor<256x2xf32>
-        -> tensor<768xi32>, tensor<6xi32>, tensor<1024xf32>
+        -> tensor<896xi32>, tensor<7xi32>, tensor<1024xf32>
     ```
   }];
 
