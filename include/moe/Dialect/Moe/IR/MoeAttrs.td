@@ -84,6 +84,24 @@ def Moe_DxAccumulateAttr
                 "read-modify-write per expert (bf16)";
 }
 
+def Moe_Phase : I32EnumAttr<"Phase",
+    "the GEMM a fused kernel region is built around", [
+      I32EnumAttrCase<"recompute", 0>,
+      I32EnumAttrCase<"p1", 1>,
+      I32EnumAttrCase<"p2", 2>,
+      I32EnumAttrCase<"p3", 3>,
+      I32EnumAttrCase<"p4", 4>
+    ]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
+def Moe_PhaseAttr : EnumAttr<Moe_Dialect, Moe_Phase, "phase"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "recompute (g, u = x . Wgu), p1 (dA = dy . Wd^T), p2 (dx), "
+                "p3 (dWgu) or p4 (dWd)";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//

@@ -9,6 +9,7 @@
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
@@ -22,6 +23,9 @@ namespace mlir::moe {
 /// of the routing layout, the worst case over all routings of T tokens to K
 /// of E experts in blocks of B slots.
 int64_t computeNumBlocks(int64_t T, int64_t K, int64_t E, int64_t B);
+
+/// True for the MX element types (f8E4M3FN, f8E5M2).
+bool isMXElementType(Type type);
 
 } // namespace mlir::moe
 

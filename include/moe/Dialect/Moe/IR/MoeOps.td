@@ -172,4 +172,6 @@ def Moe_RouteOp : Moe_Op<"route", [Pure]> {
   let hasVerifier = 1;
 }
 
+include "moe/Dialect/Moe/IR/MoePhaseOps.td"
+
 #endif // MOE_DIALECT_MOE_IR_MOEOPS_TD
