@@ -16,8 +16,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <iomanip>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 using namespace moe::ref;
@@ -91,8 +92,27 @@ static std::string sizeProblem(const char *name, size_t got,
   if (static_cast<int64_t>(got) == expected)
     return {};
   return std::string(name) + " has " + std::to_string(got) +
-         " values, expected " + expectedName + " = " +
-         std::to_string(expected);
+         " values, expected " + expectedName + " = " + std::to_string(expected);
+}
+
+/// A tensor that must be present exactly when `on` holds.
+static std::string optionalSizeProblem(const char *name, size_t got, bool on,
+                                       const char *option,
+                                       const char *expectedName,
+                                       int64_t expected) {
+  if (on)
+    return sizeProblem(name, got, expectedName, expected);
+  if (got == 0)
+    return {};
+  return std::string(name) + " must be empty when " + option +
+         " is off, it has " + std::to_string(got) + " values";
+}
+
+/// A round-trip spelling of a value for messages.
+static std::string formatValue(double v) {
+  std::ostringstream os;
+  os << std::setprecision(17) << v;
+  return os.str();
 }
 
 /// The checks that need no tensors: shapes, attributes, clamp order.
@@ -107,8 +127,8 @@ static std::string validateConfig(const LayerConfig &cfg) {
   if (cfg.B % kMXBlock != 0)
     return "B = " + std::to_string(cfg.B) + " is not a multiple of 32";
   if (cfg.K > cfg.E)
-    return "K = " + std::to_string(cfg.K) + " exceeds E = " +
-           std::to_string(cfg.E);
+    return "K = " + std::to_string(cfg.K) +
+           " exceeds E = " + std::to_string(cfg.E);
   if (cfg.dense && (cfg.E != 1 || cfg.K != 1))
     return "dense mode requires E = 1 and K = 1";
   const ClampConfig &c = cfg.clamp;
@@ -126,20 +146,17 @@ std::string moe::ref::validate(const LayerConfig &cfg, const LayerInputs &in) {
 
   int64_t T = cfg.T, H = cfg.H, I = cfg.I, E = cfg.E, B = cfg.B;
   int64_t N = cfg.numBlocks();
-  int64_t biasOn = cfg.bias ? 1 : 0, ckptOn = cfg.checkpoint ? 1 : 0;
   for (std::string p :
        {sizeProblem("x", in.x.size(), "T*H", T * H),
         sizeProblem("dy", in.dy.size(), "T*H", T * H),
         sizeProblem("affinities", in.affinities.size(), "T*E", T * E),
         sizeProblem("wgu", in.wgu.size(), "E*H*2*I", E * H * 2 * I),
         sizeProblem("wd", in.wd.size(), "E*I*H", E * I * H),
-        sizeProblem("bgu", in.bgu.size(), cfg.bias ? "E*2*I" : "0 (bias off)",
-                    biasOn * E * 2 * I),
-        sizeProblem("bd", in.bd.size(), cfg.bias ? "E*H" : "0 (bias off)",
-                    biasOn * E * H),
-        sizeProblem("checkpoint", in.checkpoint.size(),
-                    cfg.checkpoint ? "N*2*I*B" : "0 (checkpoint off)",
-                    ckptOn * N * 2 * I * B)})
+        optionalSizeProblem("bgu", in.bgu.size(), cfg.bias, "bias", "E*2*I",
+                            E * 2 * I),
+        optionalSizeProblem("bd", in.bd.size(), cfg.bias, "bias", "E*H", E * H),
+        optionalSizeProblem("checkpoint", in.checkpoint.size(), cfg.checkpoint,
+                            "checkpoint", "N*2*I*B", N * 2 * I * B)})
     if (!p.empty())
       return p;
 
@@ -170,8 +187,8 @@ std::string moe::ref::validate(const LayerConfig &cfg, const LayerInputs &in) {
   for (int64_t t = 0; t < T; ++t) {
     if (perToken[t] > cfg.K)
       return "token " + std::to_string(t) + " is routed to " +
-             std::to_string(perToken[t]) + " experts, more than K = " +
-             std::to_string(cfg.K);
+             std::to_string(perToken[t]) +
+             " experts, more than K = " + std::to_string(cfg.K);
     if (cfg.dense && perToken[t] != 1)
       return "dense mode routes every token, token " + std::to_string(t) +
              " is not routed";
@@ -181,10 +198,10 @@ std::string moe::ref::validate(const LayerConfig &cfg, const LayerInputs &in) {
           "(" + std::to_string(t) + ", " + std::to_string(e) + ")";
       if (routed[t * E + e] && !(a > 0.0 && std::isfinite(a)))
         return "affinity of routed pair " + pair +
-               " must be positive and finite, got " + std::to_string(a);
+               " must be positive and finite, got " + formatValue(a);
       if (!routed[t * E + e] && a != 0.0)
         return "affinity of non-routed pair " + pair + " must be 0, got " +
-               std::to_string(a);
+               formatValue(a);
     }
   }
   return {};
@@ -258,13 +275,14 @@ LayerInputs moe::ref::makeInputs(const LayerConfig &cfg, uint64_t seed,
     for (int64_t t = 0; t < T; ++t)
       scores.push_back(1.0 / (1.0 + std::exp(-router.next())));
   } else {
+    // The experts meant to stay empty get a logit far below any draw
+    // (finite, as routerForward requires), so top-k never selects them.
+    const double kMaskedLogit = -1e30;
     std::vector<double> logits(T * E);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t e = 0; e < E; ++e) {
         double z = router.next();
-        logits[t * E + e] = e < E - emptyExperts
-                                ? z
-                                : -std::numeric_limits<double>::infinity();
+        logits[t * E + e] = e < E - emptyExperts ? z : kMaskedLogit;
       }
     RouterOutput out =
         routerForward(logits.data(), T, E, K, RouterMode::TopKThenSoftmax);

@@ -43,8 +43,7 @@ static std::vector<ExpertSlots> expertSlots(const LayerConfig &cfg,
   for (int64_t n = 0; n < numBlocks; ++n) {
     ExpertSlots &s = slots[routing.blockToExpert[n]];
     s.blocks.push_back(n);
-    s.token.insert(s.token.end(),
-                   routing.tokenPositionToId.begin() + n * cfg.B,
+    s.token.insert(s.token.end(), routing.tokenPositionToId.begin() + n * cfg.B,
                    routing.tokenPositionToId.begin() + (n + 1) * cfg.B);
   }
   return slots;
@@ -172,15 +171,27 @@ static LayerGrads zeroGrads(const LayerConfig &cfg) {
   return grads;
 }
 
-LayerGrads moe::ref::backward64(const LayerConfig &cfg,
-                                const LayerInputs &in) {
+/// The [cols, rows] transpose of a row-major [rows, cols] matrix, so that
+/// products with a transposed operand run as row-times-matrix loops.
+template <typename Elem>
+static std::vector<Elem> transposed(const Elem *m, int64_t rows, int64_t cols) {
+  std::vector<Elem> out(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[c * rows + r] = m[r * cols + c];
+  return out;
+}
+
+LayerGrads moe::ref::backward64(const LayerConfig &cfg, const LayerInputs &in) {
   LayerGrads grads = zeroGrads(cfg);
   std::vector<ExpertSlots> slots = expertSlots(cfg, in.routing);
   int64_t H = cfg.H, I = cfg.I, twoI = 2 * I;
   std::vector<double> gu(twoI), dA(I), h(I), dgu(twoI);
   for (int64_t e = 0; e < cfg.E; ++e) {
-    const double *wgu = &in.wgu[e * H * twoI];
-    const double *wd = &in.wd[e * I * H];
+    // Wgu[e]^T [2I, H] and Wd[e]^T [H, I] turn P2 and P1 into sums of
+    // scaled rows.
+    std::vector<double> wguT = transposed(&in.wgu[e * H * twoI], H, twoI);
+    std::vector<double> wdT = transposed(&in.wd[e * I * H], I, H);
     double *dwgu = &grads.dwgu[e * H * twoI];
     double *dwd = &grads.dwd[e * I * H];
     const ExpertSlots &s = slots[e];
@@ -201,14 +212,14 @@ LayerGrads moe::ref::backward64(const LayerConfig &cfg,
       double a = in.affinities[t * cfg.E + e];
 
       // P1 and the affinity gradient.
+      std::fill(dA.begin(), dA.end(), 0.0);
+      for (int64_t j = 0; j < H; ++j)
+        for (int64_t i = 0; i < I; ++i)
+          dA[i] += dy[j] * wdT[j * I + i];
       double da = 0.0;
       for (int64_t i = 0; i < I; ++i) {
-        double acc = 0.0;
-        for (int64_t j = 0; j < H; ++j)
-          acc += dy[j] * wd[i * H + j];
-        dA[i] = acc;
         h[i] = activation(cfg.act, gu[i]) * gu[I + i];
-        da += acc * h[i];
+        da += dA[i] * h[i];
       }
       if (cfg.bias)
         for (int64_t j = 0; j < H; ++j)
@@ -226,12 +237,11 @@ LayerGrads moe::ref::backward64(const LayerConfig &cfg,
       }
 
       // P2, P3, P4 and the bias gradients.
+      double *dx = &grads.dx[t * H];
+      for (int64_t k = 0; k < twoI; ++k)
+        for (int64_t j = 0; j < H; ++j)
+          dx[j] += dgu[k] * wguT[k * H + j];
       for (int64_t j = 0; j < H; ++j) {
-        double acc = 0.0;
-        const double *wRow = wgu + j * twoI;
-        for (int64_t k = 0; k < twoI; ++k)
-          acc += dgu[k] * wRow[k];
-        grads.dx[t * H + j] += acc;
         double *dRow = dwgu + j * twoI;
         for (int64_t k = 0; k < twoI; ++k)
           dRow[k] += x[j] * dgu[k];
@@ -271,52 +281,47 @@ static std::vector<float> toF32(const std::vector<double> &acc) {
   return std::vector<float>(acc.begin(), acc.end());
 }
 
-/// fp32(A[M,K] . B[K,N]), summed in fp64.
-static std::vector<float> gemmNN(const std::vector<float> &a,
-                                 const std::vector<float> &b, int64_t M,
-                                 int64_t K, int64_t N) {
+/// fp32(A[M,K] . B[K,N]) for the rows of A that hold a token (the rows of
+/// padding slots stay zero: they are never written), summed in fp64.
+static std::vector<float> gemmRows(const std::vector<float> &a,
+                                   const std::vector<float> &b,
+                                   const std::vector<int32_t> &token, int64_t K,
+                                   int64_t N) {
+  int64_t M = static_cast<int64_t>(token.size());
   std::vector<double> acc(M * N, 0.0);
-  for (int64_t m = 0; m < M; ++m)
+  for (int64_t m = 0; m < M; ++m) {
+    if (token[m] < 0)
+      continue;
+    double *cRow = &acc[m * N];
     for (int64_t k = 0; k < K; ++k) {
       double av = a[m * K + k];
       const float *bRow = &b[k * N];
-      double *cRow = &acc[m * N];
       for (int64_t n = 0; n < N; ++n)
         cRow[n] += av * bRow[n];
     }
+  }
   return toF32(acc);
 }
 
-/// fp32(A[M,K] . B[N,K]^T), summed in fp64.
-static std::vector<float> gemmNT(const std::vector<float> &a,
-                                 const std::vector<float> &b, int64_t M,
-                                 int64_t K, int64_t N) {
+/// fp32(A[S,M]^T . B[S,N]), the contraction over the S slots, summed in
+/// fp64. Padding slots are zero rows of both operands, so skipping them
+/// leaves every sum unchanged.
+static std::vector<float> gemmSlots(const std::vector<float> &a,
+                                    const std::vector<float> &b,
+                                    const std::vector<int32_t> &token,
+                                    int64_t M, int64_t N) {
   std::vector<double> acc(M * N, 0.0);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      const float *aRow = &a[m * K];
-      const float *bRow = &b[n * K];
-      double sum = 0.0;
-      for (int64_t k = 0; k < K; ++k)
-        sum += static_cast<double>(aRow[k]) * bRow[k];
-      acc[m * N + n] = sum;
-    }
-  return toF32(acc);
-}
-
-/// fp32(A[K,M]^T . B[K,N]), summed in fp64 over K (the slots).
-static std::vector<float> gemmTN(const std::vector<float> &a,
-                                 const std::vector<float> &b, int64_t K,
-                                 int64_t M, int64_t N) {
-  std::vector<double> acc(M * N, 0.0);
-  for (int64_t k = 0; k < K; ++k)
+  for (size_t s = 0; s < token.size(); ++s) {
+    if (token[s] < 0)
+      continue;
+    const float *bRow = &b[s * N];
     for (int64_t m = 0; m < M; ++m) {
-      double av = a[k * M + m];
-      const float *bRow = &b[k * N];
+      double av = a[s * M + m];
       double *cRow = &acc[m * N];
       for (int64_t n = 0; n < N; ++n)
         cRow[n] += av * bRow[n];
     }
+  }
   return toF32(acc);
 }
 
@@ -339,8 +344,7 @@ static std::vector<float> gatherRows(const std::vector<float> &src,
   return out;
 }
 
-LayerGrads moe::ref::backwardMX(const LayerConfig &cfg,
-                                const LayerInputs &in) {
+LayerGrads moe::ref::backwardMX(const LayerConfig &cfg, const LayerInputs &in) {
   LayerGrads grads = zeroGrads(cfg);
   std::vector<ExpertSlots> slots = expertSlots(cfg, in.routing);
   int64_t H = cfg.H, I = cfg.I, twoI = 2 * I, B = cfg.B;
@@ -377,8 +381,8 @@ LayerGrads moe::ref::backwardMX(const LayerConfig &cfg,
           gu[m * twoI + j] = roundToBF16(ckpt[j * B + m % B]);
       }
     } else {
-      gu = gemmNN(quantized(xE, M, H, 1, q), quantized(wgu, H, twoI, 0, q), M,
-                  H, twoI);
+      gu = gemmRows(quantized(xE, M, H, 1, q), quantized(wgu, H, twoI, 0, q),
+                    token, H, twoI);
       if (cfg.bias)
         for (int64_t m = 0; m < M; ++m)
           for (int64_t j = 0; j < twoI; ++j)
@@ -386,8 +390,9 @@ LayerGrads moe::ref::backwardMX(const LayerConfig &cfg,
     }
 
     // P1: dA [M, I] contracts over H.
-    std::vector<float> dA =
-        gemmNT(quantized(dyE, M, H, 1, q), quantized(wd, I, H, 1, q), M, H, I);
+    std::vector<float> dA = gemmRows(
+        quantized(dyE, M, H, 1, q),
+        transposed(quantized(wd, I, H, 1, q).data(), I, H), token, H, I);
 
     // Elementwise backward of the clamp and the gated activation, in fp32.
     std::vector<float> hE(M * I, 0.0f), dgu(M * twoI, 0.0f);
@@ -397,8 +402,7 @@ LayerGrads moe::ref::backwardMX(const LayerConfig &cfg,
       double daSum = 0.0;
       for (int64_t i = 0; i < I; ++i) {
         float g = clampValueF32(gu[m * twoI + i], clamp.gateLo, clamp.gateHi);
-        float u =
-            clampValueF32(gu[m * twoI + I + i], clamp.upLo, clamp.upHi);
+        float u = clampValueF32(gu[m * twoI + I + i], clamp.upLo, clamp.upHi);
         float s = static_cast<float>(activation(cfg.act, g));
         float sp = static_cast<float>(activationDerivative(cfg.act, g));
         float dAv = dA[m * I + i];
@@ -419,24 +423,26 @@ LayerGrads moe::ref::backwardMX(const LayerConfig &cfg,
     }
 
     // P2: c [M, H] contracts over 2I; dx sums experts in ascending order.
-    std::vector<float> c = gemmNT(quantized(dgu, M, twoI, 1, q),
-                                  quantized(wgu, H, twoI, 1, q), M, twoI, H);
+    std::vector<float> c =
+        gemmRows(quantized(dgu, M, twoI, 1, q),
+                 transposed(quantized(wgu, H, twoI, 1, q).data(), H, twoI),
+                 token, twoI, H);
     for (int64_t m = 0; m < M; ++m) {
       if (token[m] < 0)
         continue;
       float *acc = &dxAcc[token[m] * H];
       for (int64_t j = 0; j < H; ++j) {
         float sum = acc[j] + c[m * H + j];
-        acc[j] = cfg.dxAccumulate == DxAccumulate::BF16 ? roundToBF16(sum)
-                                                        : sum;
+        acc[j] =
+            cfg.dxAccumulate == DxAccumulate::BF16 ? roundToBF16(sum) : sum;
       }
     }
 
     // P3 and P4 contract over the slots; 32-slot blocks never straddle
     // experts because B is a multiple of 32.
-    std::vector<float> dwgu = gemmTN(quantized(xE, M, H, 0, q),
-                                     quantized(dgu, M, twoI, 0, q), M, H,
-                                     twoI);
+    std::vector<float> dwgu =
+        gemmSlots(quantized(xE, M, H, 0, q), quantized(dgu, M, twoI, 0, q),
+                  token, H, twoI);
     std::vector<float> scaledDy(M * H);
     for (int64_t m = 0; m < M; ++m)
       for (int64_t j = 0; j < H; ++j)
@@ -447,11 +453,11 @@ LayerGrads moe::ref::backwardMX(const LayerConfig &cfg,
       for (int64_t m = 0; m < M; ++m)
         for (int64_t i = 0; i < I; ++i)
           scaledH[m * I + i] = a[m] * hE[m * I + i];
-      dwd = gemmTN(quantized(scaledH, M, I, 0, q), quantized(dyE, M, H, 0, q),
-                   M, I, H);
+      dwd = gemmSlots(quantized(scaledH, M, I, 0, q),
+                      quantized(dyE, M, H, 0, q), token, I, H);
     } else {
-      dwd = gemmTN(quantized(hE, M, I, 0, q), quantized(scaledDy, M, H, 0, q),
-                   M, I, H);
+      dwd = gemmSlots(quantized(hE, M, I, 0, q),
+                      quantized(scaledDy, M, H, 0, q), token, I, H);
     }
     for (int64_t k = 0; k < H * twoI; ++k)
       grads.dwgu[e * H * twoI + k] =
@@ -518,8 +524,7 @@ bool moe::ref::parseActivation(const std::string &name, Activation &act) {
   return true;
 }
 
-bool moe::ref::parseAffinity(const std::string &name,
-                             AffinityPlacement &aff) {
+bool moe::ref::parseAffinity(const std::string &name, AffinityPlacement &aff) {
   if (name == "on_i")
     aff = AffinityPlacement::OnI;
   else if (name == "on_h")

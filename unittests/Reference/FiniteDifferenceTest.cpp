@@ -13,6 +13,8 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstdio>
+#include <ostream>
 #include <string>
 
 using namespace moe::ref;
@@ -24,6 +26,9 @@ struct FDCase {
   LayerConfig cfg;
   int64_t emptyExperts = 0;
 };
+
+/// Names the case in test output instead of its bytes.
+void PrintTo(const FDCase &c, std::ostream *os) { *os << c.name; }
 
 /// T = 40, H = I = 32, E = 4, K = 2, B = 32: T*K = 80 is not a multiple of B,
 /// so every expert's last block holds padding.
@@ -103,8 +108,8 @@ double loss(const LayerConfig &cfg, const LayerInputs &in) {
 /// noise; the norm over the sample measures the error against the
 /// gradient's own scale.
 double sampledError(const LayerConfig &cfg, LayerInputs &in,
-                    std::vector<double> &param,
-                    const std::vector<double> &grad, bool routedOnly) {
+                    std::vector<double> &param, const std::vector<double> &grad,
+                    bool routedOnly) {
   EXPECT_EQ(param.size(), grad.size());
   std::vector<size_t> candidates;
   double sumSq = 0.0;
@@ -170,16 +175,18 @@ TEST_P(FiniteDifferenceTest, Backward64MatchesCentralDifferences) {
   }
   for (const Output &o : outputs) {
     double err = sampledError(cfg, in, *o.param, *o.grad, o.routedOnly);
-    RecordProperty(std::string(o.name) + "_rel_err", std::to_string(err));
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2e", err);
+    RecordProperty(std::string(o.name) + "_rel_err", text);
     EXPECT_LE(err, kTolerance) << o.name;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    FiniteDifference, FiniteDifferenceTest, ::testing::ValuesIn(fdCases()),
-    [](const ::testing::TestParamInfo<FDCase> &info) {
-      return std::string(info.param.name);
-    });
+INSTANTIATE_TEST_SUITE_P(FiniteDifference, FiniteDifferenceTest,
+                         ::testing::ValuesIn(fdCases()),
+                         [](const ::testing::TestParamInfo<FDCase> &info) {
+                           return std::string(info.param.name);
+                         });
 
 /// The check itself can fail: a dWd off by 0.1% (or computed without the
 /// affinity) is far outside the tolerance.
