@@ -20,6 +20,9 @@ config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# use_default_substitutions() defines %python as lit's own interpreter;
+# the tests need the one with the pinned packages.
+config.substitutions = [s for s in config.substitutions if s[0] != "%python"]
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%moe_src", config.moe_src_root))
 config.substitutions.append(("%moe_obj", config.moe_obj_root))

@@ -27,6 +27,7 @@ constexpr size_t kMagicLen = 6;
 /// numpy aligns the data to 64 bytes; the header is padded to reach it.
 constexpr size_t kAlign = 64;
 
+/// Bytes per element of `type`.
 size_t elementSize(NpyType type) {
   switch (type) {
   case NpyType::F64:
@@ -146,9 +147,8 @@ private:
   }
 
   void skipSpace() {
-    while (pos < text.size() &&
-           (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' ||
-            text[pos] == '\r'))
+    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t' ||
+                                 text[pos] == '\n' || text[pos] == '\r'))
       ++pos;
   }
 
@@ -217,6 +217,7 @@ private:
   }
 };
 
+/// A shape as a Python tuple literal: "()", "(3,)", "(2, 3)".
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string out = "(";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -240,6 +241,7 @@ int64_t elementCount(const std::vector<int64_t> &shape) {
   return count;
 }
 
+/// A little-endian unsigned integer of `bytes` (2 or 4) bytes.
 uint32_t readLE(const uint8_t *p, int bytes) {
   uint32_t value = 0;
   for (int i = bytes - 1; i >= 0; --i)
@@ -247,6 +249,7 @@ uint32_t readLE(const uint8_t *p, int bytes) {
   return value;
 }
 
+/// Unaligned little-endian loads and stores (the host is little-endian).
 template <typename T> T load(const uint8_t *p) {
   T value;
   std::memcpy(&value, p, sizeof(T));
@@ -342,14 +345,14 @@ bool moe::ref::readNpy(const std::string &path, NpyArray &out,
     return fail("fortran_order True is not supported (save a C-order array)");
   int64_t count = elementCount(shape);
   size_t size = elementSize(type);
-  if (count < 0 ||
-      static_cast<uint64_t>(count) > std::numeric_limits<uint64_t>::max() / size)
+  if (count < 0 || static_cast<uint64_t>(count) >
+                       std::numeric_limits<uint64_t>::max() / size)
     return fail("shape " + shapeString(shape) + " is too large");
   uint64_t want = static_cast<uint64_t>(count) * size;
   uint64_t have = bytes.size() - prelude - headerLen;
   if (have < want)
-    return fail("truncated data: shape " + shapeString(shape) + " of " +
-                descr + " needs " + std::to_string(want) + " bytes, file has " +
+    return fail("truncated data: shape " + shapeString(shape) + " of " + descr +
+                " needs " + std::to_string(want) + " bytes, file has " +
                 std::to_string(have));
   if (have > want)
     return fail(std::to_string(have - want) +
@@ -365,15 +368,15 @@ bool moe::ref::readNpy(const std::string &path, NpyArray &out,
 bool moe::ref::writeNpy(const std::string &path, const NpyArray &array,
                         std::string &error) {
   int64_t count = elementCount(array.shape);
-  if (count < 0 ||
-      array.data.size() != static_cast<uint64_t>(count) * elementSize(array.type)) {
+  if (count < 0 || array.data.size() !=
+                       static_cast<uint64_t>(count) * elementSize(array.type)) {
     error = path + ": data size " + std::to_string(array.data.size()) +
             " bytes does not match shape " + shapeString(array.shape);
     return false;
   }
-  std::string dict = std::string("{'descr': '") + descrOf(array.type) +
-                     "', 'fortran_order': False, 'shape': " +
-                     shapeString(array.shape) + ", }";
+  std::string dict =
+      std::string("{'descr': '") + descrOf(array.type) +
+      "', 'fortran_order': False, 'shape': " + shapeString(array.shape) + ", }";
   // Pad with spaces so that magic, version, length, dict and the closing
   // newline end on a 64-byte boundary, as numpy does.
   size_t lenBytes = 2;
@@ -445,8 +448,8 @@ bool moe::ref::writeNpy(const std::string &path,
     case NpyType::BF16: {
       float f = static_cast<float>(v);
       uint32_t bits = load<uint32_t>(reinterpret_cast<const uint8_t *>(&f));
-      exact = std::isnan(v) || (static_cast<double>(f) == v &&
-                                (bits & 0xFFFF) == 0);
+      exact = std::isnan(v) ||
+              (static_cast<double>(f) == v && (bits & 0xFFFF) == 0);
       if (std::isnan(v))
         bits |= 0x00400000; // keep a NaN a NaN once the low half is dropped
       store<uint16_t>(p, static_cast<uint16_t>(bits >> 16));

@@ -59,10 +59,11 @@ void checkShape(int64_t T, int64_t K, int64_t E, int64_t B) {
 
 int64_t numBlocks(int64_t T, int64_t K, int64_t E, int64_t B) {
   checkShape(T, K, E, B);
-  // Integer division truncates toward zero, so a negative numerator (fewer
-  // routed pairs than E-1) must be handled apart: its ceil term is 0.
+  // The contract's ceiling is the real one, also for a negative numerator
+  // (fewer routed pairs than E-1): ceil(-r / B) = -floor(r / B). That N
+  // still covers every routing, since at most T*K experts own a block.
   int64_t rest = T * K - (E - 1);
-  int64_t ceilTerm = rest > 0 ? (rest + B - 1) / B : 0;
+  int64_t ceilTerm = rest >= 0 ? (rest + B - 1) / B : -((-rest) / B);
   int64_t n = ceilTerm + E - 1;
   return n < 1 ? 1 : n;
 }

@@ -22,6 +22,8 @@
 #include "moe/Reference/Router.h"
 #include "moe/Reference/Routing.h"
 
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <new>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -82,7 +85,7 @@ commands:
 
 layer options (default: T=256 H=256 I=128 E=4 K=2 B=128, e4m3, rceil,
 swiglu, on_i):
-  --T N --H N --I N --E N --K N --B N   shapes (B a multiple of 32)
+  --T N --H N --I N --E N --K N --B N   shapes (H, I, B multiples of 32)
   --act swiglu|geglu                    gated activation
   --affinity on_i|on_h                  where the affinity multiplies
   --quant e4m3|e5m2|none                MX element type, none = bf16
@@ -104,20 +107,24 @@ Exit status: 0 success, 1 file or data error, 2 usage error.
 // Value parsing
 //===----------------------------------------------------------------------===//
 
-int64_t parseInt(const std::string &opt, const std::string &text,
-                 int64_t min, int64_t max) {
+/// Parses a decimal integer in [min, max] given to option `opt`.
+int64_t parseInt(const std::string &opt, const std::string &text, int64_t min,
+                 int64_t max) {
   if (text.empty() ||
       text.find_first_not_of("0123456789-") != std::string::npos)
     throw UsageError("invalid integer '" + text + "' for " + opt);
   errno = 0;
   char *end = nullptr;
   long long value = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || value < min || value > max)
+  if (*end != '\0')
+    throw UsageError("invalid integer '" + text + "' for " + opt);
+  if (errno != 0 || value < min || value > max)
     throw UsageError("value '" + text + "' for " + opt + " must be in [" +
                      std::to_string(min) + ", " + std::to_string(max) + "]");
   return value;
 }
 
+/// Parses a seed: any unsigned 64-bit decimal.
 uint64_t parseSeed(const std::string &opt, const std::string &text) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
     throw UsageError("invalid seed '" + text + "' for " + opt +
@@ -130,6 +137,7 @@ uint64_t parseSeed(const std::string &opt, const std::string &text) {
   return value;
 }
 
+/// Parses a finite floating-point number (no inf, nan or blanks).
 double parseFinite(const std::string &opt, const std::string &text) {
   errno = 0;
   char *end = nullptr;
@@ -144,7 +152,8 @@ double parseFinite(const std::string &opt, const std::string &text) {
 void parseClamp(const std::string &opt, const std::string &text,
                 std::optional<double> &lo, std::optional<double> &hi) {
   size_t colon = text.find(':');
-  if (colon == std::string::npos || text.find(':', colon + 1) != std::string::npos)
+  if (colon == std::string::npos ||
+      text.find(':', colon + 1) != std::string::npos)
     throw UsageError("invalid clamp '" + text + "' for " + opt +
                      " (expected LO:HI, e.g. -7:7 or :7.0)");
   std::string loText = text.substr(0, colon), hiText = text.substr(colon + 1);
@@ -155,10 +164,11 @@ void parseClamp(const std::string &opt, const std::string &text,
   if (!hiText.empty())
     hi = parseFinite(opt, hiText);
   if (lo && hi && !(*lo < *hi))
-    throw UsageError("clamp '" + text + "' for " + opt +
-                     " needs LO < HI");
+    throw UsageError("clamp '" + text + "' for " + opt + " needs LO < HI");
 }
 
+/// Maps `text` to the value of the matching name in `choices`; the error
+/// lists every accepted name.
 template <typename Enum>
 Enum parseChoice(const std::string &opt, const std::string &text,
                  const std::vector<std::pair<const char *, Enum>> &choices) {
@@ -245,12 +255,12 @@ struct LayerArgs {
     cfg.B = 128;
   }
 
+  /// Adds the layer options, --seed and --empty-experts to `options`.
   void addOptions(std::vector<Option> &options) {
     // Shapes are capped so that no tensor exceeds a few GiB in fp64; a
     // bigger request is a typo, not a job for a reference model.
     auto shape = [&](const char *name, int64_t &field, bool *set) {
-      options.push_back({name, true, [this, name, &field, set](
-                                         const std::string &v) {
+      options.push_back({name, true, [name, &field, set](const std::string &v) {
                            field = parseInt(name, v, 1, 1 << 20);
                            if (set)
                              *set = true;
@@ -262,12 +272,12 @@ struct LayerArgs {
     shape("--E", cfg.E, &setE);
     shape("--K", cfg.K, &setK);
     shape("--B", cfg.B, nullptr);
-    options.push_back({"--act", true, [this](const std::string &v) {
-                         cfg.act = parseChoice<Activation>(
-                             "--act", v,
-                             {{"swiglu", Activation::SwiGLU},
-                              {"geglu", Activation::GeGLU}});
-                       }});
+    options.push_back(
+        {"--act", true, [this](const std::string &v) {
+           cfg.act = parseChoice<Activation>(
+               "--act", v,
+               {{"swiglu", Activation::SwiGLU}, {"geglu", Activation::GeGLU}});
+         }});
     options.push_back({"--affinity", true, [this](const std::string &v) {
                          cfg.affinity = parseChoice<AffinityPlacement>(
                              "--affinity", v,
@@ -275,13 +285,13 @@ struct LayerArgs {
                               {"on_h", AffinityPlacement::OnH}});
                        }});
     options.push_back({"--quant", true, [this](const std::string &v) {
-                         cfg.quant.enabled = v != "none";
-                         if (cfg.quant.enabled)
-                           cfg.quant.elem = parseChoice<MXElem>(
-                               "--quant", v,
-                               {{"e4m3", MXElem::E4M3},
-                                {"e5m2", MXElem::E5M2},
-                                {"none", MXElem::E4M3}});
+                         // 0, 1: an MX element type; 2: bf16 operands.
+                         int choice = parseChoice<int>(
+                             "--quant", v,
+                             {{"e4m3", 0}, {"e5m2", 1}, {"none", 2}});
+                         cfg.quant.enabled = choice != 2;
+                         if (choice == 1)
+                           cfg.quant.elem = MXElem::E5M2;
                        }});
     options.push_back({"--rule", true, [this](const std::string &v) {
                          cfg.quant.rule = parseRule("--rule", v);
@@ -302,22 +312,21 @@ struct LayerArgs {
         {"--dense", false, [this](const std::string &) { cfg.dense = true; }});
     options.push_back(
         {"--dx-f32", false, [this](const std::string &) { cfg.dxF32 = true; }});
-    options.push_back({"--weight-grad-bf16", false,
-                       [this](const std::string &) {
-                         cfg.weightGradBF16 = true;
-                       }});
-    options.push_back({"--dx-accumulate", true, [this](const std::string &v) {
-                         cfg.dxAccumulate = parseChoice<DxAccumulate>(
-                             "--dx-accumulate", v,
-                             {{"f32", DxAccumulate::F32},
-                              {"bf16", DxAccumulate::BF16}});
-                       }});
+    options.push_back(
+        {"--weight-grad-bf16", false,
+         [this](const std::string &) { cfg.weightGradBF16 = true; }});
+    options.push_back(
+        {"--dx-accumulate", true, [this](const std::string &v) {
+           cfg.dxAccumulate = parseChoice<DxAccumulate>(
+               "--dx-accumulate", v,
+               {{"f32", DxAccumulate::F32}, {"bf16", DxAccumulate::BF16}});
+         }});
     options.push_back({"--seed", true, [this](const std::string &v) {
                          seed = parseSeed("--seed", v);
                        }});
     options.push_back({"--empty-experts", true, [this](const std::string &v) {
-                         emptyExperts = parseInt("--empty-experts", v, 0,
-                                                 1 << 20);
+                         emptyExperts =
+                             parseInt("--empty-experts", v, 0, 1 << 20);
                        }});
   }
 
@@ -337,12 +346,16 @@ struct LayerArgs {
       cfg.E = 1;
       cfg.K = 1;
     }
-    if (cfg.B % 32 != 0)
-      throw UsageError("--B " + std::to_string(cfg.B) +
-                       " is not a multiple of 32");
+    // MX blocks of 32 run along H, 2I and the slots of a block.
+    for (auto [name, value] : {std::pair<const char *, int64_t>{"--H", cfg.H},
+                               {"--I", cfg.I},
+                               {"--B", cfg.B}})
+      if (value % kMXBlock != 0)
+        throw UsageError(std::string(name) + " " + std::to_string(value) +
+                         " is not a multiple of 32");
     if (cfg.K > cfg.E)
-      throw UsageError("K=" + std::to_string(cfg.K) + " exceeds E=" +
-                       std::to_string(cfg.E));
+      throw UsageError("K=" + std::to_string(cfg.K) +
+                       " exceeds E=" + std::to_string(cfg.E));
     if (emptyExperts > 0 && cfg.dense)
       throw UsageError("--empty-experts does not apply to --dense");
     if (cfg.K > cfg.E - emptyExperts)
@@ -363,10 +376,12 @@ struct LayerArgs {
 // Files
 //===----------------------------------------------------------------------===//
 
+/// DIR/NAME.
 std::string joinPath(const std::string &dir, const std::string &name) {
   return (std::filesystem::path(dir) / name).string();
 }
 
+/// Creates `dir` and its parents unless they exist.
 void makeDir(const std::string &dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -375,6 +390,7 @@ void makeDir(const std::string &dir) {
                     (ec ? " (" + ec.message() + ")" : std::string()));
 }
 
+/// "[2, 3]" for messages and the run summary.
 std::string shapeText(const std::vector<int64_t> &shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -382,6 +398,7 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return out + "]";
 }
 
+/// Reads a .npy file or throws a DataError naming it.
 NpyArray readArray(const std::string &path) {
   NpyArray array;
   std::string error;
@@ -390,6 +407,7 @@ NpyArray readArray(const std::string &path) {
   return array;
 }
 
+/// Throws unless `array` has exactly the shape `want`.
 void checkShape(const std::string &path, const NpyArray &array,
                 const std::vector<int64_t> &want) {
   if (array.shape != want)
@@ -409,6 +427,7 @@ std::vector<double> readFloats(const std::string &path,
   return array.toDouble();
 }
 
+/// An int32 array of the given shape.
 std::vector<int32_t> readInts(const std::string &path,
                               const std::vector<int64_t> &shape) {
   NpyArray array = readArray(path);
@@ -418,6 +437,7 @@ std::vector<int32_t> readInts(const std::string &path,
   return array.toInt32();
 }
 
+/// Writes fp64 values as `type` (every value must be exact in it).
 void writeFloats(const std::string &path, const std::vector<double> &values,
                  const std::vector<int64_t> &shape,
                  NpyType type = NpyType::F64) {
@@ -426,6 +446,7 @@ void writeFloats(const std::string &path, const std::vector<double> &values,
     throw DataError(error);
 }
 
+/// Writes an int32 array.
 void writeInts(const std::string &path, const std::vector<int32_t> &values,
                const std::vector<int64_t> &shape) {
   std::string error;
@@ -433,6 +454,7 @@ void writeInts(const std::string &path, const std::vector<int32_t> &values,
     throw DataError(error);
 }
 
+/// Writes a uint8 array.
 void writeBytes(const std::string &path, const std::vector<uint8_t> &values,
                 const std::vector<int64_t> &shape) {
   NpyArray array;
@@ -448,22 +470,28 @@ void writeBytes(const std::string &path, const std::vector<uint8_t> &values,
 // config.json
 //===----------------------------------------------------------------------===//
 
+/// A JSON number that reads back to the same double.
 std::string jsonNumber(double value) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.17g", value);
   return buffer;
 }
 
+/// A JSON number, or null for an unset clamp limit.
 std::string jsonOptional(const std::optional<double> &value) {
   return value ? jsonNumber(*value) : "null";
 }
 
+/// A JSON boolean.
 const char *boolText(bool value) { return value ? "true" : "false"; }
 
+/// The --quant spelling of a quantization config.
 std::string quantText(const QuantConfig &quant) {
   return quant.enabled ? toString(quant.elem) : "none";
 }
 
+/// config.json: every LayerConfig field, plus N (derived, checked on
+/// reading) and the seed and empty-expert count the inputs came from.
 std::string configJson(const LayerConfig &cfg, uint64_t seed,
                        int64_t emptyExperts) {
   std::ostringstream os;
@@ -513,7 +541,8 @@ std::map<std::string, JsonValue> parseFlatJson(const std::string &path,
     return DataError(path + ": " + why + " at offset " + std::to_string(pos));
   };
   auto skip = [&] {
-    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos])))
+    while (pos < text.size() &&
+           std::isspace(static_cast<unsigned char>(text[pos])))
       ++pos;
   };
   auto expect = [&](char c) {
@@ -583,6 +612,9 @@ std::map<std::string, JsonValue> parseFlatJson(const std::string &path,
   return object;
 }
 
+/// Reads config.json. T, H, I, E, K and B are required, every other field
+/// defaults as in LayerConfig; an unknown key is an error (a misspelt
+/// option must not be silently ignored).
 LayerConfig readConfig(const std::string &path) {
   std::ifstream file(path);
   if (!file)
@@ -614,7 +646,7 @@ LayerConfig readConfig(const std::string &path) {
       throw bad(key, "must be an integer in [1, 2^20]");
     field = static_cast<int64_t>(v->number);
   };
-  auto string = [&](const std::string &key) -> std::string {
+  auto text = [&](const std::string &key) -> std::string {
     const JsonValue *v = take(key, JsonValue::String, false);
     return v ? v->text : std::string();
   };
@@ -628,13 +660,29 @@ LayerConfig readConfig(const std::string &path) {
         field = v->number;
   };
 
-  static const char *known[] = {
-      "T",          "H",           "I",           "E",
-      "K",          "B",           "N",           "act",
-      "affinity",   "quant",       "rule",        "clamp_gate_lo",
-      "clamp_gate_hi", "clamp_up_lo", "clamp_up_hi", "bias",
-      "checkpoint", "dense",       "dx_accumulate", "dx_f32",
-      "weight_grad_bf16", "seed",  "empty_experts"};
+  static const char *known[] = {"T",
+                                "H",
+                                "I",
+                                "E",
+                                "K",
+                                "B",
+                                "N",
+                                "act",
+                                "affinity",
+                                "quant",
+                                "rule",
+                                "clamp_gate_lo",
+                                "clamp_gate_hi",
+                                "clamp_up_lo",
+                                "clamp_up_hi",
+                                "bias",
+                                "checkpoint",
+                                "dense",
+                                "dx_accumulate",
+                                "dx_f32",
+                                "weight_grad_bf16",
+                                "seed",
+                                "empty_experts"};
   for (const auto &entry : json) {
     bool isKnown = false;
     for (const char *name : known)
@@ -651,18 +699,17 @@ LayerConfig readConfig(const std::string &path) {
   integer("K", cfg.K);
   integer("B", cfg.B);
   std::string value;
-  if (!(value = string("act")).empty() && !parseActivation(value, cfg.act))
+  if (!(value = text("act")).empty() && !parseActivation(value, cfg.act))
     throw bad("act", "is not swiglu or geglu");
-  if (!(value = string("affinity")).empty() &&
+  if (!(value = text("affinity")).empty() &&
       !parseAffinity(value, cfg.affinity))
     throw bad("affinity", "is not on_i or on_h");
-  if (!(value = string("quant")).empty()) {
+  if (!(value = text("quant")).empty()) {
     cfg.quant.enabled = value != "none";
     if (cfg.quant.enabled && !parseMXElem(value, cfg.quant.elem))
       throw bad("quant", "is not e4m3, e5m2 or none");
   }
-  if (!(value = string("rule")).empty() &&
-      !parseScaleRule(value, cfg.quant.rule))
+  if (!(value = text("rule")).empty() && !parseScaleRule(value, cfg.quant.rule))
     throw bad("rule", "is not rceil, floor or floor_alt");
   optional("clamp_gate_lo", cfg.clamp.gateLo);
   optional("clamp_gate_hi", cfg.clamp.gateHi);
@@ -673,7 +720,7 @@ LayerConfig readConfig(const std::string &path) {
   flag("dense", cfg.dense);
   flag("dx_f32", cfg.dxF32);
   flag("weight_grad_bf16", cfg.weightGradBF16);
-  if (!(value = string("dx_accumulate")).empty()) {
+  if (!(value = text("dx_accumulate")).empty()) {
     if (value == "f32")
       cfg.dxAccumulate = DxAccumulate::F32;
     else if (value == "bf16")
@@ -684,8 +731,7 @@ LayerConfig readConfig(const std::string &path) {
   if (const JsonValue *n = take("N", JsonValue::Number, false))
     if (n->kind != JsonValue::Number || n->number != cfg.numBlocks())
       throw bad("N", "does not match the block count " +
-                         std::to_string(cfg.numBlocks()) +
-                         " of T, K, E and B");
+                         std::to_string(cfg.numBlocks()) + " of T, K, E and B");
   return cfg;
 }
 
@@ -700,6 +746,7 @@ struct Output {
   std::vector<int64_t> shape;
 };
 
+/// The outputs of a layer with their .npy names and SPEC shapes.
 std::vector<Output> outputsOf(const LayerConfig &cfg, const LayerGrads &g) {
   std::vector<Output> outs = {
       {"dx", &g.dx, {cfg.T, cfg.H}},
@@ -714,6 +761,7 @@ std::vector<Output> outputsOf(const LayerConfig &cfg, const LayerGrads &g) {
   return outs;
 }
 
+/// The one-line summary of a configuration printed by `run`.
 std::string configLine(const LayerConfig &cfg) {
   auto clamp = [](const std::optional<double> &lo,
                   const std::optional<double> &hi) {
@@ -739,8 +787,7 @@ std::string configLine(const LayerConfig &cfg) {
      << " bias=" << (cfg.bias ? "on" : "off")
      << " checkpoint=" << (cfg.checkpoint ? "on" : "off")
      << " dense=" << (cfg.dense ? "on" : "off")
-     << " dx=" << (cfg.dxF32 ? "f32" : "bf16")
-     << " dx_accumulate="
+     << " dx=" << (cfg.dxF32 ? "f32" : "bf16") << " dx_accumulate="
      << (cfg.dxAccumulate == DxAccumulate::F32 ? "f32" : "bf16")
      << " weight_grads=" << (cfg.weightGradBF16 ? "bf16" : "f32");
   return os.str();
@@ -758,6 +805,7 @@ void checkValid(const LayerConfig &cfg, const LayerInputs &in,
 // Commands
 //===----------------------------------------------------------------------===//
 
+/// moe-ref run: generate, run both references, print the summary table.
 int runCommand(const std::vector<std::string> &args) {
   LayerArgs layer;
   std::vector<Option> options;
@@ -810,6 +858,7 @@ int runCommand(const std::vector<std::string> &args) {
   return 0;
 }
 
+/// moe-ref gen: write the generated inputs and config.json.
 int genCommand(const std::vector<std::string> &args) {
   LayerArgs layer;
   std::string out;
@@ -853,6 +902,7 @@ int genCommand(const std::vector<std::string> &args) {
   return 0;
 }
 
+/// moe-ref bwd: one reference on inputs read from a directory.
 int bwdCommand(const std::vector<std::string> &args) {
   std::string in, out, ref;
   std::vector<Option> options = {
@@ -913,6 +963,7 @@ int bwdCommand(const std::vector<std::string> &args) {
   return 0;
 }
 
+/// moe-ref quantize: MX-quantize one 2-D array.
 int quantizeCommand(const std::vector<std::string> &args) {
   std::string in, codes, scales, dequant;
   int64_t axis = -1;
@@ -924,9 +975,8 @@ int quantizeCommand(const std::vector<std::string> &args) {
        [&](const std::string &v) { axis = parseInt("--axis", v, 0, 1); }},
       {"--elem", true,
        [&](const std::string &v) {
-         elem = parseChoice<MXElem>("--elem", v,
-                                    {{"e4m3", MXElem::E4M3},
-                                     {"e5m2", MXElem::E5M2}});
+         elem = parseChoice<MXElem>(
+             "--elem", v, {{"e4m3", MXElem::E4M3}, {"e5m2", MXElem::E5M2}});
        }},
       {"--rule", true,
        [&](const std::string &v) { rule = LayerArgs::parseRule("--rule", v); }},
@@ -961,8 +1011,8 @@ int quantizeCommand(const std::vector<std::string> &args) {
     }
   }
   int64_t rows = x.shape[0], cols = x.shape[1];
-  MXMatrix q = quantizeMatrix(values.data(), rows, cols,
-                              static_cast<int>(axis), elem, rule);
+  MXMatrix q = quantizeMatrix(values.data(), rows, cols, static_cast<int>(axis),
+                              elem, rule);
   std::vector<int64_t> scaleShape =
       axis == 1 ? std::vector<int64_t>{rows, (cols + kMXBlock - 1) / kMXBlock}
                 : std::vector<int64_t>{(rows + kMXBlock - 1) / kMXBlock, cols};
@@ -970,12 +1020,13 @@ int quantizeCommand(const std::vector<std::string> &args) {
   writeBytes(scales, q.scales, scaleShape);
   if (!dequant.empty()) {
     std::vector<float> d = q.dequantize();
-    writeFloats(dequant, std::vector<double>(d.begin(), d.end()),
-                {rows, cols}, NpyType::F32);
+    writeFloats(dequant, std::vector<double>(d.begin(), d.end()), {rows, cols},
+                NpyType::F32);
   }
   return 0;
 }
 
+/// moe-ref route: the blocked layout and masked affinities of a top-k.
 int routeCommand(const std::vector<std::string> &args) {
   std::string idxPath, scorePath, out;
   int64_t E = 0, B = 0;
@@ -1003,8 +1054,10 @@ int routeCommand(const std::vector<std::string> &args) {
   require(out, "--out DIR", "route");
 
   NpyArray idxArray = readArray(idxPath);
-  if (idxArray.type != NpyType::I32 || idxArray.shape.size() != 2)
-    throw DataError(idxPath + ": expected a 2-D int32 array [T,K], got " +
+  if (idxArray.type != NpyType::I32)
+    throw DataError(idxPath + ": expected an int32 array ('<i4')");
+  if (idxArray.shape.size() != 2)
+    throw DataError(idxPath + ": expected a 2-D array [T,K], got shape " +
                     shapeText(idxArray.shape));
   int64_t T = idxArray.shape[0], K = idxArray.shape[1];
   std::vector<int32_t> idx = idxArray.toInt32();
@@ -1015,7 +1068,8 @@ int routeCommand(const std::vector<std::string> &args) {
   } catch (const std::invalid_argument &e) {
     throw DataError(idxPath + ": " + e.what());
   }
-  std::vector<double> aff = maskedAffinities(idx.data(), scores.data(), T, K, E);
+  std::vector<double> aff =
+      maskedAffinities(idx.data(), scores.data(), T, K, E);
   makeDir(out);
   int64_t N = static_cast<int64_t>(routing.blockToExpert.size());
   writeInts(joinPath(out, "token_position_to_id.npy"),
@@ -1025,6 +1079,7 @@ int routeCommand(const std::vector<std::string> &args) {
   return 0;
 }
 
+/// moe-ref router-bwd: router forward and, with --dscores, backward.
 int routerBwdCommand(const std::vector<std::string> &args) {
   std::string logitsPath, dscoresPath, out;
   int64_t K = 0;
@@ -1051,8 +1106,8 @@ int routerBwdCommand(const std::vector<std::string> &args) {
   if (K == 0)
     throw UsageError("router-bwd needs --topk K");
   if (!haveMode)
-    throw UsageError(
-        "router-bwd needs --mode topk_softmax|softmax_topk|softmax_topk_renorm");
+    throw UsageError("router-bwd needs --mode "
+                     "topk_softmax|softmax_topk|softmax_topk_renorm");
   require(out, "--out DIR", "router-bwd");
 
   NpyArray logitsArray = readArray(logitsPath);
@@ -1069,18 +1124,25 @@ int routerBwdCommand(const std::vector<std::string> &args) {
   if (!dscoresPath.empty())
     dscores = readFloats(dscoresPath, {T, K});
 
-  RouterOutput fwd = routerForward(logits.data(), T, E, K, mode);
+  RouterOutput fwd;
+  std::vector<double> dlogits;
+  try {
+    fwd = routerForward(logits.data(), T, E, K, mode);
+    if (!dscoresPath.empty())
+      dlogits = routerBackward(logits.data(), fwd.topkIdx.data(),
+                               dscores.data(), T, E, K, mode);
+  } catch (const std::invalid_argument &e) {
+    throw DataError(logitsPath + ": " + e.what());
+  }
   makeDir(out);
   writeInts(joinPath(out, "topk_idx.npy"), fwd.topkIdx, {T, K});
   writeFloats(joinPath(out, "topk_scores.npy"), fwd.topkScores, {T, K});
-  if (!dscoresPath.empty()) {
-    std::vector<double> dlogits = routerBackward(
-        logits.data(), fwd.topkIdx.data(), dscores.data(), T, E, K, mode);
+  if (!dscoresPath.empty())
     writeFloats(joinPath(out, "dlogits.npy"), dlogits, {T, E});
-  }
   return 0;
 }
 
+/// Runs the command named by the first argument.
 int dispatch(const std::vector<std::string> &argv) {
   if (argv.empty())
     throw UsageError("no command given (see moe-ref --help)");

@@ -69,7 +69,7 @@ std::string bytesOf(const void *p, size_t n) {
 }
 
 TEST_F(NpyFile, NpyRoundTripF64) {
-  std::vector<double> values = {1.0, -2.5, 1e-300, 3.141592653589793,
+  std::vector<double> values = {1.0,  -2.5,   1e-300, 3.141592653589793,
                                 -0.0, 6.02e23};
   std::string error;
   ASSERT_TRUE(writeNpy(path, values, {2, 3}, NpyType::F64, error)) << error;
@@ -200,8 +200,8 @@ TEST_F(NpyFile, NpyHeaderPaddingLongShape) {
   std::string error;
   ASSERT_TRUE(writeNpy(path, values, shape, NpyType::F64, error)) << error;
   std::string bytes = readBytes();
-  uint16_t headerLen = static_cast<uint8_t>(bytes[8]) |
-                       (static_cast<uint8_t>(bytes[9]) << 8);
+  uint16_t headerLen =
+      static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8);
   EXPECT_EQ((10 + headerLen) % 64, 0);
   EXPECT_EQ(10 + headerLen, 192);
   EXPECT_EQ(bytes[10 + headerLen - 1], '\n');
@@ -214,8 +214,8 @@ TEST_F(NpyFile, NpyHeaderPaddingLongShape) {
 
 TEST_F(NpyFile, NpyScalarAndEmptyShapes) {
   std::string error;
-  ASSERT_TRUE(writeNpy(path, std::vector<double>{-4.5}, {}, NpyType::F64,
-                       error))
+  ASSERT_TRUE(
+      writeNpy(path, std::vector<double>{-4.5}, {}, NpyType::F64, error))
       << error;
   EXPECT_NE(readBytes().find("'shape': ()"), std::string::npos);
   NpyArray array;
@@ -287,8 +287,7 @@ TEST_F(NpyFile, NpyErrorUnsupportedDtype) {
   writeV1("{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }",
           std::string(8, '\0'));
   std::string error = readError();
-  EXPECT_NE(error.find("unsupported dtype '<i8'"), std::string::npos)
-      << error;
+  EXPECT_NE(error.find("unsupported dtype '<i8'"), std::string::npos) << error;
   writeV1("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
           std::string(4, '\0'));
   EXPECT_NE(readError().find("structured"), std::string::npos);
@@ -346,22 +345,21 @@ TEST_F(NpyFile, NpyErrorHugeShape) {
 TEST_F(NpyFile, NpyWriteRejectsInexactValues) {
   std::string error;
   // 0.1 is not an fp32 value; 1 + 2^-8 is fp32 but not bf16.
-  EXPECT_FALSE(writeNpy(path, std::vector<double>{1.0, 0.1}, {2},
-                        NpyType::F32, error));
+  EXPECT_FALSE(
+      writeNpy(path, std::vector<double>{1.0, 0.1}, {2}, NpyType::F32, error));
   EXPECT_NE(error.find("value 0.10000000000000001 at index 1"),
             std::string::npos)
       << error;
   EXPECT_FALSE(writeNpy(path, std::vector<double>{1.0 + 0x1p-8}, {1},
                         NpyType::BF16, error));
   EXPECT_NE(error.find("index 0"), std::string::npos) << error;
-  EXPECT_FALSE(writeNpy(path, std::vector<double>{256.0}, {1}, NpyType::U8,
-                        error));
-  EXPECT_FALSE(writeNpy(path, std::vector<double>{2.5}, {1}, NpyType::I32,
-                        error));
-  EXPECT_FALSE(writeNpy(path, std::vector<double>{1.0, 2.0}, {3},
-                        NpyType::F64, error));
-  EXPECT_NE(error.find("do not match shape (3,)"), std::string::npos)
-      << error;
+  EXPECT_FALSE(
+      writeNpy(path, std::vector<double>{256.0}, {1}, NpyType::U8, error));
+  EXPECT_FALSE(
+      writeNpy(path, std::vector<double>{2.5}, {1}, NpyType::I32, error));
+  EXPECT_FALSE(
+      writeNpy(path, std::vector<double>{1.0, 2.0}, {3}, NpyType::F64, error));
+  EXPECT_NE(error.find("do not match shape (3,)"), std::string::npos) << error;
   NpyArray bad;
   bad.type = NpyType::I32;
   bad.shape = {2};

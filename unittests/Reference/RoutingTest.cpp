@@ -121,10 +121,12 @@ TEST(RoutingNumBlocks, HandValues) {
   EXPECT_EQ(numBlocks(73, 1, 9, 16), 13);
   // T*K = E-1: the ceil term is exactly 0.
   EXPECT_EQ(numBlocks(3, 1, 4, 128), 3);
-  // T*K < E-1: 1 - 10 = -9 would give -1 with a truncating (n+B-1)/B.
-  EXPECT_EQ(numBlocks(1, 1, 11, 4), 10);
-  EXPECT_EQ(numBlocks(2, 1, 8, 4), 7);
+  // T*K < E-1: the real ceiling of a negative numerator, ceil(-9/4) = -2
+  // and ceil(-5/4) = -1 (a truncating (n+B-1)/B would give -1 and 0).
+  EXPECT_EQ(numBlocks(1, 1, 11, 4), 8);
+  EXPECT_EQ(numBlocks(2, 1, 8, 4), 6);
   EXPECT_EQ(numBlocks(0, 4, 8, 128), 7);
+  EXPECT_EQ(numBlocks(2, 1, 200, 32), 193);
   // E = 2 with no pairs: E-1 = 1 block.
   EXPECT_EQ(numBlocks(0, 1, 2, 128), 1);
   // A production shape: 32768 - 127 = 32641 -> 256 blocks, + 127.
@@ -243,11 +245,11 @@ TEST(RoutingBuild, AdversarialReachesNumBlocks) {
 }
 
 TEST(RoutingBuild, AdversarialFewerPairsThanExperts) {
-  // T*K < E-1: each routed expert wastes a block's worth; numBlocks = E-1
-  // still covers them and the rest is spare.
+  // T*K < E-1: each routed expert wastes a block's worth; numBlocks =
+  // ceil((3 - 7) / 4) + 7 = 6 still covers them and the rest is spare.
   std::vector<int32_t> topk = {4, 1, 6};
   Routing r = buildRouting(topk.data(), 3, 1, 8, 4);
-  ASSERT_EQ(r.blockToExpert, (std::vector<int32_t>{1, 4, 6, 7, 7, 7, 7}));
+  ASSERT_EQ(r.blockToExpert, (std::vector<int32_t>{1, 4, 6, 7, 7, 7}));
   expectCanonical(r, topk, 3, 1, 8, 4);
 }
 

@@ -149,3 +149,24 @@ func.func @route(%idx: tensor<256x2xi32>, %scores: tensor<256x2xf32>) {
       -> tensor<896xi32>, tensor<7xi32>, tensor<1024xf32>
   return
 }
+
+// T*K = 2, E = 200: the real ceiling of a negative numerator,
+// ceil((2 - 199) / 128) = -1, so N = 198 (not 199).
+// CHECK-LABEL: func.func @negative_ceiling
+// CHECK: routing(%{{.*}} : tensor<25344xi32>, %{{.*}} : tensor<198xi32>)
+func.func @negative_ceiling(%x: tensor<2x32xbf16>, %dy: tensor<2x32xbf16>,
+    %aff: tensor<400xf32>, %wgu: tensor<200x32x2x32xbf16>,
+    %wd: tensor<200x32x32xbf16>, %tok: tensor<25344xi32>,
+    %blk: tensor<198xi32>) {
+  %dx, %da, %dwgu, %dwd = moe.blockwise_bwd
+      x(%x : tensor<2x32xbf16>) dy(%dy : tensor<2x32xbf16>)
+      affinities(%aff : tensor<400xf32>)
+      gate_up(%wgu : tensor<200x32x2x32xbf16>)
+      down(%wd : tensor<200x32x32xbf16>)
+      routing(%tok : tensor<25344xi32>, %blk : tensor<198xi32>)
+      {block_size = 128 : i64, top_k = 1 : i64,
+       quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
+      -> tensor<2x32xbf16>, tensor<400xf32>,
+         tensor<200x32x2x32xf32>, tensor<200x32x32xf32>
+  return
+}

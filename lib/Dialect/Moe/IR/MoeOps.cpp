@@ -19,10 +19,11 @@ using namespace mlir::moe;
 int64_t mlir::moe::computeNumBlocks(int64_t T, int64_t K, int64_t E,
                                     int64_t B) {
   // Every expert but the last may waste up to B-1 slots in its final
-  // block; the ceil of a non-positive numerator is 0.
+  // block. The ceiling is the real one, also for a negative numerator
+  // (fewer routed pairs than E-1): ceil(-r / B) = -floor(r / B).
   int64_t rest = T * K - (E - 1);
-  int64_t full = rest > 0 ? (rest + B - 1) / B : 0;
-  return std::max<int64_t>(full + E - 1, 1);
+  int64_t ceilTerm = rest >= 0 ? (rest + B - 1) / B : -((-rest) / B);
+  return std::max<int64_t>(ceilTerm + E - 1, 1);
 }
 
 //===----------------------------------------------------------------------===//
