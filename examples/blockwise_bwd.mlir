@@ -1,7 +1,8 @@
 // The embedded default example: the backward of one MoE layer with T = 256
 // tokens, H = 256, I = 128, E = 4 experts, top-2 routing in blocks of 128
 // slots (N = ceil((256*2 - 3) / 128) + 3 = 7 blocks), MXFP8 e4m3 with the
-// RCEIL scale rule, SwiGLU, affinity on I. `moe-ref run` with no flags
+// RCEIL scale rule, SwiGLU, affinity on I. `moe-run` compiles and runs this
+// file and compares it with the references; `moe-ref run` with no flags
 // computes the reference gradients of exactly this layer.
 func.func @moe_layer_bwd(
     %x: tensor<256x256xbf16>, %dy: tensor<256x256xbf16>,

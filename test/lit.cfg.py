@@ -31,3 +31,10 @@ llvm_config.with_environment("PYTHONPATH", os.path.join(config.moe_src_root, "py
 tool_dirs = [config.moe_tools_dir, config.llvm_tools_dir]
 tools = [ToolSubst("moe-opt", unresolved="fatal"), ToolSubst("moe-ref", unresolved="fatal")]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# Executed tests (test/Integration): mlir-runner and its runtime libraries.
+# %mlir_runner_utils precedes %mlir_runner, which is a prefix of it.
+llvm_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
+config.substitutions.append(("%mlir_c_runner_utils", os.path.join(llvm_lib_dir, "libmlir_c_runner_utils.so")))
+config.substitutions.append(("%mlir_runner_utils", os.path.join(llvm_lib_dir, "libmlir_runner_utils.so")))
+config.substitutions.append(("%mlir_runner", os.path.join(config.llvm_tools_dir, "mlir-runner")))

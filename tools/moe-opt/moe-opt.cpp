@@ -1,11 +1,15 @@
 //===- moe-opt.cpp - the moe-mlir optimizer driver ----------------------===//
 //
-// mlir-opt for this project: the moe dialect, its passes, and the upstream
+// mlir-opt for this project: the moe dialect, its passes and pipelines, the
+// upstream passes the pipelines use, and the upstream
 // dialects the lowering pipeline produces (func, arith, math, memref,
 // tensor, linalg, scf, gpu, nvgpu, nvvm, llvm).
 //
 //===----------------------------------------------------------------------===//
+#include "moe/Conversion/Passes.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
+#include "moe/Dialect/Moe/Transforms/Passes.h"
+#include "moe/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,6 +33,10 @@ int main(int argc, char **argv) {
                   mlir::linalg::LinalgDialect, mlir::scf::SCFDialect,
                   mlir::gpu::GPUDialect, mlir::nvgpu::NVGPUDialect,
                   mlir::NVVM::NVVMDialect, mlir::LLVM::LLVMDialect>();
+  mlir::moe::registerPipelineDependencies(registry);
+  mlir::moe::registerMoeTransformsPasses();
+  mlir::moe::registerMoeConversionPasses();
+  mlir::moe::registerMoePipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "moe-mlir optimizer driver\n", registry));
 }

@@ -70,8 +70,8 @@ func.func @gemms(%dyq: tensor<896x256xf8E4M3FN>, %dys: tensor<896x8xf8E8M0FNU>,
 
 // CHECK-LABEL: func.func @elementwise
 // CHECK: moe.gated_act_bwd %{{.*}}, %{{.*}}, %{{.*}} {activation = #moe.activation<geglu>, clamp = #moe.clamp<gate_hi = 7.000000e+00>} : tensor<896x256xf32>, tensor<896x128xf32>, tensor<896xf32> -> tensor<896x256xf32>, tensor<896x128xf32>
-// CHECK: moe.affinity_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block_size = 128 : i64} : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<1024xf32>
-// CHECK: moe.affinity_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias(%{{.*}}, %{{.*}}) {block_size = 128 : i64} : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32>, tensor<896x256xbf16>, tensor<4x256xf32> -> tensor<1024xf32>
+// CHECK: moe.affinity_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block_size = 128 : i64, num_experts = 4 : i64} : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<1024xf32>
+// CHECK: moe.affinity_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias(%{{.*}}, %{{.*}}) {block_size = 128 : i64, num_experts = 4 : i64} : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32>, tensor<896x256xbf16>, tensor<4x256xf32> -> tensor<1024xf32>
 // CHECK: moe.scale_rows %{{.*}}, %{{.*}} : tensor<896x128xf32>, tensor<896xf32> -> tensor<896x128xf32>
 // CHECK: moe.scatter_add_rows %{{.*}}[%{{.*}}] {dx_accumulate = #moe.dx_accumulate<bf16>} : tensor<896x256xf32>, tensor<896xi32> -> tensor<256x256xbf16>
 // CHECK: moe.expert_sum %{{.*}}, %{{.*}} {block_size = 128 : i64} : tensor<896x256xf32>, tensor<7xi32> -> tensor<4x256xf32>
@@ -83,11 +83,12 @@ func.func @elementwise(%gu: tensor<896x256xf32>, %dA: tensor<896x128xf32>,
       {activation = #moe.activation<geglu>, clamp = #moe.clamp<gate_hi = 7.0>}
       : tensor<896x256xf32>, tensor<896x128xf32>, tensor<896xf32>
       -> tensor<896x256xf32>, tensor<896x128xf32>
-  %da = moe.affinity_grad %dA, %h, %tok, %blk {block_size = 128 : i64}
+  %da = moe.affinity_grad %dA, %h, %tok, %blk
+      {block_size = 128 : i64, num_experts = 4 : i64}
       : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>,
         tensor<7xi32> -> tensor<1024xf32>
   %da2 = moe.affinity_grad %dA, %h, %tok, %blk bias(%rows, %bd)
-      {block_size = 128 : i64}
+      {block_size = 128 : i64, num_experts = 4 : i64}
       : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>,
         tensor<7xi32>, tensor<896x256xbf16>, tensor<4x256xf32>
       -> tensor<1024xf32>
@@ -126,4 +127,23 @@ func.func @kernel_region(%dgu: tensor<896x256xf32>, %w: tensor<4x256x256xbf16>,
     moe.yield %s : tensor<256x256xbf16>
   } -> tensor<256x256xbf16>
   return %dx : tensor<256x256xbf16>
+}
+
+// A region without outputs (its results unused) prints without `->`.
+// CHECK-LABEL: func.func @kernel_region_without_outputs
+// CHECK: moe.fused phase(<p3>) ins(%{{.*}}, %{{.*}} : tensor<896x256xbf16>, tensor<7xi32>) {
+// CHECK: moe.expert_matmul {{.*}} -> tensor<4x256x256xf32>{{$}}
+// CHECK-NEXT: {{^ *}}}{{$}}
+// CHECK-NEXT: return
+func.func @kernel_region_without_outputs(%x: tensor<896x256xbf16>,
+    %blk: tensor<7xi32>) {
+  moe.fused phase(#moe.phase<p3>) ins(%x, %blk
+      : tensor<896x256xbf16>, tensor<7xi32>) {
+  ^bb0(%a: tensor<896x256xbf16>, %b: tensor<7xi32>):
+    %r = moe.expert_matmul lhs(%a : tensor<896x256xbf16>)
+        rhs(%a : tensor<896x256xbf16>) experts(%b : tensor<7xi32>)
+        {block_size = 128 : i64} -> tensor<4x256x256xf32>
+    moe.yield
+  }
+  return
 }

@@ -43,7 +43,7 @@ static bool matches(Elem kind, Type type) {
   case Elem::BF16OrF32:
     return type.isBF16() || type.isF32();
   case Elem::I32:
-    return type.isInteger(32);
+    return type.isSignlessInteger(32);
   case Elem::Operand:
     return type.isBF16() || isMXElementType(type);
   case Elem::Scale:
@@ -97,7 +97,7 @@ static FailureOr<int64_t> slotsOf(Operation *op, Value blockToExpert,
                                   int64_t blockSize) {
   if (failed(expectRank(op, blockToExpert, "block_to_expert", 1, "[N]")))
     return failure();
-  if (!tensorType(blockToExpert).getElementType().isInteger(32))
+  if (!tensorType(blockToExpert).getElementType().isSignlessInteger(32))
     return op->emitOpError("block_to_expert must be an i32 tensor, got ")
            << blockToExpert.getType();
   if (blockSize < 1 || blockSize % 32 != 0)
@@ -145,7 +145,7 @@ LogicalResult GatherRowsOp::verify() {
     return failure();
   RankedTensorType source = getSource().getType();
   int64_t S = getTokenPositionToId().getType().getDimSize(0);
-  if (!getTokenPositionToId().getType().getElementType().isInteger(32))
+  if (!getTokenPositionToId().getType().getElementType().isSignlessInteger(32))
     return emitOpError("token_position_to_id must be an i32 tensor, got ")
            << getTokenPositionToId().getType();
   RankedTensorType result = getResult().getType();
@@ -165,7 +165,9 @@ LogicalResult SlotAffinitiesOp::verify() {
     return failure();
   int64_t E = getNumExperts();
   int64_t TE = getAffinities().getType().getDimSize(0);
-  if (E < 1 || TE % E != 0)
+  if (E < 1)
+    return emitOpError("num_experts must be positive, got ") << E;
+  if (TE % E != 0)
     return emitOpError("affinities size ")
            << TE << " must be a multiple of num_experts = " << E;
   if (failed(expectTensor(*this, getAffinities(), "affinities", "[T*E]", {TE},
@@ -363,21 +365,23 @@ LogicalResult AffinityGradOp::verify() {
     return failure();
   if (bool(getDyRows()) != bool(getDownBias()))
     return emitOpError("dy_rows and down_bias go together");
-  if (!getDownBias())
-    return expectTensor(*this, getResult(), "result", "[T*E]",
-                        getResult().getType().getShape(), Elem::F32);
-  if (failed(expectRank(*this, getDownBias(), "down_bias", 2, "[E, H]")))
-    return failure();
-  ArrayRef<int64_t> bias = getDownBias().getType().getShape();
-  if (failed(expectTensor(*this, getDownBias(), "down_bias", "[E, H]", bias,
-                          Elem::BF16OrF32)) ||
-      failed(expectTensor(*this, getDyRows(), "dy_rows", "[S, H]",
-                          {*S, bias[1]}, Elem::BF16OrF32)))
-    return failure();
+  int64_t E = getNumExperts();
   int64_t TE = getResult().getType().getDimSize(0);
-  if (TE % bias[0] != 0)
+  if (E < 1)
+    return emitOpError("num_experts must be positive, got ") << E;
+  if (TE % E != 0)
     return emitOpError("result size ")
-           << TE << " must be a multiple of E = " << bias[0];
+           << TE << " must be a multiple of num_experts = " << E;
+  if (getDownBias()) {
+    if (failed(expectRank(*this, getDownBias(), "down_bias", 2, "[E, H]")))
+      return failure();
+    int64_t H = getDownBias().getType().getDimSize(1);
+    if (failed(expectTensor(*this, getDownBias(), "down_bias", "[E, H]",
+                            {E, H}, Elem::BF16OrF32)) ||
+        failed(expectTensor(*this, getDyRows(), "dy_rows", "[S, H]", {*S, H},
+                            Elem::BF16OrF32)))
+      return failure();
+  }
   return expectTensor(*this, getResult(), "result", "[T*E]", {TE}, Elem::F32);
 }
 

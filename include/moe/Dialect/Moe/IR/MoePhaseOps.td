@@ -260,10 +260,12 @@ def Moe_AffinityGradOp : Moe_Op<"affinity_grad",
     `result[t * E + e] = <d_act[s], h[s]> (+ <dy_rows[s], down_bias[e]>)`
     for the slot s holding token t in a block of expert e; zero for pairs
     that are not routed. Sums in f32. The bias term is present exactly when
-    both optional operands are.
+    both optional operands are. `num_experts` is E, the stride of the
+    result's token index (no operand carries it without the bias).
 
     ```mlir
-    %da = moe.affinity_grad %dA, %h, %tok, %blk {block_size = 128 : i64}
+    %da = moe.affinity_grad %dA, %h, %tok, %blk
+        {block_size = 128 : i64, num_experts = 4 : i64}
         : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>,
           tensor<7xi32> -> tensor<1024xf32>
     ```
@@ -273,7 +275,7 @@ def Moe_AffinityGradOp : Moe_Op<"affinity_grad",
                        AnyRankedTensor:$block_to_expert,
                        Optional<AnyRankedTensor>:$dy_rows,
                        Optional<AnyRankedTensor>:$down_bias,
-                       I64Attr:$block_size);
+                       I64Attr:$block_size, I64Attr:$num_experts);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     $d_act `,` $h `,` $token_position_to_id `,` $block_to_expert
@@ -386,7 +388,7 @@ def Moe_FusedOp : Moe_Op<"fused", [IsolatedFromAbove,
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `phase` `(` $phase `)` `ins` `(` $inputs `:` type($inputs) `)` $body
-        attr-dict `->` type($results)
+        attr-dict (`->` type($results)^)?
   }];
   let hasVerifier = 1;
   let skipDefaultBuilders = 1;

@@ -1,0 +1,335 @@
+//===- MoeJIT.h - C++ host API of the moe-mlir JIT --------------*- C++ -*-===//
+//
+// The public entry point for running what the compiler makes: compile moe IR
+// (MLIR text) or a layer description for a target, get an Executable, query
+// its signature and run it on caller-owned buffers.
+//
+//   moe::jit::Compiler compiler({/*cacheDir=*/"/tmp/moe-cache"});
+//   moe::jit::LayerDesc layer;                 // T=256 H=256 I=128 E=4 K=2
+//   auto exe = compiler.compileLayer(layer);
+//   if (!exe) { std::cerr << exe.message(); return 1; }
+//   for (const TensorSpec &in : exe->signature().inputs) ...
+//   moe::jit::Status s = exe->run({{x, DType::BF16, {256, 256}}, ...},
+//                                 {{dx, DType::BF16, {256, 256}}, ...});
+//
+// The header holds no MLIR or LLVM type (everything lives behind pimpl in
+// the MoeJIT shared library), so programs using it need neither MLIR headers
+// nor MLIR libraries. Errors are values: nothing here aborts or throws on
+// bad input.
+//
+// Buffers are row-major, contiguous and aligned to their element size.
+// Element storage: bf16 as uint16_t bits, f32 as float, i32 as int32_t, the
+// FP8 types (f8E4M3FN, f8E5M2) and E8M0 scales (f8E8M0FNU) as uint8_t codes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_JIT_MOEJIT_H
+#define MOE_JIT_MOEJIT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#if defined(_WIN32)
+#define MOE_JIT_EXPORT
+#else
+#define MOE_JIT_EXPORT __attribute__((visibility("default")))
+#endif
+
+namespace moe::jit {
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+/// Success, or an error with a message.
+class MOE_JIT_EXPORT Status {
+public:
+  /// Success.
+  Status() = default;
+  static Status error(std::string message) {
+    Status status;
+    status.failed_ = true;
+    status.message_ = std::move(message);
+    return status;
+  }
+  bool ok() const { return !failed_; }
+  explicit operator bool() const { return ok(); }
+  /// Empty on success.
+  const std::string &message() const { return message_; }
+
+private:
+  bool failed_ = false;
+  std::string message_;
+};
+
+/// A value, or the error that prevented computing it.
+template <typename T> class Expected {
+public:
+  Expected(T value) : value_(std::move(value)) {}
+  /// `status` must be an error.
+  Expected(Status status) : status_(std::move(status)) {
+    if (status_.ok())
+      status_ = Status::error("Expected built from a success status");
+  }
+  bool ok() const { return value_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  /// The value; only when ok().
+  T &operator*() { return *value_; }
+  const T &operator*() const { return *value_; }
+  T *operator->() { return &*value_; }
+  const T *operator->() const { return &*value_; }
+  const Status &status() const { return status_; }
+  /// The error message; empty when ok().
+  const std::string &message() const { return status_.message(); }
+
+private:
+  std::optional<T> value_;
+  Status status_;
+};
+
+//===----------------------------------------------------------------------===//
+// Tensors
+//===----------------------------------------------------------------------===//
+
+/// Element types of the tensors a compiled function takes and returns.
+enum class DType { BF16, F32, I32, F8E4M3FN, F8E5M2, F8E8M0FNU };
+
+/// Bytes per element (the storage sizes of the file comment).
+MOE_JIT_EXPORT size_t byteSize(DType dtype);
+/// MLIR spelling: "bf16", "f32", "i32", "f8E4M3FN", "f8E5M2", "f8E8M0FNU".
+MOE_JIT_EXPORT const char *toString(DType dtype);
+/// "[4, 128, 256]".
+MOE_JIT_EXPORT std::string shapeToString(const std::vector<int64_t> &shape);
+
+/// One input or output of a compiled function.
+struct TensorSpec {
+  /// The operand's role when the argument feeds moe.blockwise_bwd directly
+  /// (the file names of `moe-ref gen`: x, dy, affinities, wgu, wgu_scales,
+  /// wd, wd_scales, token_position_to_id, block_to_expert, checkpoint, bgu,
+  /// bd; results dx, da, dwgu, dwd, dbgu, dbd), else "arg<i>" / "result<i>".
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  size_t numBytes() const { return numElements() * byteSize(dtype); }
+};
+
+/// The calling signature of an Executable: inputs, then outputs, in the
+/// order of the function's arguments and results.
+struct Signature {
+  std::string function;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+/// A caller-owned input buffer.
+struct ConstTensorRef {
+  const void *data = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+};
+
+/// A caller-owned output buffer; the run writes every element.
+struct TensorRef {
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+};
+
+//===----------------------------------------------------------------------===//
+// Layer descriptions
+//===----------------------------------------------------------------------===//
+
+enum class Activation { SwiGLU, GeGLU };
+enum class AffinityPlacement { OnI, OnH };
+/// MX element type of the GEMM operands; None keeps bf16 operands.
+enum class Quant { E4M3, E5M2, None };
+enum class ScaleRule { RCeil, Floor, FloorAlt };
+enum class DxAccumulate { F32, BF16 };
+
+/// One moe.blockwise_bwd layer: the shapes and every option of the op
+/// (mirrors moe::ref::LayerConfig, plus the storage types the reference
+/// does not model). Defaults: the embedded example (T=256, H=256, I=128,
+/// E=4, K=2, B=128, e4m3, rceil, swiglu, affinity on I).
+struct LayerDesc {
+  int64_t T = 256, H = 256, I = 128, E = 4, K = 2, B = 128;
+  Activation act = Activation::SwiGLU;
+  AffinityPlacement affinity = AffinityPlacement::OnI;
+  Quant quant = Quant::E4M3;
+  ScaleRule rule = ScaleRule::RCeil;
+  std::optional<double> gateLo, gateHi, upLo, upHi;
+  /// Bias operands and gradients; biasDType is their storage type (bf16 or
+  /// f32).
+  bool bias = false;
+  DType biasDType = DType::BF16;
+  /// Take g and u from the gate/up checkpoint [N,2,I,B] (bf16 or f32)
+  /// instead of recomputing them.
+  bool checkpoint = false;
+  DType checkpointDType = DType::BF16;
+  /// Single-expert dense mode (E = 1, K = 1, identity routing).
+  bool dense = false;
+  DxAccumulate dxAccumulate = DxAccumulate::F32;
+  /// dx in f32 instead of bf16; dWgu and dWd in bf16 instead of f32.
+  bool dxF32 = false;
+  bool weightGradBF16 = false;
+  /// Wgu and Wd arrive pre-quantized: FP8 codes of the quant element type
+  /// plus E8M0 scales along 2I (Wgu) and H (Wd). Needs quant != None and a
+  /// checkpoint.
+  bool prequantizedWeights = false;
+
+  /// N = ceil((T*K - (E-1)) / B) + E - 1, at least 1 (the ceiling of a
+  /// negative numerator rounds toward zero).
+  int64_t numBlocks() const {
+    int64_t rest = T * K - (E - 1);
+    int64_t ceilTerm = rest >= 0 ? (rest + B - 1) / B : -((-rest) / B);
+    return ceilTerm + E - 1 > 1 ? ceilTerm + E - 1 : 1;
+  }
+};
+
+/// Parses the command-line spelling, comma-separated key=value pairs, e.g.
+/// "T=256,H=256,I=128,E=4,K=2,B=128,quant=e4m3,rule=rceil,act=swiglu".
+/// Keys: T H I E K B (positive integers), act=swiglu|geglu,
+/// affinity=on_i|on_h, quant=e4m3|e5m2|none, rule=rceil|floor|floor_alt,
+/// clamp_gate=LO:HI and clamp_up=LO:HI (either side may be empty; "none"),
+/// bias=off|on|bf16|f32, checkpoint=off|on|bf16|f32, dense=off|on,
+/// dx=bf16|f32, dx_accumulate=f32|bf16, weight_grads=f32|bf16,
+/// weights=bf16|mx. Unset keys keep LayerDesc's defaults; dense=on sets E
+/// and K to 1. Errors name the offending key.
+MOE_JIT_EXPORT Expected<LayerDesc> parseLayerDesc(std::string_view spec);
+/// The spelling parseLayerDesc reads, every key written.
+MOE_JIT_EXPORT std::string toString(const LayerDesc &layer);
+
+/// The MLIR module compileLayer compiles: one public function
+/// `@<function>` holding a moe.blockwise_bwd with the layer's shapes and
+/// attributes, its arguments and results the op's operands and results.
+/// Fails with the op verifier's message when the layer is invalid.
+MOE_JIT_EXPORT Expected<std::string>
+layerToMLIR(const LayerDesc &layer,
+            const std::string &function = "moe_layer_bwd");
+
+//===----------------------------------------------------------------------===//
+// Compiling and running
+//===----------------------------------------------------------------------===//
+
+/// Where compiled code runs. Only Host is implemented; Sm90a is declared so
+/// that callers can be written against the final API.
+enum class Target { Host, Sm90a };
+MOE_JIT_EXPORT const char *toString(Target target);
+/// "host" or "sm90a" (also "sm_90a").
+MOE_JIT_EXPORT Expected<Target> parseTarget(std::string_view name);
+
+/// Options of one compilation. Everything but sourceName is part of the
+/// cache key.
+struct CompileOptions {
+  Target target = Target::Host;
+  /// Run moe-fuse before lowering (the host result is the same either way).
+  bool fuse = true;
+  /// The function to run. Empty: the only public function of the module, or
+  /// else the one public function holding a moe.blockwise_bwd.
+  std::string entry;
+  /// LLVM optimization level of the generated code, 0..3.
+  int optLevel = 2;
+  /// Buffer name in diagnostics ("file.mlir:3:7: error: ...").
+  std::string sourceName = "<input>";
+};
+
+/// How an Executable was obtained, and what it cost.
+struct CompileInfo {
+  enum class Source { Compiled, MemoryCache, DiskCache };
+  Source source = Source::Compiled;
+  /// Hex digest of the IR text, target, options and compiler build.
+  std::string key;
+  /// Wall-clock seconds: parsing and verification, the MLIR pipeline (0 on
+  /// a disk-cache hit, which reloads the lowered module instead), LLVM code
+  /// generation, and the whole call.
+  double parseSeconds = 0, pipelineSeconds = 0, codegenSeconds = 0,
+         totalSeconds = 0;
+};
+MOE_JIT_EXPORT const char *toString(CompileInfo::Source source);
+
+/// A compiled function, ready to run. Cheap to copy (shared state); safe to
+/// run from several threads at once on disjoint outputs.
+class MOE_JIT_EXPORT Executable {
+public:
+  struct Impl;
+  Executable();
+  ~Executable();
+  Executable(const Executable &);
+  Executable &operator=(const Executable &);
+
+  const Signature &signature() const;
+  Target target() const;
+  const CompileInfo &compileInfo() const;
+
+  /// The moe.blockwise_bwd layer of the entry function, when the function
+  /// holds exactly one such op whose operands are its arguments and whose
+  /// results it returns (what moe-run needs to make inputs and references).
+  /// Otherwise an error saying why not.
+  Expected<LayerDesc> layer() const;
+
+  /// Runs on caller-owned buffers: `inputs` and `outputs` in signature
+  /// order. Checks everything before writing anything: argument counts,
+  /// null and misaligned pointers, dtypes, shapes, outputs overlapping
+  /// other buffers, and, for a moe.blockwise_bwd entry, token ids in
+  /// [-1, T), expert ids in [0, E) and the ordering of the routing layout.
+  Status run(const std::vector<ConstTensorRef> &inputs,
+             const std::vector<TensorRef> &outputs) const;
+
+private:
+  friend class Compiler;
+  std::shared_ptr<const Impl> impl_;
+  CompileInfo info_;
+};
+
+/// Options of a Compiler.
+struct CompilerOptions {
+  /// A directory for the disk cache of lowered modules (created on demand;
+  /// empty: no disk cache). A later Compiler, in this process or another,
+  /// given the same directory skips the MLIR pipeline for IR it has seen.
+  std::string cacheDir;
+  /// Keep compiled executables in memory, keyed like the disk cache.
+  bool memoryCache = true;
+};
+
+/// Compiles modules and layers; owns the in-memory cache. Thread-safe.
+class MOE_JIT_EXPORT Compiler {
+public:
+  explicit Compiler(CompilerOptions options = {});
+  ~Compiler();
+  Compiler(const Compiler &) = delete;
+  Compiler &operator=(const Compiler &) = delete;
+
+  /// Compiles MLIR text. Parse and verifier errors come back located
+  /// (sourceName:line:col).
+  Expected<Executable> compile(const std::string &mlirText,
+                               const CompileOptions &options = {});
+  /// Reads `path` and compiles it; sourceName defaults to `path`.
+  Expected<Executable> compileFile(const std::string &path,
+                                   CompileOptions options = {});
+  /// Compiles layerToMLIR(layer).
+  Expected<Executable> compileLayer(const LayerDesc &layer,
+                                    const CompileOptions &options = {});
+
+  /// Executables held by the in-memory cache.
+  size_t memoryCacheSize() const;
+  void clearMemoryCache();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace moe::jit
+
+#endif // MOE_JIT_MOEJIT_H

@@ -1,0 +1,68 @@
+//===- Pipelines.h - the compiler's pass pipelines ----------------*- C++ -*-===//
+//
+// Every pipeline of the compiler is assembled here and nowhere else (the
+// IREE Passes.cpp pattern), so moe-opt, moe-run and the JIT API run the
+// same passes in the same order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_PIPELINES_PIPELINES_H
+#define MOE_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+namespace mlir::moe {
+
+/// Options of the host pipeline.
+struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
+  PassOptions::Option<bool> fuse{
+      *this, "fuse",
+      llvm::cl::desc("Form kernel regions (moe-fuse) before lowering; the "
+                     "host result is the same either way"),
+      llvm::cl::init(true)};
+};
+
+/// moe IR (moe.blockwise_bwd or the decomposed / fused form) on tensors ->
+/// LLVM dialect ready for the ExecutionEngine: moe-decompose-bwd,
+/// optionally moe-fuse, convert-moe-to-linalg, one-shot bufferization with
+/// function boundaries (results become out-parameters), loops, LLVM.
+///
+/// Calling convention of the result (the contract with the JIT). For every
+/// public `func.func @name(%in0: tensor<..>, ...) -> (tensor<..>, ...)` the
+/// module holds `@name` with expanded descriptors and the C wrapper
+///
+///   void _mlir_ciface_name(StridedMemRefType<T0, R0> *in0, ...,
+///                          StridedMemRefType<U0, Q0> *out0, ...);
+///
+/// - inputs first, in the original order, then one out-parameter per result
+///   in the original order; nothing is returned;
+/// - every descriptor describes a dense row-major buffer with an identity
+///   layout: `data` points at element 0, offset 0, the static sizes of the
+///   tensor type, strides {prod(sizes[1:]), ..., 1} (the code uses the
+///   static shape; `basePtr` is not read);
+/// - element storage: f32 `float`, i32 `int32_t`, bf16 `uint16_t` (bits),
+///   f8E4M3FN / f8E5M2 codes and f8E8M0FNU scales `uint8_t`;
+/// - inputs are read only (convert-moe-to-linalg marks them
+///   `bufferization.writable = false`); out-parameters are caller-owned and
+///   completely overwritten, so they need no initialization;
+/// - temporaries are malloc'ed and freed inside the call (ownership-based
+///   deallocation), so repeated calls do not leak; nothing is retained;
+/// - the code calls only `malloc`, `free`, `memcpy` (via llvm.memcpy) and
+///   the libm functions `exp` and `tanh` (f64): no MLIR runtime library.
+void buildHostPipeline(OpPassManager &pm, const HostPipelineOptions &options);
+
+/// Registers the named pipelines ("moe-host-pipeline") and the upstream
+/// passes the project's tests invoke individually.
+void registerMoePipelines();
+
+/// Adds the dialects and external interface models (bufferization, LLVM
+/// translation) that the pipelines need to `registry`.
+void registerPipelineDependencies(DialectRegistry &registry);
+
+} // namespace mlir::moe
+
+#endif // MOE_PIPELINES_PIPELINES_H

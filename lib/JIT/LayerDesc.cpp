@@ -1,0 +1,328 @@
+//===- LayerDesc.cpp - spellings of the JIT API's plain types -------------===//
+//
+// The text forms of the public types of MoeJIT.h: the layer description
+// syntax shared by moe-run's --layer and API users, and the names of
+// dtypes, targets and cache sources. Plain C++: nothing here needs MLIR.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/JIT/MoeJIT.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+using namespace moe::jit;
+
+size_t moe::jit::byteSize(DType dtype) {
+  switch (dtype) {
+  case DType::BF16:
+    return 2;
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F8E4M3FN:
+  case DType::F8E5M2:
+  case DType::F8E8M0FNU:
+    return 1;
+  }
+  return 1;
+}
+
+const char *moe::jit::toString(DType dtype) {
+  switch (dtype) {
+  case DType::BF16:
+    return "bf16";
+  case DType::F32:
+    return "f32";
+  case DType::I32:
+    return "i32";
+  case DType::F8E4M3FN:
+    return "f8E4M3FN";
+  case DType::F8E5M2:
+    return "f8E5M2";
+  case DType::F8E8M0FNU:
+    return "f8E8M0FNU";
+  }
+  return "?";
+}
+
+std::string moe::jit::shapeToString(const std::vector<int64_t> &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+const char *moe::jit::toString(Target target) {
+  return target == Target::Host ? "host" : "sm90a";
+}
+
+Expected<Target> moe::jit::parseTarget(std::string_view name) {
+  if (name == "host")
+    return Target::Host;
+  if (name == "sm90a" || name == "sm_90a")
+    return Target::Sm90a;
+  return Status::error("unknown target '" + std::string(name) +
+                       "' (expected host or sm90a)");
+}
+
+const char *moe::jit::toString(CompileInfo::Source source) {
+  switch (source) {
+  case CompileInfo::Source::Compiled:
+    return "compiled";
+  case CompileInfo::Source::MemoryCache:
+    return "memory cache";
+  case CompileInfo::Source::DiskCache:
+    return "disk cache";
+  }
+  return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// Layer descriptions
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Matches `value` against `names`; the error lists every accepted name.
+template <typename Enum>
+Expected<Enum>
+choose(const std::string &key, const std::string &value,
+       std::initializer_list<std::pair<const char *, Enum>> names) {
+  std::string accepted;
+  for (const auto &[name, choice] : names) {
+    if (value == name)
+      return choice;
+    accepted += accepted.empty() ? name : std::string("|") + name;
+  }
+  return Status::error("layer: invalid value '" + value + "' for " + key +
+                       " (expected " + accepted + ")");
+}
+
+/// A positive decimal integer no larger than 2^20 (bigger shapes are typos:
+/// the references could not hold them).
+Expected<int64_t> positive(const std::string &key, const std::string &value) {
+  bool digits = !value.empty() &&
+                value.find_first_not_of("0123456789") == std::string::npos;
+  errno = 0;
+  long long parsed = digits ? std::strtoll(value.c_str(), nullptr, 10) : 0;
+  if (!digits || errno != 0 || parsed < 1 || parsed > (1 << 20))
+    return Status::error("layer: " + key + "=" + value +
+                         " is not an integer in [1, 1048576]");
+  return static_cast<int64_t>(parsed);
+}
+
+/// A finite number, the side of a clamp.
+Expected<double> finite(const std::string &key, const std::string &value) {
+  errno = 0;
+  char *end = nullptr;
+  double parsed = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
+  if (value.empty() || errno != 0 || *end != '\0' || !std::isfinite(parsed) ||
+      std::isspace(static_cast<unsigned char>(value[0])))
+    return Status::error("layer: invalid number '" + value + "' in " + key);
+  return parsed;
+}
+
+/// "LO:HI" (either side optional) or "none".
+Status clampLimits(const std::string &key, const std::string &value,
+                   std::optional<double> &lo, std::optional<double> &hi) {
+  lo.reset();
+  hi.reset();
+  if (value == "none")
+    return Status();
+  size_t colon = value.find(':');
+  if (colon == std::string::npos ||
+      value.find(':', colon + 1) != std::string::npos)
+    return Status::error("layer: invalid " + key + "=" + value +
+                         " (expected LO:HI, e.g. -7:7 or :7, or none)");
+  std::string loText = value.substr(0, colon), hiText = value.substr(colon + 1);
+  if (!loText.empty()) {
+    Expected<double> v = finite(key, loText);
+    if (!v)
+      return v.status();
+    lo = *v;
+  }
+  if (!hiText.empty()) {
+    Expected<double> v = finite(key, hiText);
+    if (!v)
+      return v.status();
+    hi = *v;
+  }
+  if (lo && hi && !(*lo < *hi))
+    return Status::error("layer: " + key + "=" + value + " needs LO < HI");
+  return Status();
+}
+
+/// "off" or a storage type (on = bf16) for bias and checkpoint.
+Status optionalStorage(const std::string &key, const std::string &value,
+                       bool &enabled, DType &dtype) {
+  Expected<int> choice =
+      choose<int>(key, value, {{"off", 0}, {"on", 1}, {"bf16", 1}, {"f32", 2}});
+  if (!choice)
+    return choice.status();
+  enabled = *choice != 0;
+  dtype = *choice == 2 ? DType::F32 : DType::BF16;
+  return Status();
+}
+
+std::string number(double value) {
+  std::ostringstream os;
+  os.precision(17);
+  os << value;
+  return os.str();
+}
+
+std::string clampText(const std::optional<double> &lo,
+                      const std::optional<double> &hi) {
+  if (!lo && !hi)
+    return "none";
+  return (lo ? number(*lo) : "") + ":" + (hi ? number(*hi) : "");
+}
+
+std::string storageText(bool enabled, DType dtype) {
+  return enabled ? toString(dtype) : "off";
+}
+
+} // namespace
+
+Expected<LayerDesc> moe::jit::parseLayerDesc(std::string_view spec) {
+  LayerDesc layer;
+  std::vector<std::string> seen;
+  bool setE = false, setK = false;
+  size_t pos = 0;
+  std::string text(spec);
+  if (text.empty())
+    return Status::error("layer: empty description");
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos)
+      comma = text.size();
+    std::string item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    size_t eq = item.find('=');
+    if (item.empty() || eq == std::string::npos || eq == 0)
+      return Status::error("layer: expected key=value, got '" + item + "'");
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    for (const std::string &previous : seen)
+      if (previous == key)
+        return Status::error("layer: key " + key + " given twice");
+    seen.push_back(key);
+
+    Status status;
+    auto shape = [&](int64_t &field) {
+      Expected<int64_t> v = positive(key, value);
+      if (!v)
+        return v.status();
+      field = *v;
+      return Status();
+    };
+    auto set = [&](auto &field, Expected<std::decay_t<decltype(field)>> v) {
+      if (!v)
+        return v.status();
+      field = *v;
+      return Status();
+    };
+    if (key == "T") {
+      status = shape(layer.T);
+    } else if (key == "H") {
+      status = shape(layer.H);
+    } else if (key == "I") {
+      status = shape(layer.I);
+    } else if (key == "E") {
+      status = shape(layer.E);
+      setE = true;
+    } else if (key == "K") {
+      status = shape(layer.K);
+      setK = true;
+    } else if (key == "B") {
+      status = shape(layer.B);
+    } else if (key == "act") {
+      status =
+          set(layer.act, choose<Activation>(key, value,
+                                            {{"swiglu", Activation::SwiGLU},
+                                             {"geglu", Activation::GeGLU}}));
+    } else if (key == "affinity") {
+      status =
+          set(layer.affinity,
+              choose<AffinityPlacement>(key, value,
+                                        {{"on_i", AffinityPlacement::OnI},
+                                         {"on_h", AffinityPlacement::OnH}}));
+    } else if (key == "quant") {
+      status = set(layer.quant, choose<Quant>(key, value,
+                                              {{"e4m3", Quant::E4M3},
+                                               {"e5m2", Quant::E5M2},
+                                               {"none", Quant::None}}));
+    } else if (key == "rule") {
+      status = set(layer.rule,
+                   choose<ScaleRule>(key, value,
+                                     {{"rceil", ScaleRule::RCeil},
+                                      {"floor", ScaleRule::Floor},
+                                      {"floor_alt", ScaleRule::FloorAlt}}));
+    } else if (key == "clamp_gate") {
+      status = clampLimits(key, value, layer.gateLo, layer.gateHi);
+    } else if (key == "clamp_up") {
+      status = clampLimits(key, value, layer.upLo, layer.upHi);
+    } else if (key == "bias") {
+      status = optionalStorage(key, value, layer.bias, layer.biasDType);
+    } else if (key == "checkpoint") {
+      status =
+          optionalStorage(key, value, layer.checkpoint, layer.checkpointDType);
+    } else if (key == "dense") {
+      status = set(layer.dense,
+                   choose<bool>(key, value, {{"off", false}, {"on", true}}));
+    } else if (key == "dx") {
+      status = set(layer.dxF32,
+                   choose<bool>(key, value, {{"bf16", false}, {"f32", true}}));
+    } else if (key == "dx_accumulate") {
+      status = set(layer.dxAccumulate,
+                   choose<DxAccumulate>(key, value,
+                                        {{"f32", DxAccumulate::F32},
+                                         {"bf16", DxAccumulate::BF16}}));
+    } else if (key == "weight_grads") {
+      status = set(layer.weightGradBF16,
+                   choose<bool>(key, value, {{"f32", false}, {"bf16", true}}));
+    } else if (key == "weights") {
+      status = set(layer.prequantizedWeights,
+                   choose<bool>(key, value, {{"bf16", false}, {"mx", true}}));
+    } else {
+      status = Status::error(
+          "layer: unknown key '" + key +
+          "' (keys: T H I E K B act affinity quant rule clamp_gate clamp_up "
+          "bias checkpoint dense dx dx_accumulate weight_grads weights)");
+    }
+    if (!status)
+      return status;
+  }
+  if (layer.dense) {
+    if ((setE && layer.E != 1) || (setK && layer.K != 1))
+      return Status::error("layer: dense=on needs E=1 and K=1");
+    layer.E = 1;
+    layer.K = 1;
+  }
+  return layer;
+}
+
+std::string moe::jit::toString(const LayerDesc &layer) {
+  static const char *acts[] = {"swiglu", "geglu"};
+  static const char *affinities[] = {"on_i", "on_h"};
+  static const char *quants[] = {"e4m3", "e5m2", "none"};
+  static const char *rules[] = {"rceil", "floor", "floor_alt"};
+  std::ostringstream os;
+  os << "T=" << layer.T << ",H=" << layer.H << ",I=" << layer.I
+     << ",E=" << layer.E << ",K=" << layer.K << ",B=" << layer.B
+     << ",act=" << acts[static_cast<int>(layer.act)]
+     << ",affinity=" << affinities[static_cast<int>(layer.affinity)]
+     << ",quant=" << quants[static_cast<int>(layer.quant)]
+     << ",rule=" << rules[static_cast<int>(layer.rule)]
+     << ",clamp_gate=" << clampText(layer.gateLo, layer.gateHi)
+     << ",clamp_up=" << clampText(layer.upLo, layer.upHi)
+     << ",bias=" << storageText(layer.bias, layer.biasDType)
+     << ",checkpoint=" << storageText(layer.checkpoint, layer.checkpointDType)
+     << ",dense=" << (layer.dense ? "on" : "off")
+     << ",dx=" << (layer.dxF32 ? "f32" : "bf16") << ",dx_accumulate="
+     << (layer.dxAccumulate == DxAccumulate::F32 ? "f32" : "bf16")
+     << ",weight_grads=" << (layer.weightGradBF16 ? "bf16" : "f32")
+     << ",weights=" << (layer.prequantizedWeights ? "mx" : "bf16");
+  return os.str();
+}

@@ -1,0 +1,935 @@
+//===- MoeJIT.cpp - the host JIT behind MoeJIT.h --------------------------===//
+//
+// Compiles moe IR for the host and runs it on caller-owned buffers:
+//
+//   MLIR text --parse, verify--> module --analyze--> Signature, layer, routing
+//     |                                                  roles of the entry
+//     +--key = SHA-256(text, target, options, build)
+//     |     memory cache hit: reuse the Executable
+//     |     disk cache hit:   <cacheDir>/<key>.mlirbc (LLVM dialect bytecode)
+//     |     miss:             buildHostPipeline -> LLVM dialect -> store
+//     +--mlir::ExecutionEngine (LLVM -O<n>) -> _mlir__mlir_ciface_<entry>
+//
+// Calling convention (the contract of include/moe/Pipelines/Pipelines.h):
+// after the host pipeline the entry `@f(tensor inputs...) -> (tensor
+// results...)` is `_mlir_ciface_f(desc *in0, ..., desc *out0, ...)` where
+// each desc is a StridedMemRefType {allocated, aligned, offset, sizes[R],
+// strides[R]} with identity layout. Executable::run builds one descriptor
+// per caller buffer and calls the packed wrapper the ExecutionEngine
+// generates, so outputs are written in place into the caller's memory.
+// Entry arguments are marked `bufferization.writable = false` before the
+// pipeline, so the code never writes into an input buffer.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/JIT/MoeJIT.h"
+
+#include "LayerBuilder.h"
+
+#include "moe/Dialect/Moe/IR/MoeDialect.h"
+#include "moe/Dialect/Moe/IR/MoeOps.h"
+#include "moe/Pipelines/Pipelines.h"
+#include "moe/Reference/Routing.h"
+
+#include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ExecutionEngine/Orc/Core.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/Support/DynamicLibrary.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <sys/stat.h>
+
+using namespace mlir;
+using namespace ::moe::jit;
+
+//===----------------------------------------------------------------------===//
+// Shared state
+//===----------------------------------------------------------------------===//
+
+namespace moe::jit {
+
+struct Executable::Impl {
+  std::unique_ptr<ExecutionEngine> engine;
+  /// `_mlir__mlir_ciface_<entry>(void **args)`.
+  void (*packed)(void **) = nullptr;
+  Signature signature;
+  Target target = Target::Host;
+  std::optional<LayerDesc> layer;
+  std::string layerProblem;
+  /// Inputs holding the routing layout (-1: not an input) and the shapes
+  /// their contents are checked against.
+  int tokenInput = -1, expertInput = -1;
+  int64_t numTokens = 0, numExperts = 0, blockSize = 0;
+};
+
+struct Compiler::Impl {
+  CompilerOptions options;
+  mutable std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const Executable::Impl>> memory;
+};
+
+} // namespace moe::jit
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// LLVM's native target and the process's symbols (libc, libm) for the
+/// JIT, once per process.
+void initializeLLVM() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::sys::DynamicLibrary::LoadLibraryPermanently(nullptr);
+  });
+}
+
+/// An unranked memref as the LLVM lowering passes it: the rank and a
+/// pointer to {allocated, aligned, offset, sizes[rank], strides[rank]}.
+struct UnrankedMemRef {
+  int64_t rank;
+  int64_t *descriptor;
+};
+
+/// `memrefCopy`, which memref.copy between non-identity layouts lowers to.
+/// The JIT provides it itself so that generated code needs no MLIR runtime
+/// library at run time.
+void copyMemRef(int64_t elemSize, UnrankedMemRef *src, UnrankedMemRef *dst) {
+  int64_t rank = src->rank;
+  const int64_t *s = src->descriptor, *d = dst->descriptor;
+  const char *from = reinterpret_cast<const char *>(s[1]) + s[2] * elemSize;
+  char *to = reinterpret_cast<char *>(d[1]) + d[2] * elemSize;
+  const int64_t *sizes = s + 3, *fromStrides = s + 3 + rank,
+                *toStrides = d + 3 + rank;
+  int64_t total = 1;
+  bool contiguous = true;
+  for (int64_t i = rank - 1, expected = 1; i >= 0; --i) {
+    total *= sizes[i];
+    contiguous &= sizes[i] == 1 ||
+                  (fromStrides[i] == expected && toStrides[i] == expected);
+    expected *= sizes[i];
+  }
+  if (total == 0)
+    return;
+  if (contiguous) {
+    std::memmove(to, from, total * elemSize);
+    return;
+  }
+  // Odometer over the index space, element by element.
+  std::vector<int64_t> index(rank, 0);
+  int64_t fromOffset = 0, toOffset = 0;
+  for (int64_t n = 0; n < total; ++n) {
+    std::memcpy(to + toOffset * elemSize, from + fromOffset * elemSize,
+                elemSize);
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      fromOffset += fromStrides[i];
+      toOffset += toStrides[i];
+      if (++index[i] < sizes[i])
+        break;
+      fromOffset -= fromStrides[i] * sizes[i];
+      toOffset -= toStrides[i] * sizes[i];
+      index[i] = 0;
+    }
+  }
+}
+
+/// Runtime functions the JIT provides to generated code, by symbol name.
+const std::pair<const char *, void *> kRuntimeSymbols[] = {
+    {"memrefCopy", reinterpret_cast<void *>(&copyMemRef)},
+};
+
+/// Error unless every function the module declares but does not define is
+/// an intrinsic, a JIT runtime function or a symbol of this process. (ORC
+/// would otherwise print its own message to stderr before failing.)
+Status checkExternalSymbols(ModuleOp module) {
+  for (auto func : module.getOps<LLVM::LLVMFuncOp>()) {
+    if (!func.isExternal())
+      continue;
+    llvm::StringRef name = func.getSymName();
+    if (name.starts_with("llvm."))
+      continue;
+    bool provided = llvm::any_of(kRuntimeSymbols, [&](const auto &symbol) {
+      return name == symbol.first;
+    });
+    if (!provided &&
+        !llvm::sys::DynamicLibrary::SearchForAddressOfSymbol(name.str()))
+      return Status::error("the lowered module calls '" + name.str() +
+                           "', which neither the JIT runtime nor the "
+                           "process provides");
+  }
+  return Status();
+}
+
+/// Dialects of every input the JIT accepts and every stage of the pipeline,
+/// plus the LLVM IR translations the ExecutionEngine needs.
+void fillRegistry(DialectRegistry &registry) {
+  registry.insert<mlir::moe::MoeDialect, func::FuncDialect, arith::ArithDialect,
+                  math::MathDialect, tensor::TensorDialect,
+                  linalg::LinalgDialect, scf::SCFDialect, memref::MemRefDialect,
+                  bufferization::BufferizationDialect, LLVM::LLVMDialect>();
+  mlir::moe::registerPipelineDependencies(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}
+
+/// Identifies the build of this library (its file's path, size and
+/// modification time), so that a rebuilt compiler never reuses lowered
+/// modules that an older one left in a disk cache.
+std::string buildIdentity() {
+  static const std::string identity = [] {
+    Dl_info info;
+    struct stat st;
+    if (dladdr(reinterpret_cast<void *>(&buildIdentity), &info) &&
+        info.dli_fname && stat(info.dli_fname, &st) == 0)
+      return std::string(info.dli_fname) + ":" + std::to_string(st.st_size) +
+             ":" + std::to_string(st.st_mtime);
+    return std::string("unknown-build");
+  }();
+  return identity;
+}
+
+/// The cache key: a hex SHA-256 prefix of everything that decides the
+/// lowered module. (optLevel only affects code generation, which is never
+/// cached on disk; the memory cache appends it.)
+std::string cacheKey(const std::string &text, const CompileOptions &options) {
+  llvm::SHA256 hasher;
+  auto add = [&](llvm::StringRef part) {
+    hasher.update(part);
+    hasher.update(llvm::StringRef("\0", 1));
+  };
+  add("moe-jit-cache-v1");
+  add(buildIdentity());
+  add(toString(options.target));
+  add(options.fuse ? "fuse" : "no-fuse");
+  add(options.entry);
+  add(text);
+  std::array<uint8_t, 32> digest = hasher.final();
+  return llvm::toHex(llvm::ArrayRef<uint8_t>(digest).take_front(16),
+                     /*LowerCase=*/true);
+}
+
+/// Collects the context's diagnostics as located text ("name:line:col:
+/// error: ..." with the source line and a caret) for error values.
+class DiagnosticCollector {
+public:
+  DiagnosticCollector(MLIRContext &context, llvm::SourceMgr &sourceMgr)
+      : stream(text), handler(sourceMgr, &context, stream) {}
+  /// The collected text without the trailing newline; clears it.
+  std::string take() {
+    std::string out = text;
+    text.clear();
+    while (!out.empty() && out.back() == '\n')
+      out.pop_back();
+    return out;
+  }
+
+private:
+  std::string text;
+  llvm::raw_string_ostream stream;
+  SourceMgrDiagnosticHandler handler;
+};
+
+std::optional<DType> dtypeOf(Type type) {
+  if (type.isBF16())
+    return DType::BF16;
+  if (type.isF32())
+    return DType::F32;
+  if (type.isSignlessInteger(32))
+    return DType::I32;
+  if (isa<Float8E4M3FNType>(type))
+    return DType::F8E4M3FN;
+  if (isa<Float8E5M2Type>(type))
+    return DType::F8E5M2;
+  if (isa<Float8E8M0FNUType>(type))
+    return DType::F8E8M0FNU;
+  return std::nullopt;
+}
+
+/// The TensorSpec of a function argument or result; emits an error at
+/// `func` when the type is not a static tensor of a supported dtype.
+FailureOr<TensorSpec> specOf(func::FuncOp func, Type type,
+                             const std::string &what) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  std::optional<DType> dtype =
+      tensor ? dtypeOf(tensor.getElementType()) : std::nullopt;
+  if (!tensor || !tensor.hasStaticShape() || !dtype) {
+    func.emitError() << what << " of @" << func.getSymName() << " has type "
+                     << type
+                     << "; the JIT takes statically shaped tensors of bf16, "
+                        "f32, i32, f8E4M3FN, f8E5M2 or f8E8M0FNU";
+    return failure();
+  }
+  TensorSpec spec;
+  spec.dtype = *dtype;
+  spec.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+  return spec;
+}
+
+/// What compile() learns from the tensor-level module before lowering it.
+struct Analysis {
+  func::FuncOp entry;
+  std::shared_ptr<Executable::Impl> impl;
+};
+
+/// Picks the entry function (see CompileOptions::entry). The errors are
+/// about the whole module, so they name the file rather than a line.
+FailureOr<func::FuncOp>
+findEntry(ModuleOp module, const CompileOptions &options, std::string &error) {
+  const std::string &file = options.sourceName;
+  if (!options.entry.empty()) {
+    auto func = module.lookupSymbol<func::FuncOp>(options.entry);
+    if (!func || func.isExternal() || !func.isPublic()) {
+      error = file + ": no public function @" + options.entry +
+              " with a body in the module";
+      return failure();
+    }
+    return func;
+  }
+  SmallVector<func::FuncOp> candidates, withLayer;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || !func.isPublic())
+      continue;
+    candidates.push_back(func);
+    if (func.walk([](mlir::moe::BlockwiseBwdOp) {
+              return WalkResult::interrupt();
+            })
+            .wasInterrupted())
+      withLayer.push_back(func);
+  }
+  if (candidates.size() == 1)
+    return candidates.front();
+  if (withLayer.size() == 1)
+    return withLayer.front();
+  if (candidates.empty()) {
+    error = file + ": the module has no public function with a body";
+    return failure();
+  }
+  std::string names;
+  for (func::FuncOp func : withLayer.empty() ? candidates : withLayer)
+    names += (names.empty() ? "@" : ", @") + func.getSymName().str();
+  error = file + ": cannot choose the function to run among " + names +
+          "; name it (CompileOptions::entry, moe-run --function)";
+  return failure();
+}
+
+/// Signature, layer and routing roles of the entry. Sets `error`, or emits
+/// a located diagnostic, on failure.
+LogicalResult analyze(ModuleOp module, const CompileOptions &options,
+                      Analysis &out, std::string &error) {
+  FailureOr<func::FuncOp> entry = findEntry(module, options, error);
+  if (failed(entry))
+    return failure();
+  func::FuncOp func = *entry;
+  auto impl = std::make_shared<Executable::Impl>();
+  impl->target = options.target;
+  impl->signature.function = func.getSymName().str();
+
+  SmallVector<mlir::moe::BlockwiseBwdOp> layers;
+  func.walk([&](mlir::moe::BlockwiseBwdOp op) { layers.push_back(op); });
+  mlir::moe::BlockwiseBwdOp op = layers.size() == 1 ? layers.front() : nullptr;
+  // Results are named by the values returned, when one func.return says.
+  SmallVector<func::ReturnOp> returns;
+  func.walk([&](func::ReturnOp ret) { returns.push_back(ret); });
+
+  std::vector<std::string> problems;
+  if (!op)
+    problems.push_back("@" + impl->signature.function + " holds " +
+                       std::to_string(layers.size()) +
+                       " moe.blockwise_bwd ops, not exactly one");
+
+  auto unique = [](const std::vector<TensorSpec> &specs,
+                   const std::string &name) {
+    for (const TensorSpec &spec : specs)
+      if (spec.name == name)
+        return false;
+    return true;
+  };
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    FailureOr<TensorSpec> spec =
+        specOf(func, arg.getType(), "argument #" + std::to_string(i));
+    if (failed(spec))
+      return failure();
+    std::string name = op ? operandName(op, arg) : "";
+    if (name.empty() || !unique(impl->signature.inputs, name)) {
+      if (op)
+        problems.push_back("argument #" + std::to_string(i) +
+                           " is not a distinct operand of moe.blockwise_bwd");
+      name = "arg" + std::to_string(i);
+    }
+    if (name == "token_position_to_id")
+      impl->tokenInput = static_cast<int>(i);
+    if (name == "block_to_expert")
+      impl->expertInput = static_cast<int>(i);
+    spec->name = name;
+    impl->signature.inputs.push_back(*spec);
+  }
+  for (auto [j, type] : llvm::enumerate(func.getResultTypes())) {
+    FailureOr<TensorSpec> spec =
+        specOf(func, type, "result #" + std::to_string(j));
+    if (failed(spec))
+      return failure();
+    std::string name = op && returns.size() == 1
+                           ? resultName(op, returns.front().getOperand(j))
+                           : "";
+    if (name.empty() || !unique(impl->signature.outputs, name)) {
+      if (op)
+        problems.push_back("result #" + std::to_string(j) +
+                           " is not a distinct result of moe.blockwise_bwd");
+      name = "result" + std::to_string(j);
+    }
+    spec->name = name;
+    impl->signature.outputs.push_back(*spec);
+  }
+
+  if (op) {
+    impl->numTokens = op.getNumTokens();
+    impl->numExperts = op.getNumExperts();
+    impl->blockSize = op.getBlockSize();
+    for (Value operand : op->getOperands())
+      if (!isa<BlockArgument>(operand) ||
+          cast<BlockArgument>(operand).getOwner() != &func.getBody().front())
+        problems.push_back("operand '" + operandName(op, operand) +
+                           "' of moe.blockwise_bwd is not an argument of @" +
+                           impl->signature.function);
+    for (Value result : op->getResults())
+      if (unique(impl->signature.outputs, resultName(op, result)))
+        problems.push_back("result '" + resultName(op, result) +
+                           "' of moe.blockwise_bwd is not returned");
+    Expected<LayerDesc> layer = describeLayer(op);
+    if (!layer)
+      problems.push_back(layer.message());
+    else if (problems.empty())
+      impl->layer = *layer;
+  }
+  if (!problems.empty())
+    impl->layerProblem = problems.front();
+  out.entry = func;
+  out.impl = std::move(impl);
+  return success();
+}
+
+/// Error unless `module` is all LLVM dialect and exports the C interface of
+/// `entry` with one pointer argument per input and output.
+Status checkLowered(ModuleOp module, const Signature &signature,
+                    const std::string &sourceName) {
+  Operation *stray = nullptr;
+  module.walk([&](Operation *op) {
+    if (op != module.getOperation() &&
+        !isa_and_nonnull<LLVM::LLVMDialect>(op->getDialect()))
+      stray = op;
+    return stray ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (stray) {
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    os << stray->getLoc();
+    return Status::error(sourceName + ": the host pipeline left '" +
+                         stray->getName().getStringRef().str() + "' at " + loc +
+                         " (the lowering to the LLVM dialect is incomplete)");
+  }
+  std::string name = "_mlir_ciface_" + signature.function;
+  auto cface = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
+  size_t want = signature.inputs.size() + signature.outputs.size();
+  if (!cface || cface.isExternal())
+    return Status::error(sourceName + ": the host pipeline did not define " +
+                         name + " (the C interface of @" + signature.function +
+                         ")");
+  LLVM::LLVMFunctionType type = cface.getFunctionType();
+  bool allPointers = llvm::all_of(
+      type.getParams(), [](Type t) { return isa<LLVM::LLVMPointerType>(t); });
+  if (type.getNumParams() != want || !allPointers ||
+      !isa<LLVM::LLVMVoidType>(type.getReturnType())) {
+    std::string got;
+    llvm::raw_string_ostream os(got);
+    os << type;
+    return Status::error(sourceName + ": " + name + " has type " + got +
+                         "; the calling convention needs " +
+                         std::to_string(want) +
+                         " pointer arguments (inputs, then one out-param per "
+                         "result) and no result");
+  }
+  return Status();
+}
+
+/// Reads a cached lowered module; null on a miss or an unreadable entry.
+OwningOpRef<ModuleOp> loadCached(MLIRContext &context,
+                                 const std::string &path) {
+  if (!llvm::sys::fs::exists(path))
+    return nullptr;
+  // A stale or truncated entry is a miss, not an error: swallow its
+  // diagnostics and lower again.
+  ScopedDiagnosticHandler quiet(&context,
+                                [](Diagnostic &) { return success(); });
+  ParserConfig config(&context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(path, config);
+  if (!module || failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+/// Writes `module` to `path` atomically (temporary file, then rename).
+Status storeCached(ModuleOp module, const std::string &dir,
+                   const std::string &path) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return Status::error(dir + ": cannot create the cache directory (" +
+                         ec.message() + ")");
+  static std::atomic<unsigned> counter{0};
+  std::string temp = path + ".tmp." +
+                     std::to_string(llvm::sys::Process::getProcessId()) + "." +
+                     std::to_string(counter++);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(temp, ec);
+    if (ec)
+      return Status::error(temp + ": cannot write (" + ec.message() + ")");
+    if (failed(writeBytecodeToFile(module, os)))
+      return Status::error(temp + ": cannot write the module as bytecode");
+    os.close();
+    if (os.has_error())
+      return Status::error(temp + ": write failed (" + os.error().message() +
+                           ")");
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
+    llvm::sys::fs::remove(temp);
+    return Status::error(path + ": cannot store (" + ec.message() + ")");
+  }
+  return Status();
+}
+
+/// JIT-compiles an LLVM-dialect module and looks up the entry's wrapper.
+Status generateCode(ModuleOp module, int optLevel, Executable::Impl &impl) {
+  initializeLLVM();
+  if (Status s = checkExternalSymbols(module); !s)
+    return s;
+  auto transformer =
+      makeOptimizingTransformer(optLevel, /*sizeLevel=*/0, nullptr);
+  ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = transformer;
+  engineOptions.jitCodeGenOptLevel =
+      static_cast<llvm::CodeGenOptLevel>(optLevel);
+  engineOptions.enableGDBNotificationListener = false;
+  engineOptions.enablePerfNotificationListener = false;
+  auto engine = ExecutionEngine::create(module, engineOptions);
+  if (!engine)
+    return Status::error("LLVM code generation failed: " +
+                         llvm::toString(engine.takeError()));
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap symbols;
+    for (const auto &[name, address] : kRuntimeSymbols)
+      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                 llvm::JITSymbolFlags::Exported};
+    return symbols;
+  });
+  (*engine)->initialize();
+  auto packed =
+      (*engine)->lookupPacked("_mlir_ciface_" + impl.signature.function);
+  if (!packed)
+    return Status::error("JIT lookup of _mlir_ciface_" +
+                         impl.signature.function +
+                         " failed: " + llvm::toString(packed.takeError()));
+  impl.packed = *packed;
+  impl.engine = std::move(*engine);
+  return Status();
+}
+
+std::string describe(const char *kind, size_t index, const TensorSpec &spec) {
+  return std::string(kind) + " '" + spec.name + "' (#" + std::to_string(index) +
+         ")";
+}
+
+/// Checks one caller buffer against its TensorSpec.
+Status checkBuffer(const char *kind, size_t index, const TensorSpec &spec,
+                   const void *data, DType dtype,
+                   const std::vector<int64_t> &shape) {
+  std::string what = describe(kind, index, spec);
+  if (!data)
+    return Status::error(what + ": null data pointer");
+  if (dtype != spec.dtype)
+    return Status::error(what + ": dtype " + toString(dtype) +
+                         " does not match the signature's " +
+                         toString(spec.dtype));
+  if (shape != spec.shape)
+    return Status::error(what + ": shape " + shapeToString(shape) +
+                         " does not match the signature's " +
+                         shapeToString(spec.shape));
+  size_t align = byteSize(dtype);
+  if (reinterpret_cast<uintptr_t>(data) % align != 0) {
+    std::ostringstream os;
+    os << what << ": data pointer " << data << " is not aligned to " << align
+       << " bytes (" << toString(dtype) << ")";
+    return Status::error(os.str());
+  }
+  return Status();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Executable
+//===----------------------------------------------------------------------===//
+
+Executable::Executable() = default;
+Executable::~Executable() = default;
+Executable::Executable(const Executable &) = default;
+Executable &Executable::operator=(const Executable &) = default;
+
+const Signature &Executable::signature() const {
+  static const Signature empty;
+  return impl_ ? impl_->signature : empty;
+}
+
+Target Executable::target() const {
+  return impl_ ? impl_->target : Target::Host;
+}
+
+const CompileInfo &Executable::compileInfo() const { return info_; }
+
+Expected<LayerDesc> Executable::layer() const {
+  if (!impl_)
+    return Status::error("empty Executable");
+  if (!impl_->layer)
+    return Status::error(impl_->layerProblem);
+  return *impl_->layer;
+}
+
+Status Executable::run(const std::vector<ConstTensorRef> &inputs,
+                       const std::vector<TensorRef> &outputs) const {
+  if (!impl_)
+    return Status::error("run: empty Executable (not from a Compiler)");
+  const Impl &impl = *impl_;
+  const Signature &sig = impl.signature;
+  if (inputs.size() != sig.inputs.size() ||
+      outputs.size() != sig.outputs.size())
+    return Status::error("@" + sig.function + " takes " +
+                         std::to_string(sig.inputs.size()) + " inputs and " +
+                         std::to_string(sig.outputs.size()) + " outputs, got " +
+                         std::to_string(inputs.size()) + " and " +
+                         std::to_string(outputs.size()));
+
+  // Every buffer, as [begin, end) for the overlap check.
+  struct Range {
+    const char *kind;
+    size_t index;
+    uintptr_t begin, end;
+  };
+  std::vector<Range> ranges;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ConstTensorRef &in = inputs[i];
+    if (Status s =
+            checkBuffer("input", i, sig.inputs[i], in.data, in.dtype, in.shape);
+        !s)
+      return s;
+    auto begin = reinterpret_cast<uintptr_t>(in.data);
+    ranges.push_back({"input", i, begin, begin + sig.inputs[i].numBytes()});
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorRef &out = outputs[i];
+    if (Status s = checkBuffer("output", i, sig.outputs[i], out.data, out.dtype,
+                               out.shape);
+        !s)
+      return s;
+    auto begin = reinterpret_cast<uintptr_t>(out.data);
+    ranges.push_back({"output", i, begin, begin + sig.outputs[i].numBytes()});
+  }
+  // An output may share memory with nothing else (inputs may alias each
+  // other: they are only read).
+  for (size_t a = inputs.size(); a < ranges.size(); ++a)
+    for (size_t b = 0; b < ranges.size(); ++b)
+      if (a != b && ranges[a].begin < ranges[b].end &&
+          ranges[b].begin < ranges[a].end) {
+        const Range &other = ranges[b];
+        const TensorSpec &otherSpec = std::strcmp(other.kind, "input") == 0
+                                          ? sig.inputs[other.index]
+                                          : sig.outputs[other.index];
+        return Status::error(
+            describe("output", ranges[a].index, sig.outputs[ranges[a].index]) +
+            " overlaps " + describe(other.kind, other.index, otherSpec));
+      }
+
+  // The routing layout: ids in range, then the ordering contract.
+  if (impl.tokenInput >= 0 && impl.expertInput >= 0) {
+    const TensorSpec &tokSpec = sig.inputs[impl.tokenInput];
+    const TensorSpec &blkSpec = sig.inputs[impl.expertInput];
+    const auto *tok =
+        static_cast<const int32_t *>(inputs[impl.tokenInput].data);
+    const auto *blk =
+        static_cast<const int32_t *>(inputs[impl.expertInput].data);
+    int64_t slots = tokSpec.numElements(), blocks = blkSpec.numElements();
+    for (int64_t i = 0; i < slots; ++i)
+      if (tok[i] < -1 || tok[i] >= impl.numTokens)
+        return Status::error(
+            describe("input", impl.tokenInput, tokSpec) + ": element " +
+            std::to_string(i) + " is token id " + std::to_string(tok[i]) +
+            ", outside [-1, " + std::to_string(impl.numTokens) + ")");
+    for (int64_t i = 0; i < blocks; ++i)
+      if (blk[i] < 0 || blk[i] >= impl.numExperts)
+        return Status::error(
+            describe("input", impl.expertInput, blkSpec) + ": element " +
+            std::to_string(i) + " is expert id " + std::to_string(blk[i]) +
+            ", outside [0, " + std::to_string(impl.numExperts) + ")");
+    ::moe::ref::Routing routing;
+    routing.tokenPositionToId.assign(tok, tok + slots);
+    routing.blockToExpert.assign(blk, blk + blocks);
+    std::string problem = ::moe::ref::verifyRouting(
+        routing, impl.numTokens, impl.numExperts, impl.blockSize);
+    if (!problem.empty())
+      return Status::error("inputs token_position_to_id and block_to_expert "
+                           "break the routing layout contract: " +
+                           problem);
+  }
+
+  // One StridedMemRefType descriptor per buffer: allocated and aligned
+  // pointer, offset 0, sizes, row-major strides.
+  size_t count = inputs.size() + outputs.size();
+  std::vector<std::vector<int64_t>> descriptors(count);
+  std::vector<void *> descriptorPointers(count), args(count);
+  for (size_t i = 0; i < count; ++i) {
+    bool isInput = i < inputs.size();
+    const TensorSpec &spec =
+        isInput ? sig.inputs[i] : sig.outputs[i - inputs.size()];
+    const void *data =
+        isInput ? inputs[i].data : outputs[i - inputs.size()].data;
+    std::vector<int64_t> &desc = descriptors[i];
+    auto address = static_cast<int64_t>(reinterpret_cast<intptr_t>(data));
+    desc = {address, address, 0};
+    desc.insert(desc.end(), spec.shape.begin(), spec.shape.end());
+    std::vector<int64_t> strides(spec.shape.size(), 1);
+    for (size_t d = spec.shape.size(); d-- > 1;)
+      strides[d - 1] = strides[d] * spec.shape[d];
+    desc.insert(desc.end(), strides.begin(), strides.end());
+    descriptorPointers[i] = desc.data();
+    args[i] = &descriptorPointers[i];
+  }
+  impl.packed(args.data());
+  return Status();
+}
+
+//===----------------------------------------------------------------------===//
+// Compiler
+//===----------------------------------------------------------------------===//
+
+Compiler::Compiler(CompilerOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+}
+
+Compiler::~Compiler() = default;
+
+size_t Compiler::memoryCacheSize() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->memory.size();
+}
+
+void Compiler::clearMemoryCache() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->memory.clear();
+}
+
+Expected<Executable> Compiler::compile(const std::string &mlirText,
+                                       const CompileOptions &options) {
+  Clock::time_point start = Clock::now();
+  if (options.target != Target::Host)
+    return Status::error(std::string("target ") + toString(options.target) +
+                         " is not supported yet: the JIT runs the host "
+                         "target only");
+  if (options.optLevel < 0 || options.optLevel > 3)
+    return Status::error("optLevel " + std::to_string(options.optLevel) +
+                         " is outside [0, 3]");
+
+  Executable result;
+  CompileInfo &info = result.info_;
+  info.key = cacheKey(mlirText, options);
+  std::string memoryKey = info.key + ":O" + std::to_string(options.optLevel);
+  if (impl_->options.memoryCache) {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    auto it = impl_->memory.find(memoryKey);
+    if (it != impl_->memory.end()) {
+      result.impl_ = it->second;
+      info.source = CompileInfo::Source::MemoryCache;
+      info.totalSeconds = secondsSince(start);
+      return result;
+    }
+  }
+
+  DialectRegistry registry;
+  fillRegistry(registry);
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
+  context.printOpOnDiagnostic(false);
+  context.printStackTraceOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBuffer(mlirText, options.sourceName,
+                                       /*RequiresNullTerminator=*/false),
+      llvm::SMLoc());
+  DiagnosticCollector diagnostics(context, sourceMgr);
+
+  // Parse, verify, analyze the tensor-level module.
+  ParserConfig config(&context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, config);
+  if (!module)
+    return Status::error(diagnostics.take());
+  Analysis analysis;
+  std::string error;
+  if (failed(analyze(*module, options, analysis, error)))
+    return Status::error(error.empty() ? diagnostics.take() : error);
+  std::shared_ptr<Executable::Impl> impl = analysis.impl;
+  info.parseSeconds = secondsSince(start);
+
+  // Lower, or reload a lowering from the disk cache.
+  const std::string &cacheDir = impl_->options.cacheDir;
+  std::string cachePath;
+  OwningOpRef<ModuleOp> lowered;
+  if (!cacheDir.empty()) {
+    llvm::SmallString<256> path(cacheDir);
+    llvm::sys::path::append(path, info.key + ".mlirbc");
+    cachePath = path.str().str();
+    lowered = loadCached(context, cachePath);
+  }
+  if (lowered) {
+    info.source = CompileInfo::Source::DiskCache;
+    if (Status s = checkLowered(*lowered, impl->signature, cachePath); !s)
+      return s;
+  } else {
+    Clock::time_point pipelineStart = Clock::now();
+    // The pipeline may reuse an input's buffer for a result unless told the
+    // caller's inputs are read-only.
+    auto readOnly = BoolAttr::get(&context, false);
+    for (unsigned i = 0; i < analysis.entry.getNumArguments(); ++i)
+      analysis.entry.setArgAttr(i, "bufferization.writable", readOnly);
+    PassManager pm(&context, ModuleOp::getOperationName());
+    mlir::moe::HostPipelineOptions pipelineOptions;
+    pipelineOptions.fuse = options.fuse;
+    mlir::moe::buildHostPipeline(pm, pipelineOptions);
+    if (failed(pm.run(*module))) {
+      std::string text = diagnostics.take();
+      return Status::error(text.empty() ? options.sourceName +
+                                              ": the host pipeline failed"
+                                        : text);
+    }
+    if (Status s = checkLowered(*module, impl->signature, options.sourceName);
+        !s)
+      return s;
+    lowered = std::move(module);
+    info.pipelineSeconds = secondsSince(pipelineStart);
+    if (!cachePath.empty())
+      if (Status s = storeCached(*lowered, cacheDir, cachePath); !s)
+        return s;
+  }
+
+  Clock::time_point codegenStart = Clock::now();
+  if (Status s = generateCode(*lowered, options.optLevel, *impl); !s) {
+    std::string text = diagnostics.take();
+    return Status::error(s.message() + (text.empty() ? "" : "\n" + text));
+  }
+  info.codegenSeconds = secondsSince(codegenStart);
+
+  result.impl_ = impl;
+  if (impl_->options.memoryCache) {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->memory.emplace(memoryKey, impl);
+  }
+  info.totalSeconds = secondsSince(start);
+  return result;
+}
+
+Expected<Executable> Compiler::compileFile(const std::string &path,
+                                           CompileOptions options) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return Status::error(path + ": cannot open file (" + std::strerror(errno) +
+                         ")");
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  if (options.sourceName == CompileOptions().sourceName)
+    options.sourceName = path;
+  return compile(buffer.str(), options);
+}
+
+Expected<Executable> Compiler::compileLayer(const LayerDesc &layer,
+                                            const CompileOptions &options) {
+  Expected<std::string> text = layerToMLIR(layer);
+  if (!text)
+    return text.status();
+  CompileOptions layerOptions = options;
+  if (layerOptions.sourceName == CompileOptions().sourceName)
+    layerOptions.sourceName = "<layer>";
+  return compile(*text, layerOptions);
+}
+
+//===----------------------------------------------------------------------===//
+// Layer modules
+//===----------------------------------------------------------------------===//
+
+namespace moe::jit {
+
+Expected<std::string> layerToMLIR(const LayerDesc &layer,
+                                  const std::string &function) {
+  for (auto [name, value] : {std::pair<const char *, int64_t>{"T", layer.T},
+                             {"H", layer.H},
+                             {"I", layer.I},
+                             {"E", layer.E},
+                             {"K", layer.K},
+                             {"B", layer.B}})
+    if (value < 1 || value > (1 << 20))
+      return Status::error(std::string("invalid layer: ") + name + "=" +
+                           std::to_string(value) + " is not in [1, 1048576]");
+  DialectRegistry registry;
+  registry.insert<mlir::moe::MoeDialect, func::FuncDialect>();
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
+  context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
+  std::string problems;
+  ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error)
+      problems += (problems.empty() ? "" : "; ") + diag.str();
+    return success();
+  });
+  OwningOpRef<ModuleOp> module = buildLayerModule(context, layer, function);
+  if (failed(verify(*module)))
+    return Status::error("invalid layer: " + problems);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  return text;
+}
+
+} // namespace moe::jit

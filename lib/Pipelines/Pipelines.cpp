@@ -1,0 +1,164 @@
+//===- Pipelines.cpp - the compiler's pass pipelines ----------------------===//
+//
+// The host pipeline, from moe IR on tensors to the LLVM dialect:
+//
+//   moe.blockwise_bwd
+//     moe-decompose-bwd, [moe-fuse]          phase-level ops (kernel regions)
+//     convert-moe-to-linalg                  linalg / tensor / scf on tensors,
+//                                            inputs marked read only
+//     convert-elementwise-to-linalg, canonicalize
+//     one-shot-bufferize (function boundaries, identity layouts)
+//     buffer-results-to-out-params           results -> trailing out-params
+//     llvm-request-c-wrappers                _mlir_ciface_<name> for callers
+//     buffer-deallocation-pipeline           frees every temporary
+//     convert-linalg-to-loops, scf-to-cf
+//     arith-expand (bf16), math-to-libm      no soft-float runtime needed
+//     expand-strided-metadata, lower-affine, ... -to-llvm
+//   llvm dialect
+//
+// and the registration of the pipeline, of the upstream passes the tests run
+// one by one, and of the dialects and external models the pipeline needs.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Pipelines/Pipelines.h"
+
+#include "moe/Conversion/Passes.h"
+#include "moe/Dialect/Moe/IR/MoeDialect.h"
+#include "moe/Dialect/Moe/Transforms/Passes.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/Transforms/RequestCWrappers.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void moe::buildHostPipeline(OpPassManager &pm,
+                            const HostPipelineOptions &options) {
+  // moe IR -> linalg on tensors.
+  pm.addPass(createMoeDecomposeBwd());
+  if (options.fuse)
+    pm.addPass(createMoeFuse());
+  pm.addPass(createConvertMoeToLinalg());
+  pm.addPass(createConvertElementwiseToLinalgPass());
+  pm.addPass(createCanonicalizerPass());
+
+  // Tensors -> buffers, with the calling convention of Pipelines.h: every
+  // tensor argument becomes an identity-layout memref and every result an
+  // out-parameter after the inputs (a result computed in a buffer of its
+  // own is computed in the out-parameter itself, others are copied there).
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.hoistStaticAllocs = true;
+  outParams.modifyPublicFunctions = true;
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  // Requested before the deallocation pipeline adds helper functions, so
+  // only the functions of the input get a C interface.
+  pm.addNestedPass<func::FuncOp>(LLVM::createLLVMRequestCWrappersPass());
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createConvertBufferizationToMemRefPass());
+
+  // Buffers -> loops -> LLVM. bf16 conversions become integer code and the
+  // f64 exp / tanh of the activations libm calls (the functions the
+  // reference calls), so the JIT needs no compiler runtime.
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createSCFToControlFlowPass());
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void moe::registerMoePipelines() {
+  PassPipelineRegistration<HostPipelineOptions>(
+      "moe-host-pipeline",
+      "Lower moe IR to the LLVM dialect for the host JIT (results become "
+      "out-parameters, every function gets a _mlir_ciface_ wrapper)",
+      buildHostPipeline);
+
+  // The upstream passes of the pipeline, for tests that run them alone.
+  registerCanonicalizerPass();
+  registerCSEPass();
+  bufferization::registerOneShotBufferizePass();
+  bufferization::registerBufferResultsToOutParamsPass();
+  bufferization::registerBufferizationPipelines();
+  registerConvertBufferizationToMemRefPass();
+  registerConvertElementwiseToLinalgPass();
+  registerConvertLinalgToLoopsPass();
+  LLVM::registerLLVMRequestCWrappersPass();
+  registerSCFToControlFlowPass();
+  arith::registerArithExpandOpsPass();
+  registerConvertMathToLibmPass();
+  memref::registerExpandStridedMetadataPass();
+  registerLowerAffinePass();
+  registerFinalizeMemRefToLLVMConversionPass();
+  registerConvertMathToLLVMPass();
+  registerArithToLLVMConversionPass();
+  registerConvertControlFlowToLLVMPass();
+  registerConvertFuncToLLVMPass();
+  registerReconcileUnrealizedCastsPass();
+}
+
+void moe::registerPipelineDependencies(DialectRegistry &registry) {
+  registry.insert<MoeDialect, affine::AffineDialect, arith::ArithDialect,
+                  bufferization::BufferizationDialect, cf::ControlFlowDialect,
+                  func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
+                  math::MathDialect, memref::MemRefDialect, scf::SCFDialect,
+                  tensor::TensorDialect>();
+  arith::registerBufferizableOpInterfaceExternalModels(registry);
+  bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(
+      registry);
+  linalg::registerBufferizableOpInterfaceExternalModels(registry);
+  scf::registerBufferizableOpInterfaceExternalModels(registry);
+  tensor::registerBufferizableOpInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}

@@ -1,0 +1,732 @@
+//===- moe-run.cpp - JIT runner of moe.blockwise_bwd layers ---------------===//
+//
+// Compiles a layer (a .mlir file holding a moe.blockwise_bwd, or a layer
+// description on the command line) with the JIT API, runs it on seeded
+// inputs (SPEC section 6) or inputs read from .npy files, and checks every
+// output against the references R_mx and R_64 of lib/Reference:
+//
+//   layer --MoeJIT compile--> Executable --run--> outputs (poisoned first)
+//   inputs --backwardMX / backward64--> references
+//   table: rel. Frobenius error vs R_mx (gate: 2e-3) and R_64, unwritten
+//          and NaN counts, PASS/FAIL; compile, run and reference times
+//
+// The last line is `moe-run: PASS` or `moe-run: FAIL`. Exit status: 0 when
+// everything passes, 1 on a mismatch or an error in the input (IR, .npy,
+// data), 2 on a bad command line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moe/JIT/MoeJIT.h"
+#include "moe/Reference/BF16.h"
+#include "moe/Reference/MX.h"
+#include "moe/Reference/Model.h"
+#include "moe/Reference/Npy.h"
+#include "moe/Reference/Routing.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace jit = moe::jit;
+namespace ref = moe::ref;
+
+namespace {
+
+/// A bad command line: exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Bad input (IR, files, data) or a failed compile or run: exit status 1.
+struct DataError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+constexpr const char *kHelp = R"(usage: moe-run FILE.mlir [options]
+       moe-run --layer SPEC [options]
+
+Compiles a moe.blockwise_bwd layer with the JIT, runs it, and compares
+every output with the references R_mx (MX emulation; gate: relative
+Frobenius error <= 2e-3, no NaN, every element written) and R_64 (fp64).
+
+options:
+  --layer SPEC         a layer description instead of FILE, e.g.
+                       T=256,H=256,I=128,E=4,K=2,B=128,quant=e4m3,rule=rceil
+                       keys: T H I E K B, act=swiglu|geglu,
+                       affinity=on_i|on_h, quant=e4m3|e5m2|none,
+                       rule=rceil|floor|floor_alt, clamp_gate=LO:HI,
+                       clamp_up=LO:HI, bias=off|on|bf16|f32,
+                       checkpoint=off|on|bf16|f32, dense=off|on,
+                       dx=bf16|f32, dx_accumulate=f32|bf16,
+                       weight_grads=f32|bf16, weights=bf16|mx
+  --target T           host (default) or sm90a
+  --function NAME      the function to run (default: the one holding the
+                       moe.blockwise_bwd)
+  --seed S             seed of the generated inputs (default 0)
+  --empty-experts N    the N highest experts receive no tokens
+  --inputs DIR         read x.npy, dy.npy, affinities.npy, wgu.npy, wd.npy,
+                       token_position_to_id.npy, block_to_expert.npy (and
+                       bgu.npy, bd.npy, checkpoint.npy when used) instead;
+                       values are rounded to the op's storage types (bf16
+                       for biases and checkpoint, as the references hold
+                       them) and pre-quantized weights are quantized here
+  --outputs DIR        write every output as DIR/<name>.npy
+  --no-fuse            skip moe-fuse in the host pipeline
+  --cache-dir DIR      disk cache of lowered modules
+  --repeat N           run N times and report the fastest (default 1)
+  --opt-level N        LLVM optimization level of the generated code, 0..3
+                       (default 2)
+  --tolerance X        the gate on rel(R_mx) (default 2e-3, SPEC section 6)
+  --print-layer-ir     print the module of --layer and exit
+
+Options take their value as the next argument or after '='.
+Exit status: 0 all outputs pass, 1 mismatch or input error, 2 usage error.
+)";
+
+//===----------------------------------------------------------------------===//
+// Command line
+//===----------------------------------------------------------------------===//
+
+struct Options {
+  std::string file;
+  std::string layerSpec;
+  bool haveLayer = false;
+  jit::Target target = jit::Target::Host;
+  std::string function;
+  uint64_t seed = 0;
+  int64_t emptyExperts = 0;
+  std::string inputsDir, outputsDir, cacheDir;
+  bool fuse = true;
+  int64_t repeat = 1;
+  int optLevel = 2;
+  double tolerance = 2e-3;
+  bool printLayerIR = false;
+};
+
+int64_t parseCount(const std::string &opt, const std::string &text, int64_t min,
+                   int64_t max) {
+  bool digits = !text.empty() &&
+                text.find_first_not_of("0123456789") == std::string::npos;
+  errno = 0;
+  long long value = digits ? std::strtoll(text.c_str(), nullptr, 10) : -1;
+  if (!digits || errno != 0 || value < min || value > max)
+    throw UsageError("invalid value '" + text + "' for " + opt +
+                     " (expected an integer in [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "])");
+  return value;
+}
+
+Options parseCommandLine(const std::vector<std::string> &args) {
+  Options opts;
+  std::map<std::string, bool> seen;
+  const std::vector<std::string> withValue = {
+      "--layer",         "--target",    "--function", "--seed",
+      "--empty-experts", "--inputs",    "--outputs",  "--cache-dir",
+      "--repeat",        "--opt-level", "--tolerance"};
+  const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    if (arg.compare(0, 2, "--") != 0) {
+      if (!opts.file.empty())
+        throw UsageError("more than one input file ('" + opts.file + "' and '" +
+                         arg + "')");
+      opts.file = arg;
+      continue;
+    }
+    size_t eq = arg.find('=');
+    std::string name = arg.substr(0, eq);
+    bool takesValue = false, known = false;
+    for (const std::string &o : withValue)
+      if (o == name)
+        known = takesValue = true;
+    for (const std::string &o : flags)
+      if (o == name)
+        known = true;
+    if (!known)
+      throw UsageError("unknown option '" + name + "' (see moe-run --help)");
+    if (seen[name])
+      throw UsageError("option " + name + " given twice");
+    seen[name] = true;
+    std::string value;
+    if (!takesValue) {
+      if (eq != std::string::npos)
+        throw UsageError("option " + name + " takes no value");
+    } else if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else {
+      if (i + 1 >= args.size())
+        throw UsageError("missing value for " + name);
+      value = args[++i];
+    }
+    if (name == "--layer") {
+      opts.layerSpec = value;
+      opts.haveLayer = true;
+    } else if (name == "--target") {
+      jit::Expected<jit::Target> target = jit::parseTarget(value);
+      if (!target)
+        throw UsageError(target.message());
+      opts.target = *target;
+    } else if (name == "--function") {
+      opts.function = value;
+    } else if (name == "--seed") {
+      if (value.empty() ||
+          value.find_first_not_of("0123456789") != std::string::npos)
+        throw UsageError("invalid seed '" + value + "' for --seed");
+      errno = 0;
+      opts.seed = std::strtoull(value.c_str(), nullptr, 10);
+      if (errno != 0)
+        throw UsageError("seed '" + value + "' is out of range");
+    } else if (name == "--empty-experts") {
+      opts.emptyExperts = parseCount(name, value, 0, 1 << 20);
+    } else if (name == "--inputs") {
+      opts.inputsDir = value;
+    } else if (name == "--outputs") {
+      opts.outputsDir = value;
+    } else if (name == "--cache-dir") {
+      opts.cacheDir = value;
+    } else if (name == "--repeat") {
+      opts.repeat = parseCount(name, value, 1, 1000);
+    } else if (name == "--tolerance") {
+      errno = 0;
+      char *end = nullptr;
+      opts.tolerance = value.empty() ? -1 : std::strtod(value.c_str(), &end);
+      if (value.empty() || errno != 0 || *end != '\0' ||
+          !(opts.tolerance >= 0) || !std::isfinite(opts.tolerance))
+        throw UsageError("invalid value '" + value +
+                         "' for --tolerance (expected a number >= 0)");
+    } else if (name == "--opt-level") {
+      opts.optLevel = static_cast<int>(parseCount(name, value, 0, 3));
+    } else if (name == "--no-fuse") {
+      opts.fuse = false;
+    } else if (name == "--print-layer-ir") {
+      opts.printLayerIR = true;
+    }
+  }
+  if (opts.file.empty() == !opts.haveLayer)
+    throw UsageError(opts.haveLayer
+                         ? "give either FILE.mlir or --layer, not both"
+                         : "no input: give FILE.mlir or --layer SPEC (see "
+                           "moe-run --help)");
+  if (opts.printLayerIR && !opts.haveLayer)
+    throw UsageError("--print-layer-ir needs --layer");
+  if (!opts.inputsDir.empty() && opts.emptyExperts > 0)
+    throw UsageError("--empty-experts applies to generated inputs, not to "
+                     "--inputs");
+  return opts;
+}
+
+//===----------------------------------------------------------------------===//
+// Layer and reference configuration
+//===----------------------------------------------------------------------===//
+
+/// The reference's view of a layer description.
+ref::LayerConfig referenceConfig(const jit::LayerDesc &layer) {
+  ref::LayerConfig cfg;
+  cfg.T = layer.T;
+  cfg.H = layer.H;
+  cfg.I = layer.I;
+  cfg.E = layer.E;
+  cfg.K = layer.K;
+  cfg.B = layer.B;
+  cfg.act = layer.act == jit::Activation::SwiGLU ? ref::Activation::SwiGLU
+                                                 : ref::Activation::GeGLU;
+  cfg.affinity = layer.affinity == jit::AffinityPlacement::OnI
+                     ? ref::AffinityPlacement::OnI
+                     : ref::AffinityPlacement::OnH;
+  cfg.quant.enabled = layer.quant != jit::Quant::None;
+  cfg.quant.elem =
+      layer.quant == jit::Quant::E5M2 ? ref::MXElem::E5M2 : ref::MXElem::E4M3;
+  cfg.quant.rule = layer.rule == jit::ScaleRule::RCeil ? ref::ScaleRule::RCeil
+                   : layer.rule == jit::ScaleRule::Floor
+                       ? ref::ScaleRule::Floor
+                       : ref::ScaleRule::FloorAlt;
+  cfg.clamp.gateLo = layer.gateLo;
+  cfg.clamp.gateHi = layer.gateHi;
+  cfg.clamp.upLo = layer.upLo;
+  cfg.clamp.upHi = layer.upHi;
+  cfg.bias = layer.bias;
+  cfg.checkpoint = layer.checkpoint;
+  cfg.dense = layer.dense;
+  cfg.dxAccumulate = layer.dxAccumulate == jit::DxAccumulate::F32
+                         ? ref::DxAccumulate::F32
+                         : ref::DxAccumulate::BF16;
+  cfg.dxF32 = layer.dxF32;
+  cfg.weightGradBF16 = layer.weightGradBF16;
+  return cfg;
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+/// A caller-owned tensor buffer (8-byte aligned storage).
+struct Buffer {
+  jit::TensorSpec spec;
+  std::vector<uint64_t> storage;
+
+  explicit Buffer(const jit::TensorSpec &s)
+      : spec(s), storage((s.numBytes() + 7) / 8) {}
+  uint8_t *bytes() { return reinterpret_cast<uint8_t *>(storage.data()); }
+  const uint8_t *bytes() const {
+    return reinterpret_cast<const uint8_t *>(storage.data());
+  }
+  size_t numBytes() const { return spec.numBytes(); }
+};
+
+/// Poison patterns: signaling NaNs, which no arithmetic produces, so an
+/// element still holding one was never written.
+constexpr uint32_t kPoisonF32 = 0x7FA5A5A5u;
+constexpr uint16_t kPoisonBF16 = 0x7FA5u;
+
+void poison(Buffer &buffer) {
+  int64_t n = buffer.spec.numElements();
+  if (buffer.spec.dtype == jit::DType::BF16) {
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(buffer.bytes() + 2 * i, &kPoisonBF16, 2);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(buffer.bytes() + 4 * i, &kPoisonF32, 4);
+  }
+}
+
+/// Fills a float-typed input buffer from fp64 values, rounding to its
+/// storage type; returns the stored values (what the references get).
+std::vector<double> storeFloats(Buffer &buffer,
+                                const std::vector<double> &values) {
+  std::vector<double> stored(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (buffer.spec.dtype == jit::DType::BF16) {
+      uint16_t bits = ref::bf16FromFloat(ref::roundToBF16(values[i]));
+      std::memcpy(buffer.bytes() + 2 * i, &bits, 2);
+      stored[i] = ref::floatFromBF16(bits);
+    } else {
+      float f = static_cast<float>(values[i]);
+      std::memcpy(buffer.bytes() + 4 * i, &f, 4);
+      stored[i] = f;
+    }
+  }
+  return stored;
+}
+
+void storeInts(Buffer &buffer, const std::vector<int32_t> &values) {
+  std::memcpy(buffer.bytes(), values.data(), values.size() * 4);
+}
+
+/// Pre-quantizes a weight [E, rows, cols] along its last axis (cols), the
+/// axis its phase contracts: codes into `codes`, E8M0 scales into `scales`.
+/// Returns the dequantized values, which the references then use.
+std::vector<double> storeQuantized(Buffer &codes, Buffer &scales,
+                                   const std::vector<double> &values, int64_t E,
+                                   int64_t rows, int64_t cols, ref::MXElem elem,
+                                   ref::ScaleRule rule) {
+  std::vector<double> dequantized(values.size());
+  int64_t per = rows * cols, scalesPer = rows * (cols / ref::kMXBlock);
+  for (int64_t e = 0; e < E; ++e) {
+    std::vector<float> matrix(values.begin() + e * per,
+                              values.begin() + (e + 1) * per);
+    ref::MXMatrix q =
+        ref::quantizeMatrix(matrix.data(), rows, cols, 1, elem, rule);
+    std::memcpy(codes.bytes() + e * per, q.codes.data(), per);
+    std::memcpy(scales.bytes() + e * scalesPer, q.scales.data(), scalesPer);
+    std::vector<float> d = q.dequantize();
+    for (int64_t i = 0; i < per; ++i)
+      dequantized[e * per + i] = d[i];
+  }
+  return dequantized;
+}
+
+/// An output as fp64 values, with the count of elements still poisoned
+/// (read as 0) and of NaNs among the written ones.
+struct OutputValues {
+  std::vector<double> values;
+  int64_t unwritten = 0, nans = 0;
+};
+
+OutputValues readOutput(const Buffer &buffer) {
+  OutputValues out;
+  int64_t n = buffer.spec.numElements();
+  out.values.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    double v;
+    bool poisoned;
+    if (buffer.spec.dtype == jit::DType::BF16) {
+      uint16_t bits;
+      std::memcpy(&bits, buffer.bytes() + 2 * i, 2);
+      poisoned = bits == kPoisonBF16;
+      v = ref::floatFromBF16(bits);
+    } else {
+      uint32_t bits;
+      std::memcpy(&bits, buffer.bytes() + 4 * i, 4);
+      poisoned = bits == kPoisonF32;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      v = f;
+    }
+    if (poisoned) {
+      ++out.unwritten;
+      v = 0;
+    } else if (std::isnan(v)) {
+      ++out.nans;
+    }
+    out.values[i] = v;
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Inputs
+//===----------------------------------------------------------------------===//
+
+std::string joinPath(const std::string &dir, const std::string &name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+/// Reads DIR/<name>.npy for input `spec`, checking dtype class and shape.
+ref::NpyArray readInput(const std::string &dir, const jit::TensorSpec &spec,
+                        const std::vector<int64_t> &shape,
+                        const std::string &where, bool integer) {
+  std::string path = joinPath(dir, spec.name + ".npy");
+  ref::NpyArray array;
+  std::string error;
+  if (!ref::readNpy(path, array, error))
+    throw DataError(error);
+  bool isInt = array.type == ref::NpyType::I32;
+  bool isFloat = array.type == ref::NpyType::F64 ||
+                 array.type == ref::NpyType::F32 ||
+                 array.type == ref::NpyType::BF16;
+  if (integer && !isInt)
+    throw DataError(path + ": expected an int32 array ('<i4')");
+  if (!integer && !isFloat)
+    throw DataError(path + ": expected a float array (f64, f32 or bf16)");
+  // Affinities may be stored flat [T*E] or as the [T, E] matrix.
+  bool matches = array.shape == shape;
+  if (!matches && spec.name == "affinities" && shape.size() == 1 &&
+      array.shape.size() == 2)
+    matches = array.shape[0] * array.shape[1] == shape[0];
+  if (!matches)
+    throw DataError(path + ": shape " + jit::shapeToString(array.shape) +
+                    " does not match " + jit::shapeToString(shape) + " of " +
+                    spec.name + " in " + where);
+  return array;
+}
+
+/// The layer's inputs: generated per SPEC section 6, or read from DIR.
+ref::LayerInputs makeLayerInputs(const Options &opts, const jit::Signature &sig,
+                                 const ref::LayerConfig &cfg,
+                                 const std::string &where) {
+  if (opts.inputsDir.empty()) {
+    if (opts.emptyExperts > 0 && cfg.dense)
+      throw UsageError("--empty-experts does not apply to a dense layer");
+    if (cfg.K > cfg.E - opts.emptyExperts)
+      throw UsageError("--empty-experts " + std::to_string(opts.emptyExperts) +
+                       " leaves fewer than K=" + std::to_string(cfg.K) +
+                       " experts to route to");
+    return ref::makeInputs(cfg, opts.seed, opts.emptyExperts);
+  }
+  ref::LayerInputs in;
+  for (const jit::TensorSpec &spec : sig.inputs) {
+    const std::string &name = spec.name;
+    if (name == "wgu_scales" || name == "wd_scales")
+      continue; // derived from the weights
+    // Pre-quantized weights are read as values and quantized here.
+    std::vector<int64_t> shape = spec.shape;
+    if (name == "wgu")
+      shape = {cfg.E, cfg.H, 2, cfg.I};
+    else if (name == "wd")
+      shape = {cfg.E, cfg.I, cfg.H};
+    bool integer = spec.dtype == jit::DType::I32;
+    ref::NpyArray array =
+        readInput(opts.inputsDir, spec, shape, where, integer);
+    if (name == "token_position_to_id")
+      in.routing.tokenPositionToId = array.toInt32();
+    else if (name == "block_to_expert")
+      in.routing.blockToExpert = array.toInt32();
+    else if (name == "x")
+      in.x = array.toDouble();
+    else if (name == "dy")
+      in.dy = array.toDouble();
+    else if (name == "affinities")
+      in.affinities = array.toDouble();
+    else if (name == "wgu")
+      in.wgu = array.toDouble();
+    else if (name == "wd")
+      in.wd = array.toDouble();
+    else if (name == "bgu")
+      in.bgu = array.toDouble();
+    else if (name == "bd")
+      in.bd = array.toDouble();
+    else if (name == "checkpoint")
+      in.checkpoint = array.toDouble();
+  }
+  return in;
+}
+
+/// Fills the input buffers in signature order; rounds `in` to what the
+/// buffers hold, so that the references see the kernel's inputs.
+std::vector<Buffer> packInputs(const jit::Signature &sig,
+                               const ref::LayerConfig &cfg,
+                               const jit::LayerDesc &layer,
+                               ref::LayerInputs &in) {
+  // The references hold biases and the checkpoint as bf16 values whatever
+  // their storage type, so f32-stored ones get bf16 values too (generated
+  // inputs already are).
+  for (std::vector<double> *values : {&in.bgu, &in.bd, &in.checkpoint})
+    for (double &v : *values)
+      v = ref::roundToBF16(v);
+  std::vector<Buffer> buffers;
+  for (const jit::TensorSpec &spec : sig.inputs)
+    buffers.emplace_back(spec);
+  auto find = [&](const char *name) -> Buffer * {
+    for (Buffer &b : buffers)
+      if (b.spec.name == name)
+        return &b;
+    return nullptr;
+  };
+  for (Buffer &b : buffers) {
+    const std::string &name = b.spec.name;
+    if (name == "x")
+      in.x = storeFloats(b, in.x);
+    else if (name == "dy")
+      in.dy = storeFloats(b, in.dy);
+    else if (name == "affinities")
+      in.affinities = storeFloats(b, in.affinities);
+    else if (name == "token_position_to_id")
+      storeInts(b, in.routing.tokenPositionToId);
+    else if (name == "block_to_expert")
+      storeInts(b, in.routing.blockToExpert);
+    else if (name == "checkpoint")
+      in.checkpoint = storeFloats(b, in.checkpoint);
+    else if (name == "bgu")
+      in.bgu = storeFloats(b, in.bgu);
+    else if (name == "bd")
+      in.bd = storeFloats(b, in.bd);
+    else if (name == "wgu" && !layer.prequantizedWeights)
+      in.wgu = storeFloats(b, in.wgu);
+    else if (name == "wd" && !layer.prequantizedWeights)
+      in.wd = storeFloats(b, in.wd);
+  }
+  if (layer.prequantizedWeights) {
+    // Round to bf16 first (the weights' source type), then quantize along
+    // 2I (Wgu[e] as [H, 2I]) and H (Wd[e] as [I, H]).
+    for (double &v : in.wgu)
+      v = ref::roundToBF16(v);
+    for (double &v : in.wd)
+      v = ref::roundToBF16(v);
+    in.wgu = storeQuantized(*find("wgu"), *find("wgu_scales"), in.wgu, cfg.E,
+                            cfg.H, 2 * cfg.I, cfg.quant.elem, cfg.quant.rule);
+    in.wd = storeQuantized(*find("wd"), *find("wd_scales"), in.wd, cfg.E, cfg.I,
+                           cfg.H, cfg.quant.elem, cfg.quant.rule);
+  }
+  return buffers;
+}
+
+//===----------------------------------------------------------------------===//
+// The run
+//===----------------------------------------------------------------------===//
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+const std::vector<double> *referenceOutput(const ref::LayerGrads &grads,
+                                           const std::string &name) {
+  if (name == "dx")
+    return &grads.dx;
+  if (name == "da")
+    return &grads.da;
+  if (name == "dwgu")
+    return &grads.dwgu;
+  if (name == "dwd")
+    return &grads.dwd;
+  if (name == "dbgu")
+    return &grads.dbgu;
+  if (name == "dbd")
+    return &grads.dbd;
+  return nullptr;
+}
+
+int run(const Options &opts) {
+  jit::Compiler compiler({opts.cacheDir, /*memoryCache=*/true});
+  jit::CompileOptions compileOptions;
+  compileOptions.target = opts.target;
+  compileOptions.fuse = opts.fuse;
+  compileOptions.entry = opts.function;
+  compileOptions.optLevel = opts.optLevel;
+
+  std::string where = opts.file;
+  Clock::time_point compileStart = Clock::now();
+  jit::Expected<jit::Executable> exe = jit::Status::error("not compiled");
+  if (opts.haveLayer) {
+    jit::Expected<jit::LayerDesc> layer = jit::parseLayerDesc(opts.layerSpec);
+    if (!layer)
+      throw UsageError(layer.message());
+    if (opts.printLayerIR) {
+      jit::Expected<std::string> text = jit::layerToMLIR(*layer);
+      if (!text)
+        throw DataError(text.message());
+      std::fputs(text->c_str(), stdout);
+      return 0;
+    }
+    where = "--layer";
+    exe = compiler.compileLayer(*layer, compileOptions);
+  } else {
+    exe = compiler.compileFile(opts.file, compileOptions);
+  }
+  if (!exe)
+    throw DataError(exe.message());
+  double compileSeconds = seconds(compileStart, Clock::now());
+  const jit::Signature &sig = exe->signature();
+  where += " (@" + sig.function + ")";
+
+  jit::Expected<jit::LayerDesc> layer = exe->layer();
+  if (!layer)
+    throw DataError(where +
+                    ": moe-run cannot make inputs for it: " + layer.message());
+  ref::LayerConfig cfg = referenceConfig(*layer);
+
+  ref::LayerInputs in = makeLayerInputs(opts, sig, cfg, where);
+  std::vector<Buffer> inputs = packInputs(sig, cfg, *layer, in);
+  std::string problem = ref::validate(cfg, in);
+  if (!problem.empty())
+    throw DataError((opts.inputsDir.empty() ? std::string("generated inputs")
+                                            : opts.inputsDir) +
+                    ": invalid layer inputs: " + problem);
+
+  std::vector<Buffer> outputs;
+  for (const jit::TensorSpec &spec : sig.outputs)
+    outputs.emplace_back(spec);
+  std::vector<jit::ConstTensorRef> inRefs;
+  for (const Buffer &b : inputs)
+    inRefs.push_back({b.bytes(), b.spec.dtype, b.spec.shape});
+  std::vector<jit::TensorRef> outRefs;
+  for (Buffer &b : outputs)
+    outRefs.push_back({b.bytes(), b.spec.dtype, b.spec.shape});
+  std::vector<std::vector<uint64_t>> inputCopies;
+  for (const Buffer &b : inputs)
+    inputCopies.push_back(b.storage);
+
+  double runSeconds = 0;
+  for (int64_t r = 0; r < opts.repeat; ++r) {
+    for (Buffer &b : outputs)
+      poison(b);
+    Clock::time_point t0 = Clock::now();
+    jit::Status status = exe->run(inRefs, outRefs);
+    double t = seconds(t0, Clock::now());
+    if (!status)
+      throw DataError(where + ": run failed: " + status.message());
+    runSeconds = r == 0 ? t : std::min(runSeconds, t);
+  }
+
+  Clock::time_point r0 = Clock::now();
+  ref::LayerGrads rmx = ref::backwardMX(cfg, in);
+  Clock::time_point r1 = Clock::now();
+  ref::LayerGrads r64 = ref::backward64(cfg, in);
+  Clock::time_point r2 = Clock::now();
+
+  bool pass = true;
+  std::printf("moe-run: %s, target %s, %s\n", where.c_str(),
+              jit::toString(opts.target),
+              opts.inputsDir.empty()
+                  ? ("seed " + std::to_string(opts.seed) +
+                     (opts.emptyExperts ? ", empty experts " +
+                                              std::to_string(opts.emptyExperts)
+                                        : std::string()))
+                        .c_str()
+                  : ("inputs " + opts.inputsDir).c_str());
+  std::printf("layer: %s\n", jit::toString(*layer).c_str());
+  std::printf("%-6s %-18s %-5s %11s %11s %9s %5s  %s\n", "output", "shape",
+              "dtype", "rel(R_mx)", "rel(R_64)", "unwritten", "NaN", "status");
+  for (const Buffer &b : outputs) {
+    OutputValues got = readOutput(b);
+    const std::vector<double> *mx = referenceOutput(rmx, b.spec.name);
+    const std::vector<double> *exact = referenceOutput(r64, b.spec.name);
+    double relMX = mx ? ref::relativeFrobenius(got.values, *mx) : NAN;
+    double rel64 = exact ? ref::relativeFrobenius(got.values, *exact) : NAN;
+    bool ok = got.unwritten == 0 && got.nans == 0 && relMX <= opts.tolerance;
+    pass &= ok;
+    std::printf("%-6s %-18s %-5s %11.3e %11.3e %9lld %5lld  %s\n",
+                b.spec.name.c_str(), jit::shapeToString(b.spec.shape).c_str(),
+                jit::toString(b.spec.dtype), relMX, rel64,
+                static_cast<long long>(got.unwritten),
+                static_cast<long long>(got.nans), ok ? "PASS" : "FAIL");
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].storage != inputCopies[i]) {
+      std::printf("input %s was modified by the run: FAIL\n",
+                  inputs[i].spec.name.c_str());
+      pass = false;
+    }
+
+  const jit::CompileInfo &info = exe->compileInfo();
+  std::printf("compile: %.3f s (%s; parse %.3f s, pipeline %.3f s, "
+              "codegen %.3f s)\n",
+              compileSeconds, jit::toString(info.source), info.parseSeconds,
+              info.pipelineSeconds, info.codegenSeconds);
+  std::printf("run: %.6f s%s\n", runSeconds,
+              opts.repeat > 1
+                  ? (" (best of " + std::to_string(opts.repeat) + ")").c_str()
+                  : "");
+  std::printf("references: R_mx %.3f s, R_64 %.3f s\n", seconds(r0, r1),
+              seconds(r1, r2));
+
+  if (!opts.outputsDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opts.outputsDir, ec);
+    if (ec || !std::filesystem::is_directory(opts.outputsDir))
+      throw DataError(opts.outputsDir + ": cannot create directory");
+    for (const Buffer &b : outputs) {
+      ref::NpyArray array;
+      array.type = b.spec.dtype == jit::DType::BF16 ? ref::NpyType::BF16
+                                                    : ref::NpyType::F32;
+      array.shape = b.spec.shape;
+      array.data.assign(b.bytes(), b.bytes() + b.numBytes());
+      std::string error;
+      if (!ref::writeNpy(joinPath(opts.outputsDir, b.spec.name + ".npy"), array,
+                         error))
+        throw DataError(error);
+    }
+  }
+  std::printf("moe-run: %s\n", pass ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return pass ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (const std::string &arg : args)
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+  try {
+    return run(parseCommandLine(args));
+  } catch (const UsageError &e) {
+    std::fprintf(stderr, "moe-run: error: %s\n", e.what());
+    return 2;
+  } catch (const DataError &e) {
+    std::fprintf(stderr, "moe-run: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "moe-run: error: out of memory\n");
+    return 1;
+  } catch (const std::exception &e) {
+    // The reference reports invalid data (routing, shapes) by throwing.
+    std::fprintf(stderr, "moe-run: error: %s\n", e.what());
+    return 1;
+  }
+}

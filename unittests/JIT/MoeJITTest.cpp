@@ -1,0 +1,496 @@
+//===- MoeJITTest.cpp - tests of the C++ host JIT API ---------------------===//
+//
+// The API of include/moe/JIT/MoeJIT.h as a user sees it: layer descriptions
+// (syntax, round trip, errors), compile errors as located messages, a run
+// on an elementwise function, the in-memory and disk caches, and argument
+// validation: every bad argument gives its error and leaves the output
+// buffers untouched. The layer tests run a small moe.blockwise_bwd on
+// seeded inputs and compare with R_mx.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moe/JIT/MoeJIT.h"
+#include "moe/Reference/BF16.h"
+#include "moe/Reference/Model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+using namespace moe::jit;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Layer descriptions
+//===----------------------------------------------------------------------===//
+
+TEST(LayerDescTest, DefaultsAndKeys) {
+  Expected<LayerDesc> layer = parseLayerDesc("T=40,H=64");
+  ASSERT_TRUE(layer) << layer.message();
+  EXPECT_EQ(layer->T, 40);
+  EXPECT_EQ(layer->H, 64);
+  EXPECT_EQ(layer->I, 128);
+  EXPECT_EQ(layer->E, 4);
+  EXPECT_EQ(layer->quant, Quant::E4M3);
+
+  layer = parseLayerDesc(
+      "T=8,H=32,I=32,B=256,act=geglu,affinity=on_h,quant=e5m2,rule=floor_alt,"
+      "clamp_gate=:7,clamp_up=-7:7.5,bias=f32,checkpoint=on,dense=on,dx=f32,"
+      "dx_accumulate=bf16,weight_grads=bf16,weights=mx");
+  ASSERT_TRUE(layer) << layer.message();
+  EXPECT_EQ(layer->E, 1);
+  EXPECT_EQ(layer->K, 1);
+  EXPECT_EQ(layer->B, 256);
+  EXPECT_EQ(layer->act, Activation::GeGLU);
+  EXPECT_EQ(layer->affinity, AffinityPlacement::OnH);
+  EXPECT_EQ(layer->rule, ScaleRule::FloorAlt);
+  EXPECT_FALSE(layer->gateLo.has_value());
+  EXPECT_EQ(layer->gateHi, 7.0);
+  EXPECT_EQ(layer->upLo, -7.0);
+  EXPECT_EQ(layer->upHi, 7.5);
+  EXPECT_TRUE(layer->bias);
+  EXPECT_EQ(layer->biasDType, DType::F32);
+  EXPECT_TRUE(layer->checkpoint);
+  EXPECT_EQ(layer->checkpointDType, DType::BF16);
+  EXPECT_TRUE(layer->dxF32);
+  EXPECT_EQ(layer->dxAccumulate, DxAccumulate::BF16);
+  EXPECT_TRUE(layer->weightGradBF16);
+  EXPECT_TRUE(layer->prequantizedWeights);
+
+  // toString writes every key; parsing it back gives the same layer.
+  std::string text = toString(*layer);
+  Expected<LayerDesc> again = parseLayerDesc(text);
+  ASSERT_TRUE(again) << again.message();
+  EXPECT_EQ(toString(*again), text);
+  EXPECT_EQ(again->upHi, 7.5);
+}
+
+TEST(LayerDescTest, Errors) {
+  auto error = [](const char *spec) {
+    Expected<LayerDesc> layer = parseLayerDesc(spec);
+    EXPECT_FALSE(layer) << spec;
+    return layer.message();
+  };
+  EXPECT_NE(error("T=4,X=1").find("unknown key 'X'"), std::string::npos);
+  EXPECT_NE(error("T=0").find("T=0 is not an integer in [1, 1048576]"),
+            std::string::npos);
+  EXPECT_NE(error("T=1x").find("T=1x"), std::string::npos);
+  EXPECT_NE(error("quant=fp4")
+                .find("invalid value 'fp4' for quant "
+                      "(expected e4m3|e5m2|none)"),
+            std::string::npos);
+  EXPECT_NE(error("T=4,T=5").find("key T given twice"), std::string::npos);
+  EXPECT_NE(error("E=2,dense=on").find("dense=on needs E=1 and K=1"),
+            std::string::npos);
+  EXPECT_NE(error("clamp_up=3:1").find("needs LO < HI"), std::string::npos);
+  EXPECT_NE(error("T=4,").find("expected key=value"), std::string::npos);
+  EXPECT_NE(error("").find("empty description"), std::string::npos);
+}
+
+TEST(LayerDescTest, ToMLIR) {
+  LayerDesc layer;
+  layer.T = 40;
+  layer.H = 64;
+  layer.I = 32;
+  layer.prequantizedWeights = true;
+  layer.checkpoint = true;
+  Expected<std::string> text = layerToMLIR(layer, "f");
+  ASSERT_TRUE(text) << text.message();
+  EXPECT_NE(text->find("func.func @f("), std::string::npos);
+  EXPECT_NE(text->find("moe.blockwise_bwd"), std::string::npos);
+  EXPECT_NE(text->find("gate_up(%arg3 : tensor<4x64x2x32xf8E4M3FN> scales "
+                       "%arg4 : tensor<4x64x2x1xf8E8M0FNU>)"),
+            std::string::npos)
+      << *text;
+
+  // The op verifier's message, not a crash.
+  layer.H = 48;
+  text = layerToMLIR(layer);
+  ASSERT_FALSE(text);
+  EXPECT_NE(text.message().find("invalid layer: 'moe.blockwise_bwd' op H "
+                                "(hidden size) must be a positive multiple "
+                                "of 32, got 48"),
+            std::string::npos)
+      << text.message();
+}
+
+//===----------------------------------------------------------------------===//
+// Compiling
+//===----------------------------------------------------------------------===//
+
+constexpr const char *kAddModule = R"(
+func.func @add(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %c = arith.addf %a, %b : tensor<4x8xf32>
+  return %c : tensor<4x8xf32>
+}
+)";
+
+CompileOptions fastOptions() {
+  CompileOptions options;
+  options.optLevel = 0;
+  return options;
+}
+
+TEST(CompileTest, LocatedErrors) {
+  Compiler compiler;
+  CompileOptions options = fastOptions();
+  options.sourceName = "bad.mlir";
+  Expected<Executable> exe = compiler.compile("func.func @f(\n", options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message().rfind("bad.mlir:1:14: error: expected "
+                                "non-function type\nfunc.func @f(\n",
+                                0),
+            0u)
+      << exe.message();
+
+  exe = compiler.compile("func.func @f(%a: memref<4xf32>) {\n  return\n}\n",
+                         options);
+  ASSERT_FALSE(exe);
+  EXPECT_NE(exe.message().find("bad.mlir:1:1: error: argument #0 of @f has "
+                               "type 'memref<4xf32>'"),
+            std::string::npos)
+      << exe.message();
+
+  exe = compiler.compile("func.func private @f()\n", options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(),
+            "bad.mlir: the module has no public function with a body");
+
+  std::string two = std::string(kAddModule) +
+                    "func.func @g(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                    "  return %a : tensor<4xf32>\n}\n";
+  exe = compiler.compile(two, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "bad.mlir: cannot choose the function to run "
+                           "among @add, @g; name it (CompileOptions::entry, "
+                           "moe-run --function)");
+  options.entry = "missing";
+  exe = compiler.compile(two, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(),
+            "bad.mlir: no public function @missing with a body in the module");
+
+  exe = compiler.compileFile("/nonexistent/layer.mlir");
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(),
+            "/nonexistent/layer.mlir: cannot open file (No such file or "
+            "directory)");
+
+  options = fastOptions();
+  options.target = Target::Sm90a;
+  exe = compiler.compile(kAddModule, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "target sm90a is not supported yet: the JIT runs "
+                           "the host target only");
+  options = fastOptions();
+  options.optLevel = 4;
+  exe = compiler.compile(kAddModule, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "optLevel 4 is outside [0, 3]");
+}
+
+/// Buffers of the add function; `out` starts poisoned.
+struct AddBuffers {
+  std::vector<float> a, b, out;
+  AddBuffers() : a(32), b(32), out(32, -123.0f) {
+    for (int i = 0; i < 32; ++i) {
+      a[i] = 0.5f * i;
+      b[i] = 100.0f - i;
+    }
+  }
+  std::vector<ConstTensorRef> inputs() const {
+    return {{a.data(), DType::F32, {4, 8}}, {b.data(), DType::F32, {4, 8}}};
+  }
+  std::vector<TensorRef> outputs() {
+    return {{out.data(), DType::F32, {4, 8}}};
+  }
+  bool untouched() const {
+    for (float v : out)
+      if (v != -123.0f)
+        return false;
+    return true;
+  }
+};
+
+TEST(RunTest, ElementwiseAndValidation) {
+  Compiler compiler;
+  Expected<Executable> exe = compiler.compile(kAddModule, fastOptions());
+  ASSERT_TRUE(exe) << exe.message();
+  const Signature &sig = exe->signature();
+  EXPECT_EQ(sig.function, "add");
+  ASSERT_EQ(sig.inputs.size(), 2u);
+  ASSERT_EQ(sig.outputs.size(), 1u);
+  EXPECT_EQ(sig.inputs[1].name, "arg1");
+  EXPECT_EQ(sig.outputs[0].name, "result0");
+  EXPECT_EQ(sig.outputs[0].dtype, DType::F32);
+  EXPECT_EQ(sig.outputs[0].shape, (std::vector<int64_t>{4, 8}));
+  Expected<LayerDesc> layer = exe->layer();
+  ASSERT_FALSE(layer);
+  EXPECT_EQ(layer.message(), "@add holds 0 moe.blockwise_bwd ops, not "
+                             "exactly one");
+
+  AddBuffers buf;
+  // Each bad argument: its message, and nothing written.
+  auto rejects = [&](std::vector<ConstTensorRef> in, std::vector<TensorRef> out,
+                     const std::string &message) {
+    Status status = exe->run(in, out);
+    EXPECT_FALSE(status);
+    EXPECT_EQ(status.message(), message);
+    EXPECT_TRUE(buf.untouched()) << message;
+  };
+  rejects({buf.inputs()[0]}, buf.outputs(),
+          "@add takes 2 inputs and 1 outputs, got 1 and 1");
+  auto in = buf.inputs();
+  in[1].dtype = DType::BF16;
+  rejects(in, buf.outputs(),
+          "input 'arg1' (#1): dtype bf16 does not match the signature's f32");
+  in = buf.inputs();
+  in[0].shape = {8, 4};
+  rejects(in, buf.outputs(),
+          "input 'arg0' (#0): shape [8, 4] does not match the signature's "
+          "[4, 8]");
+  auto out = buf.outputs();
+  out[0].data = nullptr;
+  rejects(buf.inputs(), out, "output 'result0' (#0): null data pointer");
+  in = buf.inputs();
+  in[0].data = reinterpret_cast<const char *>(buf.a.data()) + 2;
+  Status misaligned = exe->run(in, buf.outputs());
+  EXPECT_NE(misaligned.message().find("input 'arg0' (#0): data pointer "),
+            std::string::npos);
+  EXPECT_NE(misaligned.message().find(" is not aligned to 4 bytes (f32)"),
+            std::string::npos);
+  EXPECT_TRUE(buf.untouched());
+  in = buf.inputs();
+  in[1].data = buf.out.data() + 4;
+  rejects(in, buf.outputs(),
+          "output 'result0' (#0) overlaps input 'arg1' "
+          "(#1)");
+
+  Status status = exe->run(buf.inputs(), buf.outputs());
+  ASSERT_TRUE(status) << status.message();
+  for (int i = 0; i < 32; ++i)
+    EXPECT_EQ(buf.out[i], buf.a[i] + buf.b[i]) << i;
+  // The inputs are read-only to the generated code.
+  EXPECT_EQ(buf.a[3], 1.5f);
+  EXPECT_EQ(buf.b[3], 97.0f);
+
+  Status empty = Executable().run({}, {});
+  EXPECT_FALSE(empty);
+}
+
+TEST(CacheTest, MemoryAndDisk) {
+  std::string dir = ::testing::TempDir() + "moe_jit_cache_test";
+  std::filesystem::remove_all(dir);
+  {
+    Compiler first({dir});
+    Expected<Executable> a = first.compile(kAddModule, fastOptions());
+    ASSERT_TRUE(a) << a.message();
+    EXPECT_EQ(a->compileInfo().source, CompileInfo::Source::Compiled);
+    EXPECT_EQ(a->compileInfo().key.size(), 32u);
+    Expected<Executable> b = first.compile(kAddModule, fastOptions());
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->compileInfo().source, CompileInfo::Source::MemoryCache);
+    EXPECT_EQ(b->compileInfo().key, a->compileInfo().key);
+    EXPECT_EQ(first.memoryCacheSize(), 1u);
+    EXPECT_TRUE(
+        std::filesystem::exists(dir + "/" + a->compileInfo().key + ".mlirbc"));
+    // Another option is another key.
+    CompileOptions noFuse = fastOptions();
+    noFuse.fuse = false;
+    Expected<Executable> c = first.compile(kAddModule, noFuse);
+    ASSERT_TRUE(c);
+    EXPECT_NE(c->compileInfo().key, a->compileInfo().key);
+    EXPECT_EQ(first.memoryCacheSize(), 2u);
+    first.clearMemoryCache();
+    EXPECT_EQ(first.memoryCacheSize(), 0u);
+  }
+  // A second compiler with the same directory skips the pipeline, and the
+  // reloaded code computes the same thing.
+  Compiler second({dir});
+  Expected<Executable> d = second.compile(kAddModule, fastOptions());
+  ASSERT_TRUE(d) << d.message();
+  EXPECT_EQ(d->compileInfo().source, CompileInfo::Source::DiskCache);
+  EXPECT_EQ(d->compileInfo().pipelineSeconds, 0.0);
+  AddBuffers buf;
+  ASSERT_TRUE(d->run(buf.inputs(), buf.outputs()));
+  EXPECT_EQ(buf.out[31], buf.a[31] + buf.b[31]);
+
+  // A damaged entry is a miss: compiled again and stored again.
+  std::string entry = dir + "/" + d->compileInfo().key + ".mlirbc";
+  { std::ofstream(entry, std::ios::trunc) << "not bytecode"; }
+  Compiler third({dir});
+  Expected<Executable> e = third.compile(kAddModule, fastOptions());
+  ASSERT_TRUE(e) << e.message();
+  EXPECT_EQ(e->compileInfo().source, CompileInfo::Source::Compiled);
+  std::filesystem::remove_all(dir);
+}
+
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+/// One small layer compiled once for the suite, with seeded inputs packed
+/// into buffers of the op's dtypes.
+class LayerTest : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    desc = *parseLayerDesc("T=40,H=64,I=32,E=4,K=2,B=128");
+    compiler = new Compiler();
+    Expected<Executable> compiled = compiler->compileLayer(desc, fastOptions());
+    ASSERT_TRUE(compiled) << compiled.message();
+    exe = new Executable(*compiled);
+  }
+  static void TearDownTestSuite() {
+    delete exe;
+    delete compiler;
+  }
+
+  void SetUp() override {
+    moe::ref::LayerConfig cfg;
+    cfg.T = desc.T;
+    cfg.H = desc.H;
+    cfg.I = desc.I;
+    cfg.E = desc.E;
+    cfg.K = desc.K;
+    cfg.B = desc.B;
+    ref = moe::ref::makeInputs(cfg, /*seed=*/3);
+    rmx = moe::ref::backwardMX(cfg, ref);
+    auto bf16 = [](const std::vector<double> &v) {
+      std::vector<uint16_t> out(v.size());
+      for (size_t i = 0; i < v.size(); ++i)
+        out[i] = moe::ref::bf16FromFloat(static_cast<float>(v[i]));
+      return out;
+    };
+    x = bf16(ref.x);
+    dy = bf16(ref.dy);
+    wgu = bf16(ref.wgu);
+    wd = bf16(ref.wd);
+    aff.assign(ref.affinities.begin(), ref.affinities.end());
+    tok = ref.routing.tokenPositionToId;
+    blk = ref.routing.blockToExpert;
+    dx.assign(desc.T * desc.H, 0xFFFF);
+    da.assign(desc.T * desc.E, kPoison);
+    dwgu.assign(desc.E * desc.H * 2 * desc.I, kPoison);
+    dwd.assign(desc.E * desc.I * desc.H, kPoison);
+  }
+
+  std::vector<ConstTensorRef> inputs() const {
+    const Signature &sig = exe->signature();
+    const void *data[] = {x.data(),  dy.data(),  aff.data(), wgu.data(),
+                          wd.data(), tok.data(), blk.data()};
+    std::vector<ConstTensorRef> refs;
+    for (size_t i = 0; i < sig.inputs.size(); ++i)
+      refs.push_back({data[i], sig.inputs[i].dtype, sig.inputs[i].shape});
+    return refs;
+  }
+  std::vector<TensorRef> outputs() {
+    const Signature &sig = exe->signature();
+    void *data[] = {dx.data(), da.data(), dwgu.data(), dwd.data()};
+    std::vector<TensorRef> refs;
+    for (size_t i = 0; i < sig.outputs.size(); ++i)
+      refs.push_back({data[i], sig.outputs[i].dtype, sig.outputs[i].shape});
+    return refs;
+  }
+  bool untouched() const {
+    auto all = [](const auto &v, auto value) {
+      for (auto e : v)
+        if (e != value)
+          return false;
+      return true;
+    };
+    return all(dx, uint16_t(0xFFFF)) && all(da, kPoison) &&
+           all(dwgu, kPoison) && all(dwd, kPoison);
+  }
+  /// Runs; expects the error `fragment` and no output written.
+  void expectRejected(const std::string &fragment) {
+    Status status = exe->run(inputs(), outputs());
+    ASSERT_FALSE(status);
+    EXPECT_NE(status.message().find(fragment), std::string::npos)
+        << status.message();
+    EXPECT_TRUE(untouched()) << fragment;
+  }
+
+  static constexpr float kPoison = -1e30f;
+  static inline LayerDesc desc;
+  static inline Compiler *compiler = nullptr;
+  static inline Executable *exe = nullptr;
+  moe::ref::LayerInputs ref;
+  moe::ref::LayerGrads rmx;
+  std::vector<uint16_t> x, dy, wgu, wd, dx;
+  std::vector<float> aff, da, dwgu, dwd;
+  std::vector<int32_t> tok, blk;
+};
+
+TEST_F(LayerTest, SignatureAndLayer) {
+  const Signature &sig = exe->signature();
+  EXPECT_EQ(sig.function, "moe_layer_bwd");
+  std::vector<std::string> names;
+  for (const TensorSpec &s : sig.inputs)
+    names.push_back(s.name);
+  for (const TensorSpec &s : sig.outputs)
+    names.push_back(s.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"x", "dy", "affinities", "wgu", "wd",
+                                      "token_position_to_id", "block_to_expert",
+                                      "dx", "da", "dwgu", "dwd"}));
+  EXPECT_EQ(sig.inputs[5].shape, (std::vector<int64_t>{4 * 128}));
+  EXPECT_EQ(sig.inputs[5].dtype, DType::I32);
+  Expected<LayerDesc> layer = exe->layer();
+  ASSERT_TRUE(layer) << layer.message();
+  EXPECT_EQ(toString(*layer), toString(desc));
+}
+
+TEST_F(LayerTest, RunMatchesReference) {
+  Status status = exe->run(inputs(), outputs());
+  ASSERT_TRUE(status) << status.message();
+  std::vector<double> got(da.begin(), da.end());
+  EXPECT_LE(moe::ref::relativeFrobenius(got, rmx.da), 2e-3);
+  got.assign(dwd.begin(), dwd.end());
+  EXPECT_LE(moe::ref::relativeFrobenius(got, rmx.dwd), 2e-3);
+}
+
+TEST_F(LayerTest, RejectsBadRouting) {
+  // Slot 0 holds expert 0's first token; make it an id past T, then -2.
+  tok[0] = 40;
+  expectRejected("input 'token_position_to_id' (#5): element 0 is token id "
+                 "40, outside [-1, 40)");
+  tok[0] = -2;
+  expectRejected("element 0 is token id -2, outside [-1, 40)");
+  tok = ref.routing.tokenPositionToId;
+  blk[1] = 4;
+  expectRejected("input 'block_to_expert' (#6): element 1 is expert id 4, "
+                 "outside [0, 4)");
+  blk = ref.routing.blockToExpert;
+  // Ids in range but out of order: the ordering contract.
+  std::swap(tok[0], tok[1]);
+  expectRejected("break the routing layout contract: slot 1 (block 0)");
+  tok = ref.routing.tokenPositionToId;
+  std::swap(blk[0], blk[3]);
+  expectRejected("break the routing layout contract: block 1");
+}
+
+TEST_F(LayerTest, RejectsBadBuffers) {
+  auto in = inputs();
+  in[0].dtype = DType::F32;
+  Status status = exe->run(in, outputs());
+  EXPECT_EQ(status.message(),
+            "input 'x' (#0): dtype f32 does not match the signature's bf16");
+  in = inputs();
+  in[3].shape = {4, 64, 32, 2};
+  status = exe->run(in, outputs());
+  EXPECT_EQ(status.message(), "input 'wgu' (#3): shape [4, 64, 32, 2] does "
+                              "not match the signature's [4, 64, 2, 32]");
+  auto out = outputs();
+  out[2].data = static_cast<char *>(out[2].data) + 1;
+  status = exe->run(inputs(), out);
+  EXPECT_NE(status.message().find("output 'dwgu' (#2): data pointer"),
+            std::string::npos);
+  EXPECT_TRUE(untouched());
+}
+
+} // namespace
