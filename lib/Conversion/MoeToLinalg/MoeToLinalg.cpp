@@ -131,6 +131,17 @@ SmallVector<IteratorType> withReductions(unsigned numParallel,
 
 using BodyFn = function_ref<Value(OpBuilder &, Location, ValueRange)>;
 
+/// Generic body: the single input widened to f32.
+Value widenedInput(OpBuilder &b, Location loc, ValueRange args) {
+  return toF32(b, loc, args[0]);
+}
+
+/// Generic body of a product summed into the output: out + lhs * rhs for the
+/// operands (lhs, rhs, out).
+Value multiplyAccumulate(OpBuilder &b, Location loc, ValueRange args) {
+  return addF(b, loc, args[2], mulF(b, loc, args[0], args[1]));
+}
+
 /// A linalg.generic with one output whose body yields `body(args)`.
 Value buildGeneric(OpBuilder &b, Location loc, ValueRange inputs, Value init,
                    ArrayRef<AffineMap> maps, ArrayRef<IteratorType> iterators,
@@ -182,6 +193,25 @@ Value insertSlice(OpBuilder &b, Location loc, Value source, Value dest,
   SmallVector<OpFoldResult> strides(sizes.size(), b.getIndexAttr(1));
   return tensor::InsertSliceOp::create(b, loc, source, dest, offsets, sizeAttrs,
                                        strides);
+}
+
+/// Rows [row, row + numRows) of the matrix `source`.
+Value rowBlock(OpBuilder &b, Location loc, Value source, Value row,
+               int64_t numRows) {
+  return extractSlice(b, loc, source, {row, b.getIndexAttr(0)},
+                      {numRows, tensorType(source).getDimSize(1)});
+}
+
+/// `dest` with its slice dest[index] (the leading dimension dropped)
+/// replaced by `update(slice)`.
+Value updateSlice(OpBuilder &b, Location loc, Value dest, Value index,
+                  function_ref<Value(Value slice)> update) {
+  SmallVector<int64_t> sizes(tensorType(dest).getShape());
+  sizes[0] = 1;
+  SmallVector<OpFoldResult> offsets(sizes.size(), b.getIndexAttr(0));
+  offsets[0] = index;
+  Value slice = extractSlice(b, loc, dest, offsets, sizes, {0});
+  return insertSlice(b, loc, update(slice), dest, offsets, sizes);
 }
 
 //===----------------------------------------------------------------------===//
@@ -310,10 +340,21 @@ Value operandToF32(OpBuilder &b, Location loc, Value operand, Value scales,
                    int64_t axis) {
   if (scales)
     return lowerDequantize(b, loc, operand, scales, axis);
-  return mapElementwise(b, loc, operand, b.getF32Type(),
-                        [](OpBuilder &nb, Location nloc, ValueRange args) {
-                          return toF32(nb, nloc, args[0]);
-                        });
+  return mapElementwise(b, loc, operand, b.getF32Type(), widenedInput);
+}
+
+/// Emits `for i in [0, count)` with one tensor carried through, and
+/// `body(i, carried)` returning its next value.
+Value forEachIndex(
+    OpBuilder &b, Location loc, int64_t count, Value init,
+    function_ref<Value(OpBuilder &, Location, Value i, Value carried)> body) {
+  auto loop = scf::ForOp::create(
+      b, loc, indexConstant(b, loc, 0), indexConstant(b, loc, count),
+      indexConstant(b, loc, 1), ValueRange{init},
+      [&](OpBuilder &nb, Location nloc, Value i, ValueRange iterArgs) {
+        scf::YieldOp::create(nb, nloc, body(nb, nloc, i, iterArgs[0]));
+      });
+  return loop.getResult(0);
 }
 
 /// Emits `for n in [0, numBlocks)` with one tensor carried through, and
@@ -324,19 +365,39 @@ Value forEachBlock(
     function_ref<Value(OpBuilder &, Location, Value n, Value e, Value carried)>
         body) {
   int64_t numBlocks = tensorType(blockToExpert).getDimSize(0);
-  auto loop = scf::ForOp::create(
-      b, loc, indexConstant(b, loc, 0), indexConstant(b, loc, numBlocks),
-      indexConstant(b, loc, 1), ValueRange{init},
-      [&](OpBuilder &nb, Location nloc, Value n, ValueRange iterArgs) {
+  return forEachIndex(
+      b, loc, numBlocks, init,
+      [&](OpBuilder &nb, Location nloc, Value n, Value carried) {
         Value e = extractIndex(nb, nloc, blockToExpert, n);
-        scf::YieldOp::create(nb, nloc, body(nb, nloc, n, e, iterArgs[0]));
+        return body(nb, nloc, n, e, carried);
       });
-  return loop.getResult(0);
 }
 
 /// index `n * blockSize`.
 Value blockStart(OpBuilder &b, Location loc, Value n, int64_t blockSize) {
   return arith::MulIOp::create(b, loc, n, indexConstant(b, loc, blockSize));
+}
+
+/// out[e] += (a reduction over the rows of block n) for the blocks n in
+/// ascending order, e = block_to_expert[n], with `out` an f32 zero tensor of
+/// `shape` ([E, ...]). Per block, one linalg.generic (`maps`, `iterators`,
+/// `body`) reads rows [nB, nB + B) of every matrix in `inputs` and has
+/// out[e] as its init.
+Value accumulatePerExpert(OpBuilder &b, Location loc, Value blockToExpert,
+                          int64_t blockSize, ValueRange inputs,
+                          ArrayRef<int64_t> shape, ArrayRef<AffineMap> maps,
+                          ArrayRef<IteratorType> iterators, BodyFn body) {
+  return forEachBlock(
+      b, loc, blockToExpert, zeroTensor(b, loc, shape, b.getF32Type()),
+      [&](OpBuilder &nb, Location l, Value n, Value e, Value acc) {
+        Value row = blockStart(nb, l, n, blockSize);
+        SmallVector<Value> blocks;
+        for (Value input : inputs)
+          blocks.push_back(rowBlock(nb, l, input, row, blockSize));
+        return updateSlice(nb, l, acc, e, [&](Value expertAcc) {
+          return buildGeneric(nb, l, blocks, expertAcc, maps, iterators, body);
+        });
+      });
 }
 
 /// The expert of slot `s`: block_to_expert[s / B] as an index.
@@ -346,18 +407,32 @@ Value expertOfSlot(OpBuilder &b, Location loc, Value blockToExpert, Value s,
   return extractIndex(b, loc, blockToExpert, n);
 }
 
+/// The index t * E + e in [T * E] affinities of slot `s` holding token `t`,
+/// e = block_to_expert[s / B].
+Value slotAffinityIndex(OpBuilder &b, Location loc, Value blockToExpert,
+                        int64_t blockSize, int64_t numExperts, Value s,
+                        Value t) {
+  Value e = expertOfSlot(b, loc, blockToExpert, s, blockSize);
+  Value base =
+      arith::MulIOp::create(b, loc, t, indexConstant(b, loc, numExperts));
+  return arith::AddIOp::create(b, loc, base, e);
+}
+
 /// `token >= 0` for an i32 token id.
 Value isToken(OpBuilder &b, Location loc, Value token) {
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, token,
                                zeroOf(b, loc, token.getType()));
 }
 
-/// The token id as an index; padding reads token 0, whose value the caller
-/// discards, so that no read is out of bounds.
-Value tokenIndex(OpBuilder &b, Location loc, Value token, Value valid) {
+/// `read(t)` for an i32 token id t, zero for padding. Padding reads token 0,
+/// whose value is discarded, so that no read is out of bounds.
+Value readOfToken(OpBuilder &b, Location loc, Value token,
+                  function_ref<Value(Value t)> read) {
+  Value valid = isToken(b, loc, token);
   Value safe = arith::SelectOp::create(b, loc, valid, token,
                                        zeroOf(b, loc, token.getType()));
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), safe);
+  Value v = read(arith::IndexCastOp::create(b, loc, b.getIndexType(), safe));
+  return arith::SelectOp::create(b, loc, valid, v, zeroOf(b, loc, v.getType()));
 }
 
 /// Emits `for s in [0, S)` over the slots in ascending order with one
@@ -368,11 +443,9 @@ Value forEachRoutedSlot(
     function_ref<Value(OpBuilder &, Location, Value s, Value t, Value carried)>
         body) {
   int64_t numSlots = tensorType(tokens).getDimSize(0);
-  auto loop = scf::ForOp::create(
-      b, loc, indexConstant(b, loc, 0), indexConstant(b, loc, numSlots),
-      indexConstant(b, loc, 1), ValueRange{init},
-      [&](OpBuilder &nb, Location nloc, Value s, ValueRange iterArgs) {
-        Value carried = iterArgs[0];
+  return forEachIndex(
+      b, loc, numSlots, init,
+      [&](OpBuilder &nb, Location nloc, Value s, Value carried) {
         Value token = tensor::ExtractOp::create(nb, nloc, tokens, s);
         auto ifOp = scf::IfOp::create(
             nb, nloc, isToken(nb, nloc, token),
@@ -384,9 +457,8 @@ Value forEachRoutedSlot(
             [&](OpBuilder &eb, Location eloc) {
               scf::YieldOp::create(eb, eloc, carried);
             });
-        scf::YieldOp::create(nb, nloc, ifOp.getResult(0));
+        return ifOp.getResult(0);
       });
-  return loop.getResult(0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -410,13 +482,11 @@ struct GatherRowsLowering : OpConversionPattern<GatherRowsOp> {
                     resultType.getElementType()),
         {dimsMap(ctx, 2, {0}), dimsMap(ctx, 2, {0, 1})}, parallel(2),
         [&](OpBuilder &b, Location l, ValueRange args) {
-          Value valid = isToken(b, l, args[0]);
-          Value row = tokenIndex(b, l, args[0], valid);
-          Value col = linalg::IndexOp::create(b, l, 1);
-          Value v =
-              tensor::ExtractOp::create(b, l, source, ValueRange{row, col});
-          return arith::SelectOp::create(b, l, valid, v,
-                                         zeroOf(b, l, v.getType()));
+          return readOfToken(b, l, args[0], [&](Value row) -> Value {
+            Value col = linalg::IndexOp::create(b, l, 1);
+            return tensor::ExtractOp::create(b, l, source,
+                                             ValueRange{row, col});
+          });
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -440,15 +510,11 @@ struct SlotAffinitiesLowering : OpConversionPattern<SlotAffinitiesOp> {
         emptyTensor(rewriter, loc, {S}, rewriter.getF32Type()),
         {dimsMap(ctx, 1, {0}), dimsMap(ctx, 1, {0})}, parallel(1),
         [&](OpBuilder &b, Location l, ValueRange args) {
-          Value valid = isToken(b, l, args[0]);
-          Value t = tokenIndex(b, l, args[0], valid);
-          Value s = linalg::IndexOp::create(b, l, 0);
-          Value e = expertOfSlot(b, l, blockToExpert, s, B);
-          Value index = arith::AddIOp::create(
-              b, l, arith::MulIOp::create(b, l, t, indexConstant(b, l, E)), e);
-          Value v = tensor::ExtractOp::create(b, l, affinities, index);
-          return arith::SelectOp::create(b, l, valid, v,
-                                         zeroOf(b, l, v.getType()));
+          return readOfToken(b, l, args[0], [&](Value t) -> Value {
+            Value s = linalg::IndexOp::create(b, l, 0);
+            Value index = slotAffinityIndex(b, l, blockToExpert, B, E, s, t);
+            return tensor::ExtractOp::create(b, l, affinities, index);
+          });
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -470,9 +536,7 @@ struct UnpackCheckpointLowering : OpConversionPattern<UnpackCheckpointOp> {
         rewriter, loc, adaptor.getCheckpoint(),
         emptyTensor(rewriter, loc, permuted, rewriter.getF32Type()),
         {dimsMap(ctx, 4, {0, 2, 3, 1}), dimsMap(ctx, 4, {0, 1, 2, 3})},
-        parallel(4), [](OpBuilder &b, Location l, ValueRange args) {
-          return toF32(b, l, args[0]);
-        });
+        parallel(4), widenedInput);
     SmallVector<ReassociationIndices> reassociation = {{0, 1}, {2, 3}};
     rewriter.replaceOpWithNewOp<tensor::CollapseShapeOp>(
         op, op.getResult().getType(), rows, reassociation);
@@ -546,24 +610,20 @@ struct BlockMatmulLowering : OpConversionPattern<BlockMatmulOp> {
         rewriter, loc, adaptor.getBlockToExpert(), init,
         [&](OpBuilder &b, Location l, Value n, Value e, Value acc) {
           Value row = blockStart(b, l, n, B);
-          Value lhsBlock =
-              extractSlice(b, l, lhs, {row, b.getIndexAttr(0)}, {B, K});
+          Value lhsBlock = rowBlock(b, l, lhs, row, B);
           Value rhsExpert =
               extractSlice(b, l, rhs, {e, b.getIndexAttr(0), b.getIndexAttr(0)},
                            {1, K, Nout}, {0});
           // The block's rows of the result are the accumulator, so the
           // GEMM writes in place.
-          Value rows =
-              extractSlice(b, l, acc, {row, b.getIndexAttr(0)}, {B, Nout});
+          Value rows = rowBlock(b, l, acc, row, B);
           Value init = linalg::FillOp::create(b, l, zeroOf(b, l, f32), rows)
                            .getResult(0);
-          Value product = buildGeneric(
-              b, l, {lhsBlock, rhsExpert}, init, maps,
-              {IteratorType::parallel, IteratorType::reduction,
-               IteratorType::parallel},
-              [](OpBuilder &nb, Location nl, ValueRange args) {
-                return addF(nb, nl, args[2], mulF(nb, nl, args[0], args[1]));
-              });
+          Value product =
+              buildGeneric(b, l, {lhsBlock, rhsExpert}, init, maps,
+                           {IteratorType::parallel, IteratorType::reduction,
+                            IteratorType::parallel},
+                           multiplyAccumulate);
           if (bias) {
             // The bias is added in f32 after the sum.
             Value biasRow = extractSlice(b, l, bias, {e, b.getIndexAttr(0)},
@@ -592,11 +652,6 @@ struct ExpertMatmulLowering : OpConversionPattern<ExpertMatmulOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = getContext();
-    int64_t B = op.getBlockSize();
-    ArrayRef<int64_t> shape = op.getResult().getType().getShape();
-    int64_t M = shape[1], Nout = shape[2];
-    Type f32 = rewriter.getF32Type();
-
     Value lhs = operandToF32(rewriter, loc, adaptor.getLhs(),
                              adaptor.getLhsScales(), 0);
     Value rhs = operandToF32(rewriter, loc, adaptor.getRhs(),
@@ -604,28 +659,14 @@ struct ExpertMatmulLowering : OpConversionPattern<ExpertMatmulOp> {
     // Loops (b, m, j): out[m, j] += lhs[b, m] * rhs[b, j], the slot loop
     // outermost so that the inner loop runs along contiguous rows; each sum
     // still runs over the slots in ascending order.
-    SmallVector<AffineMap> maps = {dimsMap(ctx, 3, {0, 1}),
-                                   dimsMap(ctx, 3, {0, 2}),
-                                   dimsMap(ctx, 3, {1, 2})};
-    Value result = forEachBlock(
-        rewriter, loc, adaptor.getBlockToExpert(),
-        zeroTensor(rewriter, loc, shape, f32),
-        [&](OpBuilder &b, Location l, Value n, Value e, Value acc) {
-          Value row = blockStart(b, l, n, B);
-          OpFoldResult zero = b.getIndexAttr(0);
-          Value lhsBlock = extractSlice(b, l, lhs, {row, zero}, {B, M});
-          Value rhsBlock = extractSlice(b, l, rhs, {row, zero}, {B, Nout});
-          Value expertAcc =
-              extractSlice(b, l, acc, {e, zero, zero}, {1, M, Nout}, {0});
-          Value sum = buildGeneric(
-              b, l, {lhsBlock, rhsBlock}, expertAcc, maps,
-              {IteratorType::reduction, IteratorType::parallel,
-               IteratorType::parallel},
-              [](OpBuilder &nb, Location nl, ValueRange args) {
-                return addF(nb, nl, args[2], mulF(nb, nl, args[0], args[1]));
-              });
-          return insertSlice(b, l, sum, acc, {e, zero, zero}, {1, M, Nout});
-        });
+    Value result = accumulatePerExpert(
+        rewriter, loc, adaptor.getBlockToExpert(), op.getBlockSize(),
+        {lhs, rhs}, op.getResult().getType().getShape(),
+        {dimsMap(ctx, 3, {0, 1}), dimsMap(ctx, 3, {0, 2}),
+         dimsMap(ctx, 3, {1, 2})},
+        {IteratorType::reduction, IteratorType::parallel,
+         IteratorType::parallel},
+        multiplyAccumulate);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -701,14 +742,12 @@ struct AffinityGradLowering : OpConversionPattern<AffinityGradOp> {
     Value blockToExpert = adaptor.getBlockToExpert();
 
     // Loops (s, i): sum[s] += dA[s, i] * h[s, i].
-    Value sums = buildGeneric(
-        rewriter, loc, {adaptor.getDAct(), adaptor.getH()},
-        zeroTensor(rewriter, loc, {S}, f32),
-        {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0, 1}),
-         dimsMap(ctx, 2, {0})},
-        withReductions(1, 1), [](OpBuilder &b, Location l, ValueRange args) {
-          return addF(b, l, args[2], mulF(b, l, args[0], args[1]));
-        });
+    Value sums =
+        buildGeneric(rewriter, loc, {adaptor.getDAct(), adaptor.getH()},
+                     zeroTensor(rewriter, loc, {S}, f32),
+                     {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0, 1}),
+                      dimsMap(ctx, 2, {0})},
+                     withReductions(1, 1), multiplyAccumulate);
     if (Value bias = adaptor.getDownBias()) {
       // Loops (s, j): sum[s] += dy[s, j] * bd[block_to_expert[s / B], j].
       sums = buildGeneric(
@@ -729,9 +768,7 @@ struct AffinityGradLowering : OpConversionPattern<AffinityGradOp> {
         rewriter, loc, adaptor.getTokenPositionToId(),
         zeroTensor(rewriter, loc, {TE}, f32),
         [&](OpBuilder &b, Location l, Value s, Value t, Value acc) {
-          Value e = expertOfSlot(b, l, blockToExpert, s, B);
-          Value index = arith::AddIOp::create(
-              b, l, arith::MulIOp::create(b, l, t, indexConstant(b, l, E)), e);
+          Value index = slotAffinityIndex(b, l, blockToExpert, B, E, s, t);
           Value v = tensor::ExtractOp::create(b, l, sums, s);
           return tensor::InsertOp::create(b, l, v, acc, index).getResult();
         });
@@ -784,20 +821,20 @@ struct ScatterAddRowsLowering : OpConversionPattern<ScatterAddRowsOp> {
         rewriter, loc, adaptor.getTokenPositionToId(),
         zeroTensor(rewriter, loc, resultType.getShape(), f32),
         [&](OpBuilder &b, Location l, Value s, Value t, Value acc) {
-          OpFoldResult zero = b.getIndexAttr(0);
-          Value accRow = extractSlice(b, l, acc, {t, zero}, {1, H}, {0});
-          Value row = extractSlice(b, l, contributions, {s, zero}, {1, H}, {0});
-          Value sum =
-              buildGeneric(b, l, row, accRow, {id, id}, parallel(1),
-                           [&](OpBuilder &nb, Location nl, ValueRange args) {
-                             Value v = addF(nb, nl, args[1], args[0]);
-                             if (!roundEachAdd)
-                               return v;
-                             Value rounded = arith::TruncFOp::create(
-                                 nb, nl, nb.getBF16Type(), v);
-                             return toF32(nb, nl, rounded);
-                           });
-          return insertSlice(b, l, sum, acc, {t, zero}, {1, H});
+          return updateSlice(b, l, acc, t, [&](Value accRow) {
+            Value row = extractSlice(b, l, contributions,
+                                     {s, b.getIndexAttr(0)}, {1, H}, {0});
+            return buildGeneric(
+                b, l, row, accRow, {id, id}, parallel(1),
+                [&](OpBuilder &nb, Location nl, ValueRange args) {
+                  Value v = addF(nb, nl, args[1], args[0]);
+                  if (!roundEachAdd)
+                    return v;
+                  Value rounded =
+                      arith::TruncFOp::create(nb, nl, nb.getBF16Type(), v);
+                  return toF32(nb, nl, rounded);
+                });
+          });
         });
     Type elementType = resultType.getElementType();
     if (!elementType.isF32())
@@ -820,27 +857,14 @@ struct ExpertSumLowering : OpConversionPattern<ExpertSumOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = getContext();
-    int64_t B = op.getBlockSize();
-    ArrayRef<int64_t> shape = op.getResult().getType().getShape();
-    int64_t M = shape[1];
-    Value input = adaptor.getInput();
-    Value result = forEachBlock(
-        rewriter, loc, adaptor.getBlockToExpert(),
-        zeroTensor(rewriter, loc, shape, rewriter.getF32Type()),
-        [&](OpBuilder &b, Location l, Value n, Value e, Value acc) {
-          OpFoldResult zero = b.getIndexAttr(0);
-          Value rows =
-              extractSlice(b, l, input, {blockStart(b, l, n, B), zero}, {B, M});
-          Value expertAcc = extractSlice(b, l, acc, {e, zero}, {1, M}, {0});
-          // Loops (b, m): out[m] += rows[b, m], rows in ascending order.
-          Value sum =
-              buildGeneric(b, l, rows, expertAcc,
-                           {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {1})},
-                           {IteratorType::reduction, IteratorType::parallel},
-                           [](OpBuilder &nb, Location nl, ValueRange args) {
-                             return addF(nb, nl, args[1], args[0]);
-                           });
-          return insertSlice(b, l, sum, acc, {e, zero}, {1, M});
+    // Loops (b, m): out[m] += rows[b, m], rows in ascending order.
+    Value result = accumulatePerExpert(
+        rewriter, loc, adaptor.getBlockToExpert(), op.getBlockSize(),
+        adaptor.getInput(), op.getResult().getType().getShape(),
+        {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {1})},
+        {IteratorType::reduction, IteratorType::parallel},
+        [](OpBuilder &b, Location l, ValueRange args) {
+          return addF(b, l, args[1], args[0]);
         });
     rewriter.replaceOp(op, result);
     return success();

@@ -83,6 +83,16 @@ struct Allocation {
   int64_t bytes;
 };
 
+/// The context a registered handle was created in, from its registry entry.
+CUcontext contextOf(CUcontext context) { return context; }
+CUcontext contextOf(const Allocation &allocation) { return allocation.context; }
+
+/// A registered handle as printed by %p.
+const void *asPointer(const void *handle) { return handle; }
+const void *asPointer(CUdeviceptr handle) {
+  return reinterpret_cast<const void *>(handle);
+}
+
 /// Which tensor maps were built, per context: the key is every argument of
 /// cuTensorMapEncodeTiled, the value the device copy that kernels read.
 using TensorMapCacheKey = std::pair<CUcontext, TensorMapKey>;
@@ -387,6 +397,46 @@ void inContextOf(EntryScope &scope, CUcontext context, Fn fn) {
     fn();
 }
 
+/// Records `handle` in `registry` as created in the scope's context.
+template <typename Registry, typename Handle>
+void registerHandle(EntryScope &scope, Registry &registry, Handle handle) {
+  std::lock_guard<std::mutex> lock(scope.rt().mutex);
+  registry.emplace(handle, scope.context());
+}
+
+/// Removes `handle` from `registry` and returns the context it was created
+/// in; null when it is not registered.
+template <typename Registry>
+CUcontext takeHandle(Runtime &rt, Registry &registry,
+                     const typename Registry::key_type &handle) {
+  std::lock_guard<std::mutex> lock(rt.mutex);
+  auto found = registry.find(handle);
+  if (found == registry.end())
+    return nullptr;
+  CUcontext context = contextOf(found->second);
+  registry.erase(found);
+  return context;
+}
+
+/// The body of the release entry points: takes `handle` out of `registry`
+/// and checks `release(handle)`, the driver call named `call`, in the
+/// context the handle was created in. An unknown handle is an argument
+/// error, `unknownFormat` with the handle for its %p.
+template <typename Registry, typename ReleaseFn>
+void releaseHandle(EntryScope &scope, Registry &registry,
+                   typename Registry::key_type handle,
+                   const char *unknownFormat, ReleaseFn release,
+                   const char *call,
+                   const std::string &detail = std::string()) {
+  CUcontext context = takeHandle(scope.rt(), registry, handle);
+  if (!context) {
+    scope.fail(format(unknownFormat, asPointer(handle)));
+    return;
+  }
+  inContextOf(scope, context,
+              [&] { scope.check(release(handle), call, detail); });
+}
+
 /// Checks the shape of a launch: every grid and block extent must fit the
 /// driver's unsigned 32-bit fields (the IR passes 64-bit index values).
 bool checkLaunchShape(EntryScope &scope, void *function, const int64_t grid[3],
@@ -472,9 +522,7 @@ void *loadModule(EntryScope &scope, const void *image, int32_t optLevel) {
                    log[0] ? "JIT log:\n" + std::string(log.data())
                           : std::string()))
     return nullptr;
-  Runtime &rt = scope.rt();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.modules.emplace(module, scope.context());
+  registerHandle(scope, scope.rt().modules, module);
   return module;
 }
 
@@ -511,6 +559,26 @@ char *hostMemRefStart(EntryScope &scope, int64_t rank, void *descriptor,
   if (spanBytes == 0)
     return nullptr;
   return view.aligned + view.offset * elementBytes;
+}
+
+/// The body of the memset entry points: sets `count` elements at `dst` to
+/// `value` on `stream` with the driver function `set`, named `call`; `unit`
+/// names the element in messages ("words").
+template <typename Element, typename SetFn>
+void memsetEntry(const char *entry, void *dst, Element value, int64_t count,
+                 void *stream, const char *unit, SetFn DriverApi::*set,
+                 const char *call) {
+  EntryScope scope(entry);
+  if (!scope || count == 0)
+    return;
+  if (count < 0 || !dst) {
+    scope.fail(
+        format("invalid memset of %" PRId64 " %s at %p", count, unit, dst));
+    return;
+  }
+  scope.check((scope.api().*set)(reinterpret_cast<CUdeviceptr>(dst), value,
+                                 size_t(count), static_cast<CUstream>(stream)),
+              call, format("%" PRId64 " %s at %p", count, unit, dst));
 }
 
 } // namespace
@@ -551,22 +619,19 @@ void Runtime::reset() {
       continue;
     // Kernels may still read the descriptors and buffers about to be freed.
     check(api.cuCtxSynchronize(), entry, MOE_CU_SYMBOL(cuCtxSynchronize), "");
-    for (const auto &stream : heldStreams)
-      if (stream.second == context)
-        check(api.cuStreamDestroy(stream.first), entry,
-              MOE_CU_SYMBOL(cuStreamDestroy), "");
-    for (const auto &event : heldEvents)
-      if (event.second == context)
-        check(api.cuEventDestroy(event.first), entry,
-              MOE_CU_SYMBOL(cuEventDestroy), "");
-    for (const auto &allocation : heldAllocations)
-      if (allocation.second.context == context)
-        check(api.cuMemFree(allocation.first), entry, MOE_CU_SYMBOL(cuMemFree),
-              "");
-    for (const auto &registration : heldRegistrations)
-      if (registration.second == context)
-        check(api.cuMemHostUnregister(registration.first), entry,
-              MOE_CU_SYMBOL(cuMemHostUnregister), "");
+    // Releases the handles of `registry` created in this context.
+    auto releaseHeld = [&](const auto &registry, auto release,
+                           const char *call) {
+      for (const auto &handle : registry)
+        if (contextOf(handle.second) == context)
+          check(release(handle.first), entry, call, "");
+    };
+    releaseHeld(heldStreams, api.cuStreamDestroy,
+                MOE_CU_SYMBOL(cuStreamDestroy));
+    releaseHeld(heldEvents, api.cuEventDestroy, MOE_CU_SYMBOL(cuEventDestroy));
+    releaseHeld(heldAllocations, api.cuMemFree, MOE_CU_SYMBOL(cuMemFree));
+    releaseHeld(heldRegistrations, api.cuMemHostUnregister,
+                MOE_CU_SYMBOL(cuMemHostUnregister));
     for (const auto &tensorMap : heldTensorMaps)
       if (tensorMap.first.first == context)
         check(api.cuMemFree(tensorMap.second), entry, MOE_CU_SYMBOL(cuMemFree),
@@ -637,26 +702,10 @@ extern "C" void mgpuModuleUnload(void *module) {
   EntryScope scope("mgpuModuleUnload", EntryScope::Kind::Release);
   if (!scope || !module)
     return;
-  Runtime &rt = scope.rt();
-  CUcontext context = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    auto found = rt.modules.find(static_cast<CUmodule>(module));
-    if (found != rt.modules.end()) {
-      context = found->second;
-      rt.modules.erase(found);
-    }
-  }
-  if (!context) {
-    scope.fail(format("module %p was not loaded by this runtime or is "
-                      "unloaded already",
-                      module));
-    return;
-  }
-  inContextOf(scope, context, [&] {
-    scope.check(scope.api().cuModuleUnload(static_cast<CUmodule>(module)),
-                MOE_CU_SYMBOL(cuModuleUnload));
-  });
+  releaseHandle(scope, scope.rt().modules, static_cast<CUmodule>(module),
+                "module %p was not loaded by this runtime or is unloaded "
+                "already",
+                scope.api().cuModuleUnload, MOE_CU_SYMBOL(cuModuleUnload));
 }
 
 extern "C" void *mgpuModuleGetFunction(void *module, const char *name) {
@@ -800,9 +849,7 @@ extern "C" void *mgpuStreamCreate() {
   if (!scope.check(scope.api().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
                    MOE_CU_SYMBOL(cuStreamCreate)))
     return nullptr;
-  Runtime &rt = scope.rt();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.streams.emplace(stream, scope.context());
+  registerHandle(scope, scope.rt().streams, stream);
   return stream;
 }
 
@@ -818,26 +865,10 @@ extern "C" void mgpuStreamDestroy(void *stream) {
   EntryScope scope("mgpuStreamDestroy", EntryScope::Kind::Release);
   if (!scope || !stream)
     return;
-  Runtime &rt = scope.rt();
-  CUcontext context = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    auto found = rt.streams.find(static_cast<CUstream>(stream));
-    if (found != rt.streams.end()) {
-      context = found->second;
-      rt.streams.erase(found);
-    }
-  }
-  if (!context) {
-    scope.fail(format("stream %p was not created by mgpuStreamCreate or is "
-                      "destroyed already",
-                      stream));
-    return;
-  }
-  inContextOf(scope, context, [&] {
-    scope.check(scope.api().cuStreamDestroy(static_cast<CUstream>(stream)),
-                MOE_CU_SYMBOL(cuStreamDestroy));
-  });
+  releaseHandle(scope, scope.rt().streams, static_cast<CUstream>(stream),
+                "stream %p was not created by mgpuStreamCreate or is "
+                "destroyed already",
+                scope.api().cuStreamDestroy, MOE_CU_SYMBOL(cuStreamDestroy));
 }
 
 extern "C" void mgpuStreamWaitEvent(void *stream, void *event) {
@@ -857,9 +888,7 @@ extern "C" void *mgpuEventCreate() {
   if (!scope.check(scope.api().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING),
                    MOE_CU_SYMBOL(cuEventCreate)))
     return nullptr;
-  Runtime &rt = scope.rt();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.events.emplace(event, scope.context());
+  registerHandle(scope, scope.rt().events, event);
   return event;
 }
 
@@ -867,26 +896,10 @@ extern "C" void mgpuEventDestroy(void *event) {
   EntryScope scope("mgpuEventDestroy", EntryScope::Kind::Release);
   if (!scope || !event)
     return;
-  Runtime &rt = scope.rt();
-  CUcontext context = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    auto found = rt.events.find(static_cast<CUevent>(event));
-    if (found != rt.events.end()) {
-      context = found->second;
-      rt.events.erase(found);
-    }
-  }
-  if (!context) {
-    scope.fail(format("event %p was not created by mgpuEventCreate or is "
-                      "destroyed already",
-                      event));
-    return;
-  }
-  inContextOf(scope, context, [&] {
-    scope.check(scope.api().cuEventDestroy(static_cast<CUevent>(event)),
-                MOE_CU_SYMBOL(cuEventDestroy));
-  });
+  releaseHandle(scope, scope.rt().events, static_cast<CUevent>(event),
+                "event %p was not created by mgpuEventCreate or is "
+                "destroyed already",
+                scope.api().cuEventDestroy, MOE_CU_SYMBOL(cuEventDestroy));
 }
 
 extern "C" void mgpuEventSynchronize(void *event) {
@@ -942,33 +955,19 @@ extern "C" void mgpuMemFree(void *ptr, void *stream) {
   EntryScope scope("mgpuMemFree", EntryScope::Kind::Release);
   if (!scope || !ptr)
     return;
-  Runtime &rt = scope.rt();
-  const auto pointer = reinterpret_cast<CUdeviceptr>(ptr);
-  CUcontext context = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    auto found = rt.allocations.find(pointer);
-    if (found != rt.allocations.end()) {
-      context = found->second.context;
-      rt.allocations.erase(found);
-    }
-  }
-  if (!context) {
-    scope.fail(format("%p was not allocated by mgpuMemAlloc or is freed "
-                      "already",
-                      ptr));
-    return;
-  }
-  inContextOf(scope, context, [&] {
-    // gpu.dealloc is ordered after the work queued on the stream; cuMemFree
-    // promises nothing about it.
-    if (stream)
-      scope.check(
-          scope.api().cuStreamSynchronize(static_cast<CUstream>(stream)),
-          MOE_CU_SYMBOL(cuStreamSynchronize));
-    scope.check(scope.api().cuMemFree(pointer), MOE_CU_SYMBOL(cuMemFree),
-                format("%p", ptr));
-  });
+  releaseHandle(
+      scope, scope.rt().allocations, reinterpret_cast<CUdeviceptr>(ptr),
+      "%p was not allocated by mgpuMemAlloc or is freed already",
+      [&](CUdeviceptr pointer) {
+        // gpu.dealloc is ordered after the work queued on the stream;
+        // cuMemFree promises nothing about it.
+        if (stream)
+          scope.check(
+              scope.api().cuStreamSynchronize(static_cast<CUstream>(stream)),
+              MOE_CU_SYMBOL(cuStreamSynchronize));
+        return scope.api().cuMemFree(pointer);
+      },
+      MOE_CU_SYMBOL(cuMemFree), format("%p", ptr));
 }
 
 extern "C" void mgpuMemcpy(void *dst, void *src, int64_t sizeBytes,
@@ -993,35 +992,14 @@ extern "C" void mgpuMemcpy(void *dst, void *src, int64_t sizeBytes,
 
 extern "C" void mgpuMemset32(void *dst, int32_t value, int64_t count,
                              void *stream) {
-  EntryScope scope("mgpuMemset32");
-  if (!scope || count == 0)
-    return;
-  if (count < 0 || !dst) {
-    scope.fail(format("invalid memset of %" PRId64 " words at %p", count, dst));
-    return;
-  }
-  scope.check(scope.api().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(dst),
-                                           uint32_t(value), size_t(count),
-                                           static_cast<CUstream>(stream)),
-              MOE_CU_SYMBOL(cuMemsetD32Async),
-              format("%" PRId64 " words at %p", count, dst));
+  memsetEntry("mgpuMemset32", dst, uint32_t(value), count, stream, "words",
+              &DriverApi::cuMemsetD32Async, MOE_CU_SYMBOL(cuMemsetD32Async));
 }
 
 extern "C" void mgpuMemset16(void *dst, int16_t value, int64_t count,
                              void *stream) {
-  EntryScope scope("mgpuMemset16");
-  if (!scope || count == 0)
-    return;
-  if (count < 0 || !dst) {
-    scope.fail(
-        format("invalid memset of %" PRId64 " halfwords at %p", count, dst));
-    return;
-  }
-  scope.check(scope.api().cuMemsetD16Async(reinterpret_cast<CUdeviceptr>(dst),
-                                           uint16_t(value), size_t(count),
-                                           static_cast<CUstream>(stream)),
-              MOE_CU_SYMBOL(cuMemsetD16Async),
-              format("%" PRId64 " halfwords at %p", count, dst));
+  memsetEntry("mgpuMemset16", dst, uint16_t(value), count, stream, "halfwords",
+              &DriverApi::cuMemsetD16Async, MOE_CU_SYMBOL(cuMemsetD16Async));
 }
 
 extern "C" void mgpuMemHostRegisterMemRef(int64_t rank, void *descriptor,
@@ -1039,9 +1017,7 @@ extern "C" void mgpuMemHostRegisterMemRef(int64_t rank, void *descriptor,
                    format("%" PRId64 " bytes at %p", spanBytes,
                           static_cast<void *>(start))))
     return;
-  Runtime &rt = scope.rt();
-  std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.hostRegistrations.emplace(start, scope.context());
+  registerHandle(scope, scope.rt().hostRegistrations, start);
 }
 
 extern "C" void mgpuMemHostUnregisterMemRef(int64_t rank, void *descriptor,
@@ -1054,25 +1030,10 @@ extern "C" void mgpuMemHostUnregisterMemRef(int64_t rank, void *descriptor,
       hostMemRefStart(scope, rank, descriptor, elementSizeBytes, spanBytes);
   if (!start)
     return;
-  Runtime &rt = scope.rt();
-  CUcontext context = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(rt.mutex);
-    auto found = rt.hostRegistrations.find(start);
-    if (found != rt.hostRegistrations.end()) {
-      context = found->second;
-      rt.hostRegistrations.erase(found);
-    }
-  }
-  if (!context) {
-    scope.fail(format("host memory at %p is not registered",
-                      static_cast<void *>(start)));
-    return;
-  }
-  inContextOf(scope, context, [&] {
-    scope.check(scope.api().cuMemHostUnregister(start),
+  releaseHandle(scope, scope.rt().hostRegistrations, start,
+                "host memory at %p is not registered",
+                scope.api().cuMemHostUnregister,
                 MOE_CU_SYMBOL(cuMemHostUnregister));
-  });
 }
 
 //===----------------------------------------------------------------------===//
