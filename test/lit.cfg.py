@@ -38,3 +38,10 @@ llvm_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
 config.substitutions.append(("%mlir_c_runner_utils", os.path.join(llvm_lib_dir, "libmlir_c_runner_utils.so")))
 config.substitutions.append(("%mlir_runner_utils", os.path.join(llvm_lib_dir, "libmlir_runner_utils.so")))
 config.substitutions.append(("%mlir_runner", os.path.join(config.llvm_tools_dir, "mlir-runner")))
+
+# GPU code generation tests: ptxas of the CUDA toolkit (CUDA_HOME, else
+# /usr/local/cuda). Tests that run it say `REQUIRES: ptxas`.
+ptxas = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ptxas")
+if os.path.exists(ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))

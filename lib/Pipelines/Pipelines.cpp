@@ -16,12 +16,25 @@
 //     expand-strided-metadata, lower-affine, ... -to-llvm
 //   llvm dialect
 //
-// and the registration of the pipeline, of the upstream passes the tests run
-// one by one, and of the dialects and external models the pipeline needs.
+// the GPU device pipeline, from moe IR to serialized kernels:
+//
+//   moe IR
+//     convert-moe-to-nvgpu{chip}             gpu.module @moe_kernels (gpu,
+//                                            nvgpu, nvvm, llvm, memref, scf)
+//     in gpu.module: nvgpu-to-nvvm, scf-to-cf, gpu-to-nvvm (bare pointers,
+//       64-bit index), nvvm-to-llvm, expand-strided-metadata, arith-to-llvm,
+//       index-to-llvm, canonicalize, cse, reconcile-unrealized-casts
+//     nvvm-attach-target{chip, features}     from the chip's TargetInfo
+//     gpu-module-to-binary{format}           gpu.binary (PTX / cubin)
+//
+// and the registration of the pipelines, of the upstream passes the tests
+// run one by one, and of the dialects and external models the pipelines
+// need.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Pipelines/Pipelines.h"
 
+#include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
 #include "moe/Dialect/Moe/Transforms/Passes.h"
@@ -31,9 +44,13 @@
 #include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
@@ -47,7 +64,11 @@
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/Transforms/RequestCWrappers.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -56,14 +77,18 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -117,12 +142,57 @@ void moe::buildHostPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
+void moe::buildGPUDevicePipeline(OpPassManager &pm,
+                                 const GPUDevicePipelineOptions &options) {
+  ConvertMoeToNVGPUOptions convert;
+  convert.chip = options.chip;
+  pm.addPass(createConvertMoeToNVGPU(convert));
+  // An unsupported chip: convert-moe-to-nvgpu reports it and fails.
+  std::optional<TargetInfo> target = TargetInfo::lookup(options.chip);
+  if (!target)
+    return;
+
+  // The kernels take TMA descriptors and global buffers as bare pointers,
+  // so that convert-gpu-to-nvvm needs no memref descriptors in gpu.func
+  // signatures; nvgpu ops are lowered first, while their types are still
+  // visible.
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createConvertNVGPUToNVVMPass());
+  kernels.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions toNVVM;
+  toNVVM.useBarePtrCallConv = true;
+  toNVVM.indexBitwidth = 64;
+  kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
+  kernels.addPass(createConvertNVVMToLLVMPass());
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  kernels.addPass(createArithToLLVMConversionPass());
+  kernels.addPass(createConvertIndexToLLVMPass());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+
+  GpuNVVMAttachTargetOptions attach;
+  attach.chip = target->getChip().str();
+  attach.features = target->getFeatures().str();
+  attach.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(attach));
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = options.format;
+  binary.toolkitPath = options.toolkit;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
 void moe::registerMoePipelines() {
   PassPipelineRegistration<HostPipelineOptions>(
       "moe-host-pipeline",
       "Lower moe IR to the LLVM dialect for the host JIT (results become "
       "out-parameters, every function gets a _mlir_ciface_ wrapper)",
       buildHostPipeline);
+  PassPipelineRegistration<GPUDevicePipelineOptions>(
+      "moe-gpu-device-pipeline",
+      "Emit the GPU kernels of moe IR for a chip and serialize them into a "
+      "gpu.binary (PTX or cubin); the host side is left as it is",
+      buildGPUDevicePipeline);
 
   // The upstream passes of the pipeline, for tests that run them alone.
   registerCanonicalizerPass();
@@ -145,14 +215,21 @@ void moe::registerMoePipelines() {
   registerConvertControlFlowToLLVMPass();
   registerConvertFuncToLLVMPass();
   registerReconcileUnrealizedCastsPass();
+  registerConvertNVGPUToNVVMPass();
+  registerConvertGpuOpsToNVVMOps();
+  registerConvertNVVMToLLVMPass();
+  registerConvertIndexToLLVMPass();
+  registerGpuNVVMAttachTarget();
+  registerGpuModuleToBinaryPass();
 }
 
 void moe::registerPipelineDependencies(DialectRegistry &registry) {
   registry.insert<MoeDialect, affine::AffineDialect, arith::ArithDialect,
                   bufferization::BufferizationDialect, cf::ControlFlowDialect,
-                  func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
-                  math::MathDialect, memref::MemRefDialect, scf::SCFDialect,
-                  tensor::TensorDialect>();
+                  func::FuncDialect, gpu::GPUDialect, index::IndexDialect,
+                  linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
+                  memref::MemRefDialect, nvgpu::NVGPUDialect,
+                  NVVM::NVVMDialect, scf::SCFDialect, tensor::TensorDialect>();
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(
       registry);
@@ -161,4 +238,15 @@ void moe::registerPipelineDependencies(DialectRegistry &registry) {
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  // The GPU pipeline: convert-gpu-to-nvvm also applies the ConvertToLLVM
+  // interfaces of the dialects in the kernels; gpu-module-to-binary
+  // serializes through the NVVM target attribute and its translation.
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  index::registerConvertIndexToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
 }

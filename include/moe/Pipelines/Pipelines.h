@@ -55,7 +55,36 @@ struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
 ///   the libm functions `exp` and `tanh` (f64): no MLIR runtime library.
 void buildHostPipeline(OpPassManager &pm, const HostPipelineOptions &options);
 
-/// Registers the named pipelines ("moe-host-pipeline") and the upstream
+/// Options of the GPU device pipeline.
+struct GPUDevicePipelineOptions
+    : public PassPipelineOptions<GPUDevicePipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("The NVIDIA chip (TargetInfo; supported: sm_90a)"),
+      llvm::cl::init("sm_90a")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What gpu-module-to-binary embeds: isa (PTX), bin "
+                     "(cubin, runs ptxas) or fatbin"),
+      llvm::cl::init("isa")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "
+                     "empty: PATH, then CUDA_ROOT / CUDA_HOME / CUDA_PATH"),
+      llvm::cl::init("")};
+};
+
+/// moe IR -> the module with its kernels serialized: convert-moe-to-nvgpu
+/// emits the kernels into `gpu.module @moe_kernels`, which is lowered to
+/// NVVM / LLVM (TMA descriptors and global buffers as bare pointers),
+/// given the chip's target (nvvm-attach-target with the chip and PTX
+/// features of its TargetInfo, O3) and serialized in place into a
+/// `gpu.binary` (gpu-module-to-binary). The host side is left as it is.
+void buildGPUDevicePipeline(OpPassManager &pm,
+                            const GPUDevicePipelineOptions &options);
+
+/// Registers the named pipelines ("moe-host-pipeline",
+/// "moe-gpu-device-pipeline") and the upstream
 /// passes the project's tests invoke individually.
 void registerMoePipelines();
 

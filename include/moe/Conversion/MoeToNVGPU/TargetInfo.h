@@ -1,0 +1,100 @@
+//===- TargetInfo.h - what the GPU lowering knows about a chip ----*- C++ -*-===//
+//
+// The one place where NVIDIA chips differ for the GPU lowering (the Triton
+// TargetInfo idea): the chip and PTX feature strings handed to
+// nvvm-attach-target, the way MX GEMMs use the tensor cores, and the tile
+// shapes, pipeline depth, register split and shared-memory budget of those
+// kernels. Patterns and kernel builders ask this class; they never test the
+// chip name themselves.
+//
+// Only sm_90a (Hopper, H100 / H200) is described; any other chip is rejected
+// by TargetInfo::get with a message that lists the supported ones.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_CONVERSION_MOETONVGPU_TARGETINFO_H
+#define MOE_CONVERSION_MOETONVGPU_TARGETINFO_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::moe {
+
+/// How an MX GEMM (e4m3 codes with one E8M0 scale per 32 elements along K)
+/// runs on the tensor cores.
+enum class MXMmaPath {
+  /// FP8 wgmma into a fresh fp32 partial per 32-element K block (scale-d =
+  /// 0), promoted into the fp32 accumulator with the product of the two
+  /// block scales (sm_90a: no block-scaled MMA instruction exists).
+  Fp8WgmmaPromote,
+};
+
+/// The shape of one MX GEMM kernel on a target: a CTA computes a tileM x
+/// tileN fp32 output tile, streaming tileM x tileK and tileN x tileK code
+/// tiles through a `stages`-deep shared-memory ring. Warpgroup 0 produces
+/// (TMA, scales), the consumer warpgroups each own tileM / consumers rows.
+struct MXGemmConfig {
+  int64_t tileM;
+  int64_t tileN;
+  int64_t tileK;
+  /// One MMA instruction: m x n x k.
+  int64_t mmaM;
+  int64_t mmaN;
+  int64_t mmaK;
+  int64_t stages;
+  int64_t producerWarpgroups;
+  int64_t consumerWarpgroups;
+  /// setmaxnreg values of the producer and consumer warpgroups.
+  int64_t producerRegisters;
+  int64_t consumerRegisters;
+  /// Floats per lane-quad group of the per-stage B-scale table in shared
+  /// memory: 32 used plus padding, so that the four groups of a quarter-warp
+  /// read different banks.
+  int64_t scaleTableStride;
+  /// Suspend-time hint of mbarrier.try_wait (ns).
+  int64_t waitTicks;
+
+  int64_t threads() const {
+    return 128 * (producerWarpgroups + consumerWarpgroups);
+  }
+};
+
+/// Describes one GPU target. Obtain it with TargetInfo::get.
+class TargetInfo {
+public:
+  /// The description of `chip`, or failure (with an error through
+  /// `emitError`) when the chip is not supported.
+  static FailureOr<TargetInfo>
+  get(StringRef chip, function_ref<InFlightDiagnostic()> emitError);
+  /// The description of `chip`, or nullopt when it is not supported (for
+  /// callers that report the error elsewhere).
+  static std::optional<TargetInfo> lookup(StringRef chip);
+
+  /// The chips `get` knows, comma separated, for messages.
+  static StringRef supportedChips();
+
+  /// The `chip` of nvvm-attach-target, e.g. "sm_90a".
+  StringRef getChip() const { return chip; }
+  /// The PTX features of nvvm-attach-target, e.g. "+ptx80".
+  StringRef getFeatures() const { return features; }
+  MXMmaPath getMXMmaPath() const { return mxPath; }
+  const MXGemmConfig &getMXGemmConfig() const { return mxGemm; }
+  /// The most dynamic shared memory one CTA may request (bytes).
+  int64_t getMaxDynamicSharedMemory() const { return maxDynamicSharedMemory; }
+
+private:
+  TargetInfo() = default;
+
+  std::string chip;
+  std::string features;
+  MXMmaPath mxPath = MXMmaPath::Fp8WgmmaPromote;
+  MXGemmConfig mxGemm = {};
+  int64_t maxDynamicSharedMemory = 0;
+};
+
+} // namespace mlir::moe
+
+#endif // MOE_CONVERSION_MOETONVGPU_TARGETINFO_H
