@@ -45,3 +45,5 @@ ptxas = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ptx
 if os.path.exists(ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+    # The toolkit root, for gpu-module-to-binary's `toolkit` option.
+    config.substitutions.append(("%cuda_root", os.path.dirname(os.path.dirname(ptxas))))

@@ -1,14 +1,25 @@
-//===- MoeJIT.cpp - the host JIT behind MoeJIT.h --------------------------===//
+//===- MoeJIT.cpp - the JIT behind MoeJIT.h -------------------------------===//
 //
-// Compiles moe IR for the host and runs it on caller-owned buffers:
+// Compiles moe IR for the host, or for the host plus an sm_90a GPU, and runs
+// it on caller-owned buffers:
 //
 //   MLIR text --parse, verify--> module --analyze--> Signature, layer, routing
 //     |                                                  roles of the entry
 //     +--key = SHA-256(text, target, options, build)
 //     |     memory cache hit: reuse the Executable
 //     |     disk cache hit:   <cacheDir>/<key>.mlirbc (LLVM dialect bytecode)
-//     |     miss:             buildHostPipeline -> LLVM dialect -> store
+//     |     miss:             buildHostPipeline (Host) or
+//     |                       buildGPUHybridPipeline (Sm90a) -> LLVM
+//     |                       dialect (+ gpu.binary, gpu.launch_func) -> store
 //     +--mlir::ExecutionEngine (LLVM -O<n>) -> _mlir__mlir_ciface_<entry>
+//
+// Target Sm90a: the generated code calls the mgpu* entry points of
+// libmoe_cuda_runtime.so, which the JIT loads (RTLD_GLOBAL, from the
+// directory of this library, else the loader's search path) so that ORC
+// resolves them; its global constructor loads the kernels (cubin, or PTX
+// without ptxas). A run fails with the runtime's sticky error, if any, and
+// ends with moeCudaRuntimeReset() so that nothing stays allocated between
+// runs.
 //
 // Calling convention (the contract of include/moe/Pipelines/Pipelines.h):
 // after the host pipeline the entry `@f(tensor inputs...) -> (tensor
@@ -34,6 +45,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -48,6 +60,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -80,6 +93,10 @@ using namespace ::moe::jit;
 // Shared state
 //===----------------------------------------------------------------------===//
 
+namespace {
+struct CudaRuntimeApi;
+} // namespace
+
 namespace moe::jit {
 
 struct Executable::Impl {
@@ -88,6 +105,8 @@ struct Executable::Impl {
   void (*packed)(void **) = nullptr;
   Signature signature;
   Target target = Target::Host;
+  /// The CUDA runtime the code calls (target Sm90a), else null.
+  const CudaRuntimeApi *cuda = nullptr;
   std::optional<LayerDesc> layer;
   std::string layerProblem;
   /// Inputs holding the routing layout (-1: not an input) and the shapes
@@ -121,6 +140,78 @@ void initializeLLVM() {
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::sys::DynamicLibrary::LoadLibraryPermanently(nullptr);
   });
+}
+
+/// The host API of libmoe_cuda_runtime.so (include/moe/Runtime/
+/// CudaRuntime.h) that the JIT calls around the generated code.
+struct CudaRuntimeApi {
+  int32_t (*hasError)() = nullptr;
+  const char *(*getLastError)() = nullptr;
+  void (*clearError)() = nullptr;
+  void (*reset)() = nullptr;
+
+  /// The recorded error, cleared; empty when there is none.
+  std::string takeError() const {
+    if (!hasError())
+      return std::string();
+    const char *text = getLastError();
+    std::string message = text ? text : "moe-cuda-runtime: unknown error";
+    clearError();
+    return message;
+  }
+};
+
+/// Loads libmoe_cuda_runtime.so once per process, with its symbols global
+/// so that ORC resolves the generated code's mgpu* calls: first from the
+/// directory of this library (the build's lib/ and the bundle keep them
+/// together), then through the loader's search path. The error says where
+/// it looked.
+Expected<const CudaRuntimeApi *> loadCudaRuntime() {
+  static std::mutex mutex;
+  static std::optional<CudaRuntimeApi> api;
+  static std::string failure;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (api)
+    return &*api;
+  if (!failure.empty())
+    return Status::error(failure);
+  const char *name = "libmoe_cuda_runtime.so";
+  std::vector<std::string> candidates;
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&loadCudaRuntime), &info) &&
+      info.dli_fname) {
+    llvm::SmallString<256> path(info.dli_fname);
+    llvm::sys::path::remove_filename(path);
+    llvm::sys::path::append(path, name);
+    candidates.push_back(path.str().str());
+  }
+  candidates.push_back(name);
+  std::string tried;
+  for (const std::string &candidate : candidates) {
+    std::string error;
+    if (!llvm::sys::DynamicLibrary::LoadLibraryPermanently(candidate.c_str(),
+                                                           &error)) {
+      void *handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_GLOBAL);
+      CudaRuntimeApi loaded;
+      auto lookup = [&](auto &fn, const char *symbol) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+            handle ? dlsym(handle, symbol) : nullptr);
+        return fn != nullptr;
+      };
+      if (lookup(loaded.hasError, "moeCudaRuntimeHasError") &&
+          lookup(loaded.getLastError, "moeCudaRuntimeGetLastError") &&
+          lookup(loaded.clearError, "moeCudaRuntimeClearError") &&
+          lookup(loaded.reset, "moeCudaRuntimeReset")) {
+        api = loaded;
+        return &*api;
+      }
+      error = "it lacks the moeCudaRuntime* host API";
+    }
+    tried += "\n  " + candidate + ": " + error;
+  }
+  failure = "target sm90a needs the CUDA runtime library " + std::string(name) +
+            ", which could not be loaded:" + tried;
+  return Status::error(failure);
 }
 
 /// An unranked memref as the LLVM lowering passes it: the rank and a
@@ -209,6 +300,8 @@ void fillRegistry(DialectRegistry &registry) {
   mlir::moe::registerPipelineDependencies(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  // gpu.binary -> the embedded image and its load in a global constructor.
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
 }
 
 /// Identifies the build of this library (its file's path, size and
@@ -230,7 +323,8 @@ std::string buildIdentity() {
 /// The cache key: a hex SHA-256 prefix of everything that decides the
 /// lowered module. (optLevel only affects code generation, which is never
 /// cached on disk; the memory cache appends it.)
-std::string cacheKey(const std::string &text, const CompileOptions &options) {
+std::string cacheKey(const std::string &text, const CompileOptions &options,
+                     const std::string &gpuFormat) {
   llvm::SHA256 hasher;
   auto add = [&](llvm::StringRef part) {
     hasher.update(part);
@@ -241,10 +335,31 @@ std::string cacheKey(const std::string &text, const CompileOptions &options) {
   add(toString(options.target));
   add(options.fuse ? "fuse" : "no-fuse");
   add(options.entry);
+  add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();
   return llvm::toHex(llvm::ArrayRef<uint8_t>(digest).take_front(16),
                      /*LowerCase=*/true);
+}
+
+/// The root of a CUDA toolkit with an executable bin/ptxas (MOE_CUDA_ROOT,
+/// CUDA_ROOT, CUDA_HOME, CUDA_PATH, /usr/local/cuda, then PATH), or empty.
+std::string findCudaToolkit() {
+  auto hasPtxas = [](const std::string &root) {
+    llvm::SmallString<256> path(root);
+    llvm::sys::path::append(path, "bin", "ptxas");
+    return llvm::sys::fs::can_execute(path);
+  };
+  for (const char *variable :
+       {"MOE_CUDA_ROOT", "CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *root = std::getenv(variable); root && hasPtxas(root))
+      return root;
+  if (hasPtxas("/usr/local/cuda"))
+    return "/usr/local/cuda";
+  if (llvm::ErrorOr<std::string> ptxas = llvm::sys::findProgramByName("ptxas"))
+    return llvm::sys::path::parent_path(llvm::sys::path::parent_path(*ptxas))
+        .str();
+  return std::string();
 }
 
 /// Collects the context's diagnostics as located text ("name:line:col:
@@ -448,13 +563,17 @@ LogicalResult analyze(ModuleOp module, const CompileOptions &options,
   return success();
 }
 
-/// Error unless `module` is all LLVM dialect and exports the C interface of
-/// `entry` with one pointer argument per input and output.
+/// Error unless `module` is all LLVM dialect (plus, for a GPU target, the
+/// gpu.binary and gpu.launch_func ops that the translation lowers) and
+/// exports the C interface of `entry` with one pointer argument per input
+/// and output.
 Status checkLowered(ModuleOp module, const Signature &signature,
-                    const std::string &sourceName) {
+                    const std::string &sourceName, Target target) {
   Operation *stray = nullptr;
   module.walk([&](Operation *op) {
-    if (op != module.getOperation() &&
+    bool gpuOp = target != Target::Host &&
+                 isa<gpu::BinaryOp, gpu::LaunchFuncOp>(op);
+    if (op != module.getOperation() && !gpuOp &&
         !isa_and_nonnull<LLVM::LLVMDialect>(op->getDialect()))
       stray = op;
     return stray ? WalkResult::interrupt() : WalkResult::advance();
@@ -741,6 +860,14 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
     args[i] = &descriptorPointers[i];
   }
   impl.packed(args.data());
+  if (!impl.cuda)
+    return Status();
+  // The first failing mgpu* call made every later one a no-op; report it,
+  // then release what the run left on the device.
+  std::string error = impl.cuda->takeError();
+  impl.cuda->reset();
+  if (!error.empty())
+    return Status::error(error);
   return Status();
 }
 
@@ -767,17 +894,25 @@ void Compiler::clearMemoryCache() {
 Expected<Executable> Compiler::compile(const std::string &mlirText,
                                        const CompileOptions &options) {
   Clock::time_point start = Clock::now();
-  if (options.target != Target::Host)
-    return Status::error(std::string("target ") + toString(options.target) +
-                         " is not supported yet: the JIT runs the host "
-                         "target only");
   if (options.optLevel < 0 || options.optLevel > 3)
     return Status::error("optLevel " + std::to_string(options.optLevel) +
                          " is outside [0, 3]");
+  // Sm90a: kernels as cubin when ptxas is here, else as PTX that the
+  // driver compiles at load time.
+  const CudaRuntimeApi *cuda = nullptr;
+  std::string gpuFormat, toolkit;
+  if (options.target == Target::Sm90a) {
+    Expected<const CudaRuntimeApi *> runtime = loadCudaRuntime();
+    if (!runtime)
+      return runtime.status();
+    cuda = *runtime;
+    toolkit = findCudaToolkit();
+    gpuFormat = toolkit.empty() ? "isa" : "bin";
+  }
 
   Executable result;
   CompileInfo &info = result.info_;
-  info.key = cacheKey(mlirText, options);
+  info.key = cacheKey(mlirText, options, gpuFormat);
   std::string memoryKey = info.key + ":O" + std::to_string(options.optLevel);
   if (impl_->options.memoryCache) {
     std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -826,7 +961,8 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   }
   if (lowered) {
     info.source = CompileInfo::Source::DiskCache;
-    if (Status s = checkLowered(*lowered, impl->signature, cachePath); !s)
+    if (Status s = checkLowered(*lowered, impl->signature, cachePath,
+                                 options.target); !s)
       return s;
   } else {
     Clock::time_point pipelineStart = Clock::now();
@@ -836,16 +972,26 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     for (unsigned i = 0; i < analysis.entry.getNumArguments(); ++i)
       analysis.entry.setArgAttr(i, "bufferization.writable", readOnly);
     PassManager pm(&context, ModuleOp::getOperationName());
-    mlir::moe::HostPipelineOptions pipelineOptions;
-    pipelineOptions.fuse = options.fuse;
-    mlir::moe::buildHostPipeline(pm, pipelineOptions);
+    if (options.target == Target::Sm90a) {
+      // The kernels replace unfused block GEMMs: no moe-fuse.
+      mlir::moe::GPUHybridPipelineOptions pipelineOptions;
+      pipelineOptions.chip = "sm_90a";
+      pipelineOptions.format = gpuFormat;
+      pipelineOptions.toolkit = toolkit;
+      mlir::moe::buildGPUHybridPipeline(pm, pipelineOptions);
+    } else {
+      mlir::moe::HostPipelineOptions pipelineOptions;
+      pipelineOptions.fuse = options.fuse;
+      mlir::moe::buildHostPipeline(pm, pipelineOptions);
+    }
     if (failed(pm.run(*module))) {
       std::string text = diagnostics.take();
       return Status::error(text.empty() ? options.sourceName +
                                               ": the host pipeline failed"
                                         : text);
     }
-    if (Status s = checkLowered(*module, impl->signature, options.sourceName);
+    if (Status s = checkLowered(*module, impl->signature, options.sourceName,
+                                 options.target);
         !s)
       return s;
     lowered = std::move(module);
@@ -861,6 +1007,18 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     return Status::error(s.message() + (text.empty() ? "" : "\n" + text));
   }
   info.codegenSeconds = secondsSince(codegenStart);
+  impl->cuda = cuda;
+  // The global constructor loaded the kernels; a missing driver or device
+  // shows up here first.
+  if (cuda && cuda->hasError()) {
+    std::string error = cuda->getLastError();
+    // Unload (the global destructors) while the error still silences the
+    // runtime, then clear it for later compilations.
+    analysis.impl.reset();
+    impl.reset();
+    cuda->clearError();
+    return Status::error(error);
+  }
 
   result.impl_ = impl;
   if (impl_->options.memoryCache) {

@@ -27,6 +27,22 @@
 //     nvvm-attach-target{chip, features}     from the chip's TargetInfo
 //     gpu-module-to-binary{format}           gpu.binary (PTX / cubin)
 //
+// and the hybrid GPU pipeline, which joins them:
+//
+//   moe.blockwise_bwd
+//     moe-decompose-bwd (no fusion)
+//     convert-moe-to-nvgpu{chip}             kernels + calls of launch
+//                                            functions (declarations)
+//     kernel lowering and serialization      as in the device pipeline
+//     the host pipeline's tensor lowering,   everything else on the host
+//       bufferization and deallocation
+//     moe-lower-gpu-launches                 launch bodies: gpu.alloc,
+//                                            memcpy, TMA descriptors,
+//                                            gpu.launch_func
+//     loops ... lower-affine, nvgpu-to-nvvm, gpu-to-llvm (mgpu* calls),
+//     then the host pipeline's LLVM conversions
+//   llvm dialect + gpu.binary + gpu.launch_func
+//
 // and the registration of the pipelines, of the upstream passes the tests
 // run one by one, and of the dialects and external models the pipelines
 // need.
@@ -44,6 +60,7 @@
 #include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
@@ -93,12 +110,47 @@
 
 using namespace mlir;
 
-void moe::buildHostPipeline(OpPassManager &pm,
-                            const HostPipelineOptions &options) {
+namespace {
+
+using namespace mlir::moe;
+
+/// Lowers the kernels of gpu.module @moe_kernels for `target` and
+/// serializes them into a gpu.binary. The kernels take TMA descriptors and
+/// global buffers as bare pointers, so that convert-gpu-to-nvvm needs no
+/// memref descriptors in gpu.func signatures; nvgpu ops are lowered first,
+/// while their types are still visible.
+void addKernelSerialization(OpPassManager &pm, const TargetInfo &target,
+                            StringRef format, StringRef toolkit) {
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createConvertNVGPUToNVVMPass());
+  kernels.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions toNVVM;
+  toNVVM.useBarePtrCallConv = true;
+  toNVVM.indexBitwidth = 64;
+  kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
+  kernels.addPass(createConvertNVVMToLLVMPass());
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  kernels.addPass(createArithToLLVMConversionPass());
+  kernels.addPass(createConvertIndexToLLVMPass());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+
+  GpuNVVMAttachTargetOptions attach;
+  attach.chip = target.getChip().str();
+  attach.features = target.getFeatures().str();
+  attach.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(attach));
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = format.str();
+  binary.toolkitPath = toolkit.str();
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+/// The host lowering from the decomposed (or fused) moe IR on; `gpu` adds
+/// the host side of the kernel launches of convert-moe-to-nvgpu.
+void addHostLowering(OpPassManager &pm, bool gpu) {
   // moe IR -> linalg on tensors.
-  pm.addPass(createMoeDecomposeBwd());
-  if (options.fuse)
-    pm.addPass(createMoeFuse());
   pm.addPass(createConvertMoeToLinalg());
   pm.addPass(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
@@ -121,6 +173,10 @@ void moe::buildHostPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(LLVM::createLLVMRequestCWrappersPass());
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createConvertBufferizationToMemRefPass());
+  // The launch functions get their bodies only now: buffer deallocation
+  // cannot handle gpu host ops.
+  if (gpu)
+    pm.addPass(createLowerMoeGPULaunches());
 
   // Buffers -> loops -> LLVM. bf16 conversions become integer code and the
   // f64 exp / tanh of the activations libm calls (the functions the
@@ -133,6 +189,12 @@ void moe::buildHostPipeline(OpPassManager &pm,
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  // TMA descriptors become mgpuTensorMapEncodeTiledMemref calls, the other
+  // gpu host ops mgpu* calls; gpu.launch_func stays for the translation.
+  if (gpu) {
+    pm.addPass(createConvertNVGPUToNVVMPass());
+    pm.addPass(createGpuToLLVMConversionPass());
+  }
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
@@ -140,6 +202,16 @@ void moe::buildHostPipeline(OpPassManager &pm,
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
+}
+
+} // namespace
+
+void moe::buildHostPipeline(OpPassManager &pm,
+                            const HostPipelineOptions &options) {
+  pm.addPass(createMoeDecomposeBwd());
+  if (options.fuse)
+    pm.addPass(createMoeFuse());
+  addHostLowering(pm, /*gpu=*/false);
 }
 
 void moe::buildGPUDevicePipeline(OpPassManager &pm,
@@ -151,35 +223,20 @@ void moe::buildGPUDevicePipeline(OpPassManager &pm,
   std::optional<TargetInfo> target = TargetInfo::lookup(options.chip);
   if (!target)
     return;
+  addKernelSerialization(pm, *target, options.format, options.toolkit);
+}
 
-  // The kernels take TMA descriptors and global buffers as bare pointers,
-  // so that convert-gpu-to-nvvm needs no memref descriptors in gpu.func
-  // signatures; nvgpu ops are lowered first, while their types are still
-  // visible.
-  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  kernels.addPass(createConvertNVGPUToNVVMPass());
-  kernels.addPass(createSCFToControlFlowPass());
-  ConvertGpuOpsToNVVMOpsOptions toNVVM;
-  toNVVM.useBarePtrCallConv = true;
-  toNVVM.indexBitwidth = 64;
-  kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
-  kernels.addPass(createConvertNVVMToLLVMPass());
-  kernels.addPass(memref::createExpandStridedMetadataPass());
-  kernels.addPass(createArithToLLVMConversionPass());
-  kernels.addPass(createConvertIndexToLLVMPass());
-  kernels.addPass(createCanonicalizerPass());
-  kernels.addPass(createCSEPass());
-  kernels.addPass(createReconcileUnrealizedCastsPass());
-
-  GpuNVVMAttachTargetOptions attach;
-  attach.chip = target->getChip().str();
-  attach.features = target->getFeatures().str();
-  attach.optLevel = 3;
-  pm.addPass(createGpuNVVMAttachTarget(attach));
-  GpuModuleToBinaryPassOptions binary;
-  binary.compilationTarget = options.format;
-  binary.toolkitPath = options.toolkit;
-  pm.addPass(createGpuModuleToBinaryPass(binary));
+void moe::buildGPUHybridPipeline(OpPassManager &pm,
+                                 const GPUHybridPipelineOptions &options) {
+  pm.addPass(createMoeDecomposeBwd());
+  ConvertMoeToNVGPUOptions convert;
+  convert.chip = options.chip;
+  pm.addPass(createConvertMoeToNVGPU(convert));
+  std::optional<TargetInfo> target = TargetInfo::lookup(options.chip);
+  if (!target)
+    return;
+  addKernelSerialization(pm, *target, options.format, options.toolkit);
+  addHostLowering(pm, /*gpu=*/true);
 }
 
 void moe::registerMoePipelines() {
@@ -193,6 +250,12 @@ void moe::registerMoePipelines() {
       "Emit the GPU kernels of moe IR for a chip and serialize them into a "
       "gpu.binary (PTX or cubin); the host side is left as it is",
       buildGPUDevicePipeline);
+  PassPipelineRegistration<GPUHybridPipelineOptions>(
+      "moe-gpu-hybrid-pipeline",
+      "Lower moe IR to the LLVM dialect with the MX block GEMMs as GPU "
+      "kernels (serialized into a gpu.binary, launched through the mgpu* "
+      "runtime) and everything else on the host",
+      buildGPUHybridPipeline);
 
   // The upstream passes of the pipeline, for tests that run them alone.
   registerCanonicalizerPass();
@@ -221,6 +284,7 @@ void moe::registerMoePipelines() {
   registerConvertIndexToLLVMPass();
   registerGpuNVVMAttachTarget();
   registerGpuModuleToBinaryPass();
+  registerGpuToLLVMConversionPass();
 }
 
 void moe::registerPipelineDependencies(DialectRegistry &registry) {

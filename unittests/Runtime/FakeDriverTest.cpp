@@ -426,6 +426,9 @@ TEST_F(CudaRuntimeFakeDriver, TensorMapIsEncodedOnceAndCopiedToTheDevice) {
   EXPECT_NE(other, nullptr);
   EXPECT_NE(other, map);
   EXPECT_EQ(fakeCudaCalls("cuTensorMapEncodeTiled"), 2);
+  // Each new descriptor waits for its copy (launches run on non-blocking
+  // streams); a cache hit does not.
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 2);
   MoeCudaRuntimeStats counted = stats();
   EXPECT_EQ(counted.tensorMaps, 2);
   EXPECT_EQ(counted.tensorMapEncodes, 2);

@@ -42,16 +42,27 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
     `transpose_rhs`). For each one the pass adds a kernel to the
     `gpu.module @moe_kernels` of the module (the exact-MXFP8 GEMM of the
     target's MMA path, with the expert of each row block read from
-    `block_to_expert`) and records how to launch it on the op:
+    `block_to_expert`) and replaces the op by a call, on buffers of its
+    operands and a new result buffer, of a private host function declared
+    with the kernel's launch record:
 
     ```mlir
-    moe.block_matmul ... {block_size = 128 : i64, moe.gpu_launch = {
-        kernel = @moe_kernels::@mx_block_matmul_0,
-        grid = array<i64: 2, 4, 1>, block = array<i64: 384, 1, 1>,
-        dynamic_shared_memory = 186704 : i64}} -> tensor<512x256xf32>
+    %b0 = bufferization.to_buffer %lhs read_only : ... to memref<512x256xf8E4M3FN>
+    ...
+    %out = memref.alloc() : memref<512x256xf32>
+    call @mx_block_matmul_0_launch(%b0, %b1, %b2, %b3, %b4, %out) : ...
+    %r = bufferization.to_tensor %out restrict writable : ...
+
+    func.func private @mx_block_matmul_0_launch(...) attributes {
+        moe.gpu_launch = {kernel = @moe_kernels::@mx_block_matmul_0,
+          grid = array<i64: 2, 4, 1>, block = array<i64: 384, 1, 1>,
+          dynamic_shared_memory = 186704 : i64,
+          tensor_map_args = array<i64: 0, 2>, tensor_map_types = [...],
+          pointer_args = array<i64: 1, 3, 5, 4>}}
     ```
 
-    The op itself stays: the host-side launch sequence is not emitted yet.
+    moe-lower-gpu-launches gives the function its body after bufferization
+    and buffer deallocation.
     Other block_matmul forms are left as they are; an MX block_matmul whose
     shape the target's tiles do not divide is an error.
   }];
@@ -60,10 +71,34 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "The NVIDIA chip to generate code for (supported: sm_90a)">
   ];
   let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect", "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::scf::SCFDialect"
+  ];
+}
+
+def LowerMoeGPULaunches : Pass<"moe-lower-gpu-launches", "::mlir::ModuleOp"> {
+  let summary = "Emit the host code of the kernel launches of convert-moe-to-nvgpu";
+  let description = [{
+    Gives every function declaration carrying a `moe.gpu_launch` record
+    (made by convert-moe-to-nvgpu) its body: on one stream, device buffers
+    (`gpu.alloc`) for its memref arguments, the inputs copied in
+    (`gpu.memcpy`), the TMA descriptors of `tensor_map_args`
+    (`nvgpu.tma.create.descriptor` over the device bytes viewed as ui8
+    [rows, last dimension], types from `tensor_map_types`), the kernel
+    launch (`gpu.launch_func` with the record's grid, block and dynamic
+    shared memory; the descriptors, then the device addresses of
+    `pointer_args`, as pointers), the result (the last argument) copied
+    back, every buffer freed and the stream synchronized. Runs after buffer
+    deallocation, which cannot handle gpu host ops.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect"
   ];
 }
 

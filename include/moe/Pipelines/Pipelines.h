@@ -83,8 +83,41 @@ struct GPUDevicePipelineOptions
 void buildGPUDevicePipeline(OpPassManager &pm,
                             const GPUDevicePipelineOptions &options);
 
+/// Options of the hybrid GPU pipeline.
+struct GPUHybridPipelineOptions
+    : public PassPipelineOptions<GPUHybridPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("The NVIDIA chip (TargetInfo; supported: sm_90a)"),
+      llvm::cl::init("sm_90a")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What gpu-module-to-binary embeds: bin (cubin, runs "
+                     "ptxas), isa (PTX, JIT-compiled by the driver) or "
+                     "fatbin"),
+      llvm::cl::init("bin")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "
+                     "empty: PATH, then CUDA_ROOT / CUDA_HOME / CUDA_PATH"),
+      llvm::cl::init("")};
+};
+
+/// moe IR -> LLVM dialect with the MX block GEMMs on the GPU: moe-decompose-
+/// bwd (no fusion), convert-moe-to-nvgpu (kernels + launch functions), the
+/// kernels serialized as in buildGPUDevicePipeline, then the host lowering
+/// of buildHostPipeline for everything else, with moe-lower-gpu-launches
+/// after buffer deallocation and nvgpu-to-nvvm / gpu-to-llvm before the
+/// final LLVM conversions. The calling convention is the host pipeline's;
+/// the module also holds the gpu.binary and gpu.launch_func ops, which the
+/// LLVM IR translation turns into the embedded image, its load in a global
+/// constructor and mgpu* calls, so the JIT must provide the mgpu* runtime
+/// (libmoe_cuda_runtime).
+void buildGPUHybridPipeline(OpPassManager &pm,
+                            const GPUHybridPipelineOptions &options);
+
 /// Registers the named pipelines ("moe-host-pipeline",
-/// "moe-gpu-device-pipeline") and the upstream
+/// "moe-gpu-device-pipeline", "moe-gpu-hybrid-pipeline") and the upstream
 /// passes the project's tests invoke individually.
 void registerMoePipelines();
 

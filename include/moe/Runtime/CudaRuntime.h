@@ -98,7 +98,8 @@ MOE_CUDA_RUNTIME_EXPORT void mgpuSetDefaultDevice(int32_t device);
 /// dimensions and byte strides come from the memref's sizes and strides,
 /// the address includes its offset. Descriptors are cached per argument
 /// set; the device copies belong to the cache, which
-/// moeCudaRuntimeReset() empties.
+/// moeCudaRuntimeReset() empties. A new descriptor's copy is complete on
+/// return (the context is synchronized), so a launch on any stream sees it.
 MOE_CUDA_RUNTIME_EXPORT void *mgpuTensorMapEncodeTiledMemref(
     int64_t rank, void *descriptor, int64_t dataType, int64_t interleave,
     int64_t swizzle, int64_t l2Promotion, int64_t oobFill, int64_t *boxDims);

@@ -110,6 +110,8 @@ public:
   }
 
   void emit(gpu::GPUFuncOp func);
+  nvgpu::TensorMapDescriptorType getTensorMapA() const { return tmapAT; }
+  nvgpu::TensorMapDescriptorType getTensorMapB() const { return tmapBT; }
 
 private:
   // Fragment registers of one m64nN f32 wgmma accumulator per thread.
@@ -620,10 +622,13 @@ MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
                     {static_cast<int32_t>(cfg.threads()), 1, 1}));
   func->setAttr("nvvm.minctasm", builder.getI32IntegerAttr(1));
 
-  KernelEmitter(builder, loc, problem, cfg).emit(func);
+  KernelEmitter emitter(builder, loc, problem, cfg);
+  emitter.emit(func);
 
   return MXGemmLaunch{func,
                       {problem.n / cfg.tileN, problem.m / cfg.tileM, 1},
                       {cfg.threads(), 1, 1},
-                      layoutOf(cfg).bytes};
+                      layoutOf(cfg).bytes,
+                      emitter.getTensorMapA(),
+                      emitter.getTensorMapB()};
 }

@@ -1100,7 +1100,7 @@ extern "C" void *mgpuTensorMapEncodeTiledMemref(
     return nullptr;
   }
   // Kernels take the descriptor by generic address, so it lives in device
-  // memory; the synchronous copy completes before any later launch.
+  // memory.
   CUdeviceptr device = 0;
   if (!scope.check(scope.api().cuMemAlloc(&device, sizeof(tensorMap)),
                    MOE_CU_SYMBOL(cuMemAlloc), "tensor map"))
@@ -1108,6 +1108,14 @@ extern "C" void *mgpuTensorMapEncodeTiledMemref(
   if (!scope.check(
           scope.api().cuMemcpyHtoD(device, &tensorMap, sizeof(tensorMap)),
           MOE_CU_SYMBOL(cuMemcpyHtoD), "tensor map")) {
+    scope.api().cuMemFree(device);
+    return nullptr;
+  }
+  // A copy from pageable memory may return before it lands, and the
+  // launch that reads the descriptor runs on a non-blocking stream, which
+  // does not wait for it: wait here (once per cached descriptor).
+  if (!scope.check(scope.api().cuCtxSynchronize(),
+                   MOE_CU_SYMBOL(cuCtxSynchronize), "tensor map")) {
     scope.api().cuMemFree(device);
     return nullptr;
   }

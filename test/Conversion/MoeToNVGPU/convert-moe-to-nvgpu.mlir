@@ -6,13 +6,31 @@
 
 // CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a)
 
+// The op becomes a call, on buffers of its operands and a new result
+// buffer, of the launch function; its body comes from moe-lower-gpu-launches.
 // CHECK-LABEL: module attributes {gpu.container_module}
-// CHECK-LABEL: func.func @mx_gemm
-// CHECK:         moe.block_matmul
-// CHECK-SAME:      moe.gpu_launch = {block = array<i64: 384, 1, 1>,
+// CHECK-LABEL: func.func @mx_gemm(
+// CHECK-SAME:      %[[LQ:[^:]*]]: tensor<256x256xf8E4M3FN>, %[[LS:[^:]*]]: tensor<256x8xf8E8M0FNU>, %[[RQ:[^:]*]]: tensor<2x256x256xf8E4M3FN>, %[[RS:[^:]*]]: tensor<2x256x8xf8E8M0FNU>, %[[BLK:[^:]*]]: tensor<2xi32>)
+// CHECK-NOT:     moe.block_matmul
+// CHECK:         %[[B0:.*]] = bufferization.to_buffer %[[LQ]] read_only : tensor<256x256xf8E4M3FN> to memref<256x256xf8E4M3FN>
+// CHECK:         %[[B1:.*]] = bufferization.to_buffer %[[LS]] read_only
+// CHECK:         %[[B2:.*]] = bufferization.to_buffer %[[RQ]] read_only
+// CHECK:         %[[B3:.*]] = bufferization.to_buffer %[[RS]] read_only
+// CHECK:         %[[B4:.*]] = bufferization.to_buffer %[[BLK]] read_only : tensor<2xi32> to memref<2xi32>
+// CHECK:         %[[OUT:.*]] = memref.alloc() : memref<256x256xf32>
+// CHECK:         call @mx_block_matmul_0_launch(%[[B0]], %[[B1]], %[[B2]], %[[B3]], %[[B4]], %[[OUT]])
+// CHECK:         %[[R:.*]] = bufferization.to_tensor %[[OUT]] restrict writable : memref<256x256xf32> to tensor<256x256xf32>
+// CHECK:         return %[[R]]
+//
+// CHECK-LABEL: func.func private @mx_block_matmul_0_launch(
+// CHECK-SAME:      memref<256x256xf8E4M3FN>, memref<256x8xf8E8M0FNU>, memref<2x256x256xf8E4M3FN>, memref<2x256x8xf8E8M0FNU>, memref<2xi32>, memref<256x256xf32>)
+// CHECK-SAME:      attributes {moe.gpu_launch = {block = array<i64: 384, 1, 1>,
 // CHECK-SAME:        dynamic_shared_memory = 186704 : i64,
 // CHECK-SAME:        grid = array<i64: 2, 2, 1>,
-// CHECK-SAME:        kernel = @moe_kernels::@mx_block_matmul_0}
+// CHECK-SAME:        kernel = @moe_kernels::@mx_block_matmul_0,
+// CHECK-SAME:        pointer_args = array<i64: 1, 3, 5, 4>,
+// CHECK-SAME:        tensor_map_args = array<i64: 0, 2>,
+// CHECK-SAME:        tensor_map_types = [!nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>]}}
 
 // CHECK-LABEL: gpu.module @moe_kernels
 // CHECK:         memref.global @moe_dynamic_smem : memref<0xi8, 3> {alignment = 1024 : i64}

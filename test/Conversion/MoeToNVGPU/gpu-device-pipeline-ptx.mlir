@@ -4,9 +4,10 @@
 // RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py | FileCheck %s
 // RUN: not moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_100a" 2>&1 | FileCheck %s --check-prefix=CHIP
 
-// The kernel module is serialized in place; the host side keeps the op and
-// its launch record.
-// MLIR:      moe.gpu_launch = {block = array<i64: 384, 1, 1>, {{.*}}, kernel = @moe_kernels::@mx_block_matmul_0}
+// The kernel module is serialized in place; the host side keeps the call
+// and the launch function's declaration with its record.
+// MLIR:      call @mx_block_matmul_0_launch(
+// MLIR:      func.func private @mx_block_matmul_0_launch({{.*}}moe.gpu_launch = {block = array<i64: 384, 1, 1>, {{.*}}, kernel = @moe_kernels::@mx_block_matmul_0,
 // MLIR:      gpu.binary @moe_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, {{.*}}assembly = "
 
 // CHIP: error: unsupported GPU chip 'sm_100a' (supported: sm_90a)

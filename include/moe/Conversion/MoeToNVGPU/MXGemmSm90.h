@@ -17,6 +17,7 @@
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/IR/Builders.h"
 
 #include <array>
@@ -51,6 +52,9 @@ struct MXGemmLaunch {
   std::array<int64_t, 3> grid;
   std::array<int64_t, 3> block;
   int64_t dynamicSharedMemory;
+  /// The descriptor types the kernel reads tmapA and tmapB as; their
+  /// `tensor` is the shared-memory tile, so its shape is the TMA box.
+  nvgpu::TensorMapDescriptorType tensorMapA, tensorMapB;
 };
 
 /// Whether `problem` fits the tiles of `target`; explains why not through

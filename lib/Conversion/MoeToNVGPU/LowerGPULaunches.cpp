@@ -1,0 +1,225 @@
+//===- LowerGPULaunches.cpp - host code of the GPU kernel launches --------===//
+//
+// Gives each host function that convert-moe-to-nvgpu declared with a
+// `moe.gpu_launch` record its body: the launch of the kernel on one stream.
+// It runs after buffer deallocation, which does not understand gpu host
+// ops (gpu.wait has unknown effects, and it would free gpu.alloc'ed memory
+// with free()).
+//
+//   func.func private @k_launch(%in0: memref, ..., %out: memref)
+//       attributes {moe.gpu_launch = {...}}
+//     ->
+//   func.func private @k_launch(%in0, ..., %out) {
+//     %t = gpu.wait async                             (a new stream)
+//     per input: gpu.alloc of its bytes, memref.view as its type,
+//                gpu.memcpy host -> device
+//     gpu.alloc of the result's bytes
+//     per tensor_map_args: nvgpu.tma.create.descriptor of the device bytes
+//       viewed as ui8 [rows, last dimension], type from tensor_map_types
+//     gpu.launch_func @kernel (descriptors as !llvm.ptr, then the device
+//       addresses of pointer_args as !llvm.ptr<1>) with the record's grid,
+//       block and dynamic_shared_memory
+//     gpu.memcpy device -> %out; gpu.dealloc of every buffer
+//     gpu.wait [%t]                                   (synchronize, destroy)
+//   }
+//
+// Every step depends on the previous one through the async token, so all
+// run in program order on the stream. The descriptors are built on ui8
+// views: MLIR 22's nvgpu lowering passes any other byte type to the runtime
+// as bf16 (lib/Runtime/CUDA/TensorMap.h).
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Conversion/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_LOWERMOEGPULAUNCHES
+#include "moe/Conversion/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+constexpr StringLiteral kGPULaunchAttr = "moe.gpu_launch";
+
+/// Emits the host side of one kernel launch at the builder's insertion
+/// point, threading one async token through every step.
+class HostLauncher {
+public:
+  HostLauncher(OpBuilder &b, Location loc)
+      : b(b), loc(loc), ctx(b.getContext()),
+        tokenT(gpu::AsyncTokenType::get(ctx)) {
+    token = gpu::WaitOp::create(b, loc, tokenT, ValueRange()).getAsyncToken();
+  }
+
+  /// A device buffer as large as the memref `type`; returns its bytes.
+  Value allocate(MemRefType type) {
+    int64_t bytes = type.getNumElements() * type.getElementTypeBitWidth() / 8;
+    auto alloc = gpu::AllocOp::create(
+        b, loc, MemRefType::get({bytes}, b.getI8Type()), tokenT,
+        ValueRange{token}, ValueRange(), ValueRange(), /*hostShared=*/false);
+    token = alloc.getAsyncToken();
+    buffers.push_back(alloc.getMemref());
+    return alloc.getMemref();
+  }
+
+  /// The device bytes `bytes` as a memref of `type`.
+  Value view(Value bytes, MemRefType type) {
+    return memref::ViewOp::create(b, loc, type, bytes, index(0), ValueRange());
+  }
+
+  void copy(Value dst, Value src) {
+    token = gpu::MemcpyOp::create(b, loc, tokenT, ValueRange{token}, dst, src)
+                .getAsyncToken();
+  }
+
+  /// The device address of `bytes` as a kernel's global pointer.
+  Value globalPointer(Value bytes) {
+    Value address =
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, bytes);
+    Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
+    return LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(ctx, 1),
+                                    i64);
+  }
+
+  /// A TMA descriptor of `type` over `bytes` seen as ui8 [rows, cols]; the
+  /// box is the descriptor's shared-memory tile. Returns the descriptor's
+  /// device address, as the kernel takes it.
+  Value tensorMap(Value bytes, int64_t rows, int64_t cols,
+                  nvgpu::TensorMapDescriptorType type) {
+    auto ui8 = IntegerType::get(ctx, 8, IntegerType::Unsigned);
+    Value codes = view(bytes, MemRefType::get({rows, cols}, ui8));
+    Value unranked = memref::CastOp::create(
+        b, loc, UnrankedMemRefType::get(ui8, Attribute()), codes);
+    SmallVector<Value> box;
+    for (int64_t size : type.getTensor().getShape())
+      box.push_back(index(size));
+    Value descriptor =
+        nvgpu::TmaCreateDescriptorOp::create(b, loc, type, unranked, box);
+    return UnrealizedConversionCastOp::create(
+               b, loc, LLVM::LLVMPointerType::get(ctx), descriptor)
+        .getResult(0);
+  }
+
+  void launch(SymbolRefAttr kernel, ArrayRef<int64_t> grid,
+              ArrayRef<int64_t> block, int64_t dynamicSharedMemory,
+              ValueRange operands) {
+    auto dim3 = [&](ArrayRef<int64_t> v) {
+      return gpu::KernelDim3{index(v[0]), index(v[1]), index(v[2])};
+    };
+    Value smem = arith::ConstantIntOp::create(b, loc, b.getI32Type(),
+                                              dynamicSharedMemory);
+    auto op = gpu::LaunchFuncOp::create(b, loc, kernel, dim3(grid),
+                                        dim3(block), smem, operands, tokenT,
+                                        ValueRange{token});
+    token = op.getAsyncToken();
+  }
+
+  /// Frees every device buffer and waits for the stream.
+  void finish() {
+    for (Value buffer : buffers)
+      token = gpu::DeallocOp::create(b, loc, tokenT, ValueRange{token}, buffer)
+                  .getAsyncToken();
+    gpu::WaitOp::create(b, loc, Type(), ValueRange{token});
+  }
+
+private:
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+
+  OpBuilder &b;
+  Location loc;
+  MLIRContext *ctx;
+  Type tokenT;
+  Value token;
+  SmallVector<Value> buffers;
+};
+
+/// Checks the record of `func` and emits its body.
+LogicalResult emitLaunchBody(func::FuncOp func, DictionaryAttr record) {
+  auto kernel = record.getAs<SymbolRefAttr>("kernel");
+  auto grid = record.getAs<DenseI64ArrayAttr>("grid");
+  auto block = record.getAs<DenseI64ArrayAttr>("block");
+  auto smem = record.getAs<IntegerAttr>("dynamic_shared_memory");
+  auto mapArgs = record.getAs<DenseI64ArrayAttr>("tensor_map_args");
+  auto mapTypes = record.getAs<ArrayAttr>("tensor_map_types");
+  auto pointerArgs = record.getAs<DenseI64ArrayAttr>("pointer_args");
+  if (!kernel || !grid || grid.size() != 3 || !block || block.size() != 3 ||
+      !smem || !mapArgs || !mapTypes || mapArgs.size() != mapTypes.size() ||
+      !pointerArgs)
+    return func.emitError("malformed ")
+           << kGPULaunchAttr << " record " << record;
+  ArrayRef<Type> args = func.getArgumentTypes();
+  auto argIndexValid = [&](int64_t i) {
+    return i >= 0 && i < static_cast<int64_t>(args.size());
+  };
+  if (!func.isExternal() || args.empty() || func.getNumResults() != 0 ||
+      !llvm::all_of(args,
+                    [](Type t) {
+                      auto m = dyn_cast<MemRefType>(t);
+                      return m && m.hasStaticShape() &&
+                             m.getLayout().isIdentity() && m.getRank() > 0;
+                    }) ||
+      !llvm::all_of(mapArgs.asArrayRef(), argIndexValid) ||
+      !llvm::all_of(pointerArgs.asArrayRef(), argIndexValid))
+    return func.emitError("a ")
+           << kGPULaunchAttr
+           << " function must be a declaration taking static identity-layout "
+              "memrefs (inputs, then the result) and returning nothing";
+
+  OpBuilder b(func.getContext());
+  Block *body = func.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  HostLauncher host(b, func.getLoc());
+  SmallVector<Value> device;
+  for (BlockArgument arg : body->getArguments()) {
+    auto type = cast<MemRefType>(arg.getType());
+    Value bytes = host.allocate(type);
+    if (arg.getArgNumber() + 1 < body->getNumArguments())
+      host.copy(host.view(bytes, type), arg);
+    device.push_back(bytes);
+  }
+  SmallVector<Value> operands;
+  for (auto [i, type] : llvm::zip(mapArgs.asArrayRef(), mapTypes)) {
+    auto mapType = dyn_cast<nvgpu::TensorMapDescriptorType>(
+        cast<TypeAttr>(type).getValue());
+    if (!mapType)
+      return func.emitError("tensor_map_types holds ") << type;
+    ArrayRef<int64_t> shape = cast<MemRefType>(args[i]).getShape();
+    int64_t rows = 1;
+    for (int64_t size : shape.drop_back())
+      rows *= size;
+    operands.push_back(
+        host.tensorMap(device[i], rows, shape.back(), mapType));
+  }
+  for (int64_t i : pointerArgs.asArrayRef())
+    operands.push_back(host.globalPointer(device[i]));
+  host.launch(kernel, grid, block, smem.getInt(), operands);
+  BlockArgument out = body->getArguments().back();
+  host.copy(out, host.view(device.back(), cast<MemRefType>(out.getType())));
+  host.finish();
+  func::ReturnOp::create(b, func.getLoc());
+  func->removeAttr(kGPULaunchAttr);
+  return success();
+}
+
+/// Emits the bodies of the module's kernel launch functions.
+struct LowerMoeGPULaunchesPass
+    : moe::impl::LowerMoeGPULaunchesBase<LowerMoeGPULaunchesPass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (auto record = func->getAttrOfType<DictionaryAttr>(kGPULaunchAttr))
+        if (failed(emitLaunchBody(func, record)))
+          return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,74 @@
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu -moe-lower-gpu-launches | FileCheck %s
+// RUN: moe-opt %s -split-input-file -moe-lower-gpu-launches -verify-diagnostics
+
+// The launch function of the MX block GEMM of Inputs/mx-block-matmul.mlir
+// (M = 256, Nout = 128, K = 256, E = 2) gets its body: one stream, a device
+// buffer per argument (inputs copied in), the TMA descriptors of the two
+// code operands over ui8 views ([M, K] and [E * Nout, K], box 128 x 128),
+// the launch with the record's grid, block and dynamic shared memory, the
+// result copied back, every buffer freed, the stream synchronized.
+
+// CHECK-LABEL: func.func @mx_gemm(
+// CHECK:         call @mx_block_matmul_0_launch(
+//
+// CHECK-LABEL: func.func private @mx_block_matmul_0_launch(
+// CHECK-SAME:      %[[LQ:[^:]*]]: memref<256x256xf8E4M3FN>, %[[LS:[^:]*]]: memref<256x8xf8E8M0FNU>, %[[RQ:[^:]*]]: memref<2x128x256xf8E4M3FN>, %[[RS:[^:]*]]: memref<2x128x8xf8E8M0FNU>, %[[BLK:[^:]*]]: memref<2xi32>, %[[OUT:[^:]*]]: memref<256x128xf32>) {
+// CHECK-NOT:     moe.gpu_launch
+// CHECK:         %[[T0:.*]] = gpu.wait async
+// CHECK:         %[[DLQ:.*]], %[[T1:.*]] = gpu.alloc async [%[[T0]]] () : memref<65536xi8>
+// CHECK:         %[[VLQ:.*]] = memref.view %[[DLQ]][%{{.*}}][] : memref<65536xi8> to memref<256x256xf8E4M3FN>
+// CHECK:         %[[T2:.*]] = gpu.memcpy async [%[[T1]]] %[[VLQ]], %[[LQ]] : memref<256x256xf8E4M3FN>, memref<256x256xf8E4M3FN>
+// CHECK:         %[[DLS:.*]], %{{.*}} = gpu.alloc async [%[[T2]]] () : memref<2048xi8>
+// CHECK:         gpu.memcpy async {{.*}}, %[[LS]]
+// CHECK:         %[[DRQ:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<65536xi8>
+// CHECK:         gpu.memcpy async {{.*}}, %[[RQ]]
+// CHECK:         %[[DRS:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<2048xi8>
+// CHECK:         gpu.memcpy async {{.*}}, %[[RS]]
+// CHECK:         %[[DBLK:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<8xi8>
+// CHECK:         gpu.memcpy async {{.*}}, %[[BLK]] : memref<2xi32>, memref<2xi32>
+// The result is not copied in.
+// CHECK:         %[[DOUT:.*]], %[[TA:.*]] = gpu.alloc async [%{{.*}}] () : memref<131072xi8>
+// CHECK-NOT:     gpu.memcpy
+// CHECK:         %[[UA:.*]] = memref.view %[[DLQ]][%{{.*}}][] : memref<65536xi8> to memref<256x256xui8>
+// CHECK:         %[[CA:.*]] = memref.cast %[[UA]] : memref<256x256xui8> to memref<*xui8>
+// CHECK:         %[[MA:.*]] = nvgpu.tma.create.descriptor %[[CA]] box[%c128{{.*}}, %c128{{.*}}] : memref<*xui8> -> <tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>
+// CHECK:         %[[PA:.*]] = builtin.unrealized_conversion_cast %[[MA]] : {{.*}} to !llvm.ptr
+// CHECK:         %[[UB:.*]] = memref.view %[[DRQ]][%{{.*}}][] : memref<65536xi8> to memref<256x256xui8>
+// CHECK:         %[[CB:.*]] = memref.cast %[[UB]]
+// CHECK:         %[[MB:.*]] = nvgpu.tma.create.descriptor %[[CB]] box
+// CHECK:         %[[PB:.*]] = builtin.unrealized_conversion_cast %[[MB]] : {{.*}} to !llvm.ptr
+// CHECK:         memref.extract_aligned_pointer_as_index %[[DLS]]
+// CHECK:         %[[SA:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr<1>
+// CHECK:         memref.extract_aligned_pointer_as_index %[[DRS]]
+// CHECK:         %[[SB:.*]] = llvm.inttoptr
+// CHECK:         memref.extract_aligned_pointer_as_index %[[DOUT]]
+// CHECK:         %[[C:.*]] = llvm.inttoptr
+// CHECK:         memref.extract_aligned_pointer_as_index %[[DBLK]]
+// CHECK:         %[[E:.*]] = llvm.inttoptr
+// CHECK-DAG:     %[[SMEM:.*]] = arith.constant 186704 : i32
+// CHECK-DAG:     %[[C384:.*]] = arith.constant 384 : index
+// CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : index
+// CHECK:         %[[TL:.*]] = gpu.launch_func async [%[[TA]]] @moe_kernels::@mx_block_matmul_0 blocks in (%{{.*}}, %[[C2]], %{{.*}}) threads in (%[[C384]], %{{.*}}, %{{.*}}) dynamic_shared_memory_size %[[SMEM]] args(%[[PA]] : !llvm.ptr, %[[PB]] : !llvm.ptr, %[[SA]] : !llvm.ptr<1>, %[[SB]] : !llvm.ptr<1>, %[[C]] : !llvm.ptr<1>, %[[E]] : !llvm.ptr<1>)
+// CHECK:         %[[VOUT:.*]] = memref.view %[[DOUT]][%{{.*}}][] : memref<131072xi8> to memref<256x128xf32>
+// CHECK:         %[[TC:.*]] = gpu.memcpy async [%[[TL]]] %[[OUT]], %[[VOUT]]
+// CHECK:         %[[F0:.*]] = gpu.dealloc async [%[[TC]]] %[[DLQ]]
+// CHECK-COUNT-5: gpu.dealloc async
+// CHECK:         gpu.wait [%{{.*}}]
+// CHECK-NEXT:    return
+
+// -----
+
+// expected-error @below {{malformed moe.gpu_launch record {kernel = @k}}}
+func.func private @bad_record(memref<4xf32>, memref<4xf32>)
+    attributes {moe.gpu_launch = {kernel = @k}}
+
+// -----
+
+// expected-error @below {{a moe.gpu_launch function must be a declaration taking static identity-layout memrefs (inputs, then the result) and returning nothing}}
+func.func private @bad_signature(memref<?xf32>, memref<4xf32>)
+    attributes {moe.gpu_launch = {kernel = @m::@k, grid = array<i64: 1, 1, 1>,
+                                  block = array<i64: 128, 1, 1>,
+                                  dynamic_shared_memory = 0 : i64,
+                                  tensor_map_args = array<i64>,
+                                  tensor_map_types = [],
+                                  pointer_args = array<i64: 0, 1>}}

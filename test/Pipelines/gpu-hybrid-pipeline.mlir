@@ -1,0 +1,61 @@
+// The hybrid sm_90a pipeline reaches the LLVM dialect: P1 and P2 (the e4m3
+// block GEMMs) become kernel launches through the mgpu* runtime, the kernels
+// a cubin in a gpu.binary (ptxas runs), everything else host code. Layer
+// T=256 H=256 I=128 E=2 K=1 B=128 (S = 384 slots): P1 is 384x128x256,
+// P2 384x256x256.
+// REQUIRES: ptxas
+// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="toolkit=%cuda_root" | FileCheck %s --implicit-check-not=moe.
+// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: not moe-opt %s -moe-gpu-hybrid-pipeline="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=CHIP
+
+// CHECK-LABEL: llvm.func @moe_layer_bwd(
+// CHECK:         llvm.call @mx_block_matmul_0_launch(
+// CHECK:         llvm.call @exp
+// CHECK:         llvm.call @mx_block_matmul_1_launch(
+// CHECK-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
+//
+// P1: lhs [384, 256] codes, rhs [2, 128, 256]; grid (Nout/128, M/128).
+// Descriptors: rank 2, data type 0 (UINT8), interleave 0, swizzle 3
+// (128B), L2 promotion 3 (256B), fill 0.
+// CHECK-LABEL: llvm.func @mx_block_matmul_0_launch(
+// CHECK-DAG:     %[[RANK:.*]] = llvm.mlir.constant(2 : index) : i64
+// CHECK-DAG:     %[[ZERO:.*]] = llvm.mlir.constant(0 : i32) : i64
+// CHECK-DAG:     %[[THREE:.*]] = llvm.mlir.constant(3 : i32) : i64
+// CHECK:         %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
+// CHECK:         llvm.call @mgpuMemAlloc(%{{.*}}, %[[STREAM]], %{{.*}})
+// CHECK:         llvm.call @mgpuMemcpy(%{{.*}}, %{{.*}}, %{{.*}}, %[[STREAM]])
+// CHECK:         %[[TMA:.*]] = llvm.call @mgpuTensorMapEncodeTiledMemref(%[[RANK]], %{{.*}}, %[[ZERO]], %[[ZERO]], %[[THREE]], %[[THREE]], %[[ZERO]], %{{.*}})
+// CHECK:         %[[TMB:.*]] = llvm.call @mgpuTensorMapEncodeTiledMemref(%[[RANK]], %{{.*}}, %[[ZERO]], %[[ZERO]], %[[THREE]], %[[THREE]], %[[ZERO]], %{{.*}})
+// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @moe_kernels::@mx_block_matmul_0 blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}}) : i64 dynamic_shared_memory_size %{{.*}} args(%[[TMA]] : !llvm.ptr, %[[TMB]] : !llvm.ptr, %{{.*}} : !llvm.ptr<1>, %{{.*}} : !llvm.ptr<1>, %{{.*}} : !llvm.ptr<1>, %{{.*}} : !llvm.ptr<1>)
+// CHECK:         llvm.call @mgpuMemcpy(
+// CHECK:         llvm.call @mgpuMemFree(
+// CHECK:         llvm.call @mgpuStreamSynchronize(%[[STREAM]])
+// CHECK:         llvm.call @mgpuStreamDestroy(%[[STREAM]])
+//
+// CHECK-LABEL: llvm.func @mx_block_matmul_1_launch(
+// CHECK:         gpu.launch_func {{.*}} @moe_kernels::@mx_block_matmul_1
+//
+// The kernels as a cubin (an ELF image of OS ABI 0x41, CUDA).
+// CHECK:       gpu.binary @moe_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, bin = "\7FELF\02\01\01A
+//
+// PTX: gpu.binary @moe_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, assembly = "{{.*}}.target sm_90a
+
+// CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a)
+
+func.func @moe_layer_bwd(%x: tensor<256x256xbf16>, %dy: tensor<256x256xbf16>,
+                         %aff: tensor<512xf32>, %wgu: tensor<2x256x2x128xbf16>,
+                         %wd: tensor<2x128x256xbf16>, %tok: tensor<384xi32>,
+                         %blk: tensor<3xi32>)
+    -> (tensor<256x256xbf16>, tensor<512xf32>, tensor<2x256x2x128xf32>,
+        tensor<2x128x256xf32>) {
+  %dx, %da, %dwgu, %dwd = moe.blockwise_bwd x(%x : tensor<256x256xbf16>)
+      dy(%dy : tensor<256x256xbf16>) affinities(%aff : tensor<512xf32>)
+      gate_up(%wgu : tensor<2x256x2x128xbf16>) down(%wd : tensor<2x128x256xbf16>)
+      routing(%tok : tensor<384xi32>, %blk : tensor<3xi32>)
+      {block_size = 128 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>,
+       top_k = 1 : i64}
+      -> tensor<256x256xbf16>, tensor<512xf32>, tensor<2x256x2x128xf32>,
+         tensor<2x128x256xf32>
+  return %dx, %da, %dwgu, %dwd : tensor<256x256xbf16>, tensor<512xf32>,
+      tensor<2x256x2x128xf32>, tensor<2x128x256xf32>
+}
