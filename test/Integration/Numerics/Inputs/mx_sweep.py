@@ -20,12 +20,13 @@ elem_max * 2^-127, where RCEIL's ratio r is an fp32 subnormal.
 """
 
 import os
-import re
 import subprocess
 import sys
 
 import ml_dtypes
 import numpy as np
+
+from runner_output import parse_printout
 
 ELEMS = {"e4m3": ("f8E4M3FN", ml_dtypes.float8_e4m3fn, 448.0),
          "e5m2": ("f8E5M2", ml_dtypes.float8_e5m2, 57344.0)}
@@ -221,20 +222,6 @@ def generate(directory):
         f.write("func.func @main() {\n  ")
         f.write("\n  ".join(body))
         f.write("\n  return\n}\n")
-
-
-def parse_printout(path):
-    """The printMemrefI32 arrays of a run, in order, as int64 arrays."""
-    with open(path) as f:
-        text = f.read()
-    arrays = []
-    for block in text.split("Unranked Memref")[1:]:
-        sizes = re.search(r"sizes = \[([0-9, ]*)\]", block).group(1)
-        shape = [int(v) for v in sizes.split(",")]
-        data = block[block.index("data =") + len("data ="):]
-        values = np.array(re.findall(r"-?[0-9]+", data), dtype=np.int64)
-        arrays.append(values.reshape(shape))
-    return arrays
 
 
 def check(directory, output, moe_ref):

@@ -19,11 +19,12 @@ lib/Reference (and mx-sweep.test holds the lowering to it).
 
 import math
 import os
-import re
 import sys
 
 import ml_dtypes
 import numpy as np
+
+from runner_output import parse_printout
 
 from moe_crosscheck import mx, routing
 
@@ -348,19 +349,6 @@ def bits(array):
     if array.dtype == BF16:
         return array.view(np.uint16).astype(np.int64)
     return np.asarray(array, F32).view(np.uint32).astype(np.int64)
-
-
-def parse_printout(path):
-    with open(path) as f:
-        text = f.read()
-    arrays = []
-    for block in text.split("Unranked Memref")[1:]:
-        sizes = re.search(r"sizes = \[([0-9, ]*)\]", block).group(1)
-        shape = [int(v) for v in sizes.split(",")]
-        data = block[block.index("data =") + len("data ="):]
-        values = np.array(re.findall(r"-?[0-9]+", data), dtype=np.int64)
-        arrays.append(values.reshape(shape))
-    return arrays
 
 
 def main():
