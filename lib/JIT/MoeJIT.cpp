@@ -335,6 +335,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(toString(options.target));
   add(options.fuse ? "fuse" : "no-fuse");
   add(options.entry);
+  add(options.mmaPath);
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();
@@ -897,6 +898,12 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   if (options.optLevel < 0 || options.optLevel > 3)
     return Status::error("optLevel " + std::to_string(options.optLevel) +
                          " is outside [0, 3]");
+  if (!options.mmaPath.empty() && options.mmaPath != "fp8" &&
+      options.mmaPath != "bf16")
+    return Status::error("mmaPath '" + options.mmaPath +
+                         "' is not fp8 or bf16");
+  if (!options.mmaPath.empty() && options.target == Target::Host)
+    return Status::error("mmaPath applies to GPU targets, not host");
   // Sm90a: kernels as cubin when ptxas is here, else as PTX that the
   // driver compiles at load time.
   const CudaRuntimeApi *cuda = nullptr;
@@ -978,6 +985,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.chip = "sm_90a";
       pipelineOptions.format = gpuFormat;
       pipelineOptions.toolkit = toolkit;
+      pipelineOptions.mmaPath = options.mmaPath;
       mlir::moe::buildGPUHybridPipeline(pm, pipelineOptions);
     } else {
       mlir::moe::HostPipelineOptions pipelineOptions;

@@ -218,6 +218,7 @@ void moe::buildGPUDevicePipeline(OpPassManager &pm,
                                  const GPUDevicePipelineOptions &options) {
   ConvertMoeToNVGPUOptions convert;
   convert.chip = options.chip;
+  convert.mmaPath = options.mmaPath;
   pm.addPass(createConvertMoeToNVGPU(convert));
   // An unsupported chip: convert-moe-to-nvgpu reports it and fails.
   std::optional<TargetInfo> target = TargetInfo::lookup(options.chip);
@@ -231,6 +232,7 @@ void moe::buildGPUHybridPipeline(OpPassManager &pm,
   pm.addPass(createMoeDecomposeBwd());
   ConvertMoeToNVGPUOptions convert;
   convert.chip = options.chip;
+  convert.mmaPath = options.mmaPath;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(options.chip);
   if (!target)

@@ -1,8 +1,8 @@
-// The hybrid sm_90a pipeline reaches the LLVM dialect: P1 and P2 (the e4m3
-// block GEMMs) become kernel launches through the mgpu* runtime, the kernels
-// a cubin in a gpu.binary (ptxas runs), everything else host code. Layer
-// T=256 H=256 I=128 E=2 K=1 B=128 (S = 384 slots): P1 is 384x128x256,
-// P2 384x256x256.
+// The hybrid sm_90a pipeline reaches the LLVM dialect: the five MX GEMMs
+// (recompute, P1, P2 as block GEMMs; P3, P4 as expert GEMMs) become kernel
+// launches through the mgpu* runtime, the kernels a cubin in a gpu.binary
+// (ptxas runs), everything else host code. Layer T=256 H=256 I=128 E=2 K=1
+// B=128 (S = 384 slots): the recompute is 384x256x256, P1 384x128x256.
 // REQUIRES: ptxas
 // RUN: moe-opt %s -moe-gpu-hybrid-pipeline="toolkit=%cuda_root" | FileCheck %s --implicit-check-not=moe.
 // RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
@@ -10,11 +10,15 @@
 
 // CHECK-LABEL: llvm.func @moe_layer_bwd(
 // CHECK:         llvm.call @mx_block_matmul_0_launch(
-// CHECK:         llvm.call @exp
 // CHECK:         llvm.call @mx_block_matmul_1_launch(
+// CHECK:         llvm.call @exp
+// CHECK:         llvm.call @mx_block_matmul_2_launch(
+// CHECK:         llvm.call @mx_expert_matmul_3_launch(
+// CHECK:         llvm.call @mx_expert_matmul_4_launch(
 // CHECK-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
 //
-// P1: lhs [384, 256] codes, rhs [2, 128, 256]; grid (Nout/128, M/128).
+// The recompute: lhs [384, 256] codes, the transposed rhs [2, 256, 256];
+// grid (Nout/128, M/128).
 // Descriptors: rank 2, data type 0 (UINT8), interleave 0, swizzle 3
 // (128B), L2 promotion 3 (256B), fill 0.
 // CHECK-LABEL: llvm.func @mx_block_matmul_0_launch(
@@ -34,6 +38,8 @@
 //
 // CHECK-LABEL: llvm.func @mx_block_matmul_1_launch(
 // CHECK:         gpu.launch_func {{.*}} @moe_kernels::@mx_block_matmul_1
+// CHECK-LABEL: llvm.func @mx_expert_matmul_4_launch(
+// CHECK:         gpu.launch_func {{.*}} @moe_kernels::@mx_expert_matmul_4
 //
 // The kernels as a cubin (an ELF image of OS ABI 0x41, CUDA).
 // CHECK:       gpu.binary @moe_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, bin = "\7FELF\02\01\01A

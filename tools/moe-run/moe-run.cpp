@@ -85,6 +85,8 @@ options:
   --no-fuse            skip moe-fuse in the host pipeline
   --cache-dir DIR      disk cache of lowered modules
   --repeat N           run N times and report the fastest (default 1)
+  --mma-path P         sm90a: the MMA path of the MX GEMMs, fp8 or bf16
+                       (default: the target's, bf16)
   --opt-level N        LLVM optimization level of the generated code, 0..3
                        (default 2)
   --tolerance X        the gate on rel(R_mx) (default 2e-3, SPEC section 6)
@@ -110,6 +112,7 @@ struct Options {
   bool fuse = true;
   int64_t repeat = 1;
   int optLevel = 2;
+  std::string mmaPath;
   double tolerance = 2e-3;
   bool printLayerIR = false;
 };
@@ -133,7 +136,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
   const std::vector<std::string> withValue = {
       "--layer",         "--target",    "--function", "--seed",
       "--empty-experts", "--inputs",    "--outputs",  "--cache-dir",
-      "--repeat",        "--opt-level", "--tolerance"};
+      "--repeat",        "--opt-level", "--tolerance", "--mma-path"};
   const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -205,6 +208,11 @@ Options parseCommandLine(const std::vector<std::string> &args) {
           !(opts.tolerance >= 0) || !std::isfinite(opts.tolerance))
         throw UsageError("invalid value '" + value +
                          "' for --tolerance (expected a number >= 0)");
+    } else if (name == "--mma-path") {
+      if (value != "fp8" && value != "bf16")
+        throw UsageError("invalid MMA path '" + value +
+                         "' for --mma-path (expected fp8 or bf16)");
+      opts.mmaPath = value;
     } else if (name == "--opt-level") {
       opts.optLevel = static_cast<int>(parseCount(name, value, 0, 3));
     } else if (name == "--no-fuse") {
@@ -565,6 +573,7 @@ int run(const Options &opts) {
   compileOptions.fuse = opts.fuse;
   compileOptions.entry = opts.function;
   compileOptions.optLevel = opts.optLevel;
+  compileOptions.mmaPath = opts.mmaPath;
 
   std::string where = opts.file;
   Clock::time_point compileStart = Clock::now();

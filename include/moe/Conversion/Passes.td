@@ -36,15 +36,15 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
   let summary = "Emit the GPU kernels of moe phase-level ops for an NVIDIA chip";
   let description = [{
     The GPU lowering, for the chip named by `chip` (its description:
-    moe/Conversion/MoeToNVGPU/TargetInfo.h). Handled so far: a
-    `moe.block_matmul` whose operands are both f8E4M3FN codes with E8M0
-    scales along K (lhs [S, K], rhs [E, Nout, K], no bias, no
-    `transpose_rhs`). For each one the pass adds a kernel to the
+    moe/Conversion/MoeToNVGPU/TargetInfo.h). Handled so far: the MX GEMMs,
+    `moe.block_matmul` (recompute, P1, P2; no bias) and `moe.expert_matmul`
+    (P3, P4) whose operands are f8E4M3FN or f8E5M2 codes with E8M0 scales
+    along the contraction. For each one the pass adds a kernel to the
     `gpu.module @moe_kernels` of the module (the exact-MXFP8 GEMM of the
-    target's MMA path, with the expert of each row block read from
-    `block_to_expert`) and replaces the op by a call, on buffers of its
-    operands and a new result buffer, of a private host function declared
-    with the kernel's launch record:
+    MMA path, with the expert of each row block, or the slot range of each
+    expert, read from `block_to_expert`) and replaces the op by a call, on
+    buffers of its operands and a new result buffer, of a private host
+    function declared with the kernel's launch record:
 
     ```mlir
     %b0 = bufferization.to_buffer %lhs read_only : ... to memref<512x256xf8E4M3FN>
@@ -55,25 +55,37 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
 
     func.func private @mx_block_matmul_0_launch(...) attributes {
         moe.gpu_launch = {kernel = @moe_kernels::@mx_block_matmul_0,
-          grid = array<i64: 2, 4, 1>, block = array<i64: 384, 1, 1>,
-          dynamic_shared_memory = 186704 : i64,
+          grid = array<i64: 2, 4, 1>, block = array<i64: 512, 1, 1>,
+          dynamic_shared_memory = 230496 : i64,
           tensor_map_args = array<i64: 0, 2>, tensor_map_types = [...],
           pointer_args = array<i64: 1, 3, 5, 4>}}
     ```
 
+    The kernels read both operands K-major: a `transpose_rhs` weight and
+    the slot-major operands of `moe.expert_matmul` are transposed first
+    (`linalg.transpose` of codes and scales, on the host).
     moe-lower-gpu-launches gives the function its body after bufferization
     and buffer deallocation.
-    Other block_matmul forms are left as they are; an MX block_matmul whose
-    shape the target's tiles do not divide is an error.
+    Other GEMMs (bf16 operands, a bias) are left as they are. An MX GEMM
+    the kernels cannot compute (a block size that is not a multiple of the
+    tile) is an error.
+
+    `mma-path` overrides the target's MMA path: `fp8` runs the e4m3 block
+    GEMMs whose shape the fp8 tiles divide with FP8 wgmma and per-32-block
+    promotion and the others with bf16 dequantization; `bf16` runs all
+    with bf16 dequantization.
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
-           "The NVIDIA chip to generate code for (supported: sm_90a)">
+           "The NVIDIA chip to generate code for (supported: sm_90a)">,
+    Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
+           "The MMA path of MX GEMMs: fp8 or bf16 (default: the chip's)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::func::FuncDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
     "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect",
     "::mlir::NVVM::NVVMDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::scf::SCFDialect"

@@ -248,6 +248,9 @@ struct CompileOptions {
   std::string entry;
   /// LLVM optimization level of the generated code, 0..3.
   int optLevel = 2;
+  /// GPU targets: the MMA path of the MX GEMMs, "fp8" or "bf16"; empty for
+  /// the chip's default (bf16 on sm_90a, docs/results).
+  std::string mmaPath;
   /// Buffer name in diagnostics ("file.mlir:3:7: error: ...").
   std::string sourceName = "<input>";
 };

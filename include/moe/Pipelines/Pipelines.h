@@ -67,6 +67,11 @@ struct GPUDevicePipelineOptions
       llvm::cl::desc("What gpu-module-to-binary embeds: isa (PTX), bin "
                      "(cubin, runs ptxas) or fatbin"),
       llvm::cl::init("isa")};
+  PassOptions::Option<std::string> mmaPath{
+      *this, "mma-path",
+      llvm::cl::desc("The MMA path of MX GEMMs: fp8 or bf16 (default: the "
+                     "chip's, TargetInfo)"),
+      llvm::cl::init("")};
   PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "
@@ -96,6 +101,11 @@ struct GPUHybridPipelineOptions
                      "ptxas), isa (PTX, JIT-compiled by the driver) or "
                      "fatbin"),
       llvm::cl::init("bin")};
+  PassOptions::Option<std::string> mmaPath{
+      *this, "mma-path",
+      llvm::cl::desc("The MMA path of MX GEMMs: fp8 or bf16 (default: the "
+                     "chip's, TargetInfo)"),
+      llvm::cl::init("")};
   PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "
@@ -103,7 +113,7 @@ struct GPUHybridPipelineOptions
       llvm::cl::init("")};
 };
 
-/// moe IR -> LLVM dialect with the MX block GEMMs on the GPU: moe-decompose-
+/// moe IR -> LLVM dialect with the MX GEMMs on the GPU: moe-decompose-
 /// bwd (no fusion), convert-moe-to-nvgpu (kernels + launch functions), the
 /// kernels serialized as in buildGPUDevicePipeline, then the host lowering
 /// of buildHostPipeline for everything else, with moe-lower-gpu-launches

@@ -1,7 +1,8 @@
-//===- MXGemmSm90.cpp - IR builder of the sm_90a MX GEMM kernel -----------===//
+//===- MXGemmSm90.cpp - IR builders of the sm_90a MX GEMM kernels ---------===//
 //
 // The C++ form of the H200-verified prototype bench/prototypes/mxgemm_sm90
-// (gen_mxgemm.py, variant fp8). One CTA computes a tileM x tileN fp32 tile:
+// (gen_mxgemm.py, variants fp8 and bf16). One CTA computes a tileM x tileN
+// fp32 tile. Path Fp8WgmmaPromote:
 //
 //   warpgroup 0 (producer, setmaxnreg decrease)      warpgroups 1.. (consumers)
 //   for each K tile t, stage s = t % stages:         for each K tile t:
@@ -14,10 +15,29 @@
 //                                                      promote the last block
 //                                                    store acc (8-byte stores)
 //
+// Path Bf16Dequant (two producer warpgroups: one converts A, one B):
+//
+//   producers, for each K tile t:                    consumers, for each K tile t:
+//     thread 0: refill stage of tile t+stages-1        wait dqfull[d]
+//       (wait empty, expect_tx, TMA A and B)           8 bf16 wgmma m64n128k16
+//     wait full[s], wait dqempty[d]                    wait_group 1, arrive
+//     load the next tile's scale bytes                   dqempty of tile t-1
+//     q -> bf16 q * 2^(s-127) into the swizzled       store acc
+//       K-major bf16 tile d = t % dequantStages
+//     fence.proxy.async, arrive dqfull[d], empty[s]
+//
+// The dequantization is exact: the code's sign, exponent and mantissa bits
+// are placed into a bf16 (a power-of-two multiple of the code's value), and
+// one or two bf16 multiplications by powers of two give q * 2^(s-127). It
+// stays exact while the result is a normal bf16, i.e. unless a block's
+// scale byte is below about 10 (values under 2^-117; docs/numerics.md).
+//
 // Shared memory is one dynamic array aligned to 1024 bytes at run time:
-//   [A tiles][B tiles][A scale factors][B scale factors][mbarriers]
-// full[s] counts the producer's 128 threads plus thread 0's expect_tx
-// arrival; empty[s] counts every consumer thread.
+//   fp8:  [A tiles][B tiles][A scale factors][B scale factors][mbarriers]
+//   bf16: [A tiles][B tiles][A bf16 tiles][B bf16 tiles][counters][mbarriers]
+// Partial tiles: TMA fills rows and columns outside the tensors with zeros,
+// scale bytes outside them read as 127 (factor 1), and stores outside C
+// are skipped.
 //
 // MLIR 22 pitfalls this code works around (the prototype's README has the
 // evidence): tensor maps are passed as !llvm.ptr and cast in the body
@@ -28,9 +48,10 @@
 // static global); wgmma is nvvm.wgmma.mma_async with hand-built
 // descriptors (nvgpu.warpgroup.mma always accumulates); its results are
 // pinned after the wait with an empty side-effecting asm (LLVM would hoist
-// their reads above it); no wgmma stays in flight across the loop back-edge
-// (ptxas would serialize them, C7514); setmaxnreg needs nvvm.maxntid and
-// nvvm.minctasm = 1 (C7508).
+// their reads above it); no fp8 wgmma stays in flight across the loop
+// back-edge (ptxas would serialize them, C7514); the first bf16 tile is
+// peeled so no zero-initialized accumulator reaches a wgmma (C7520);
+// setmaxnreg needs nvvm.maxntid and nvvm.minctasm = 1 (C7508).
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
@@ -56,9 +77,10 @@ constexpr int64_t kSwizzleBytes = 128;
 constexpr StringLiteral kDynamicSmem = "moe_dynamic_smem";
 
 /// Byte offsets of the shared-memory regions, relative to the 1024-aligned
-/// base.
+/// base. Regions a path does not use are empty.
 struct SmemLayout {
-  int64_t a, b, scaleA, scaleB, barriers, numBarriers, bytes;
+  int64_t a, b, scaleA, scaleB, aDq, bDq, counters, barriers, numBarriers,
+      bytes;
 };
 
 /// A memref in shared memory (address space 3).
@@ -69,21 +91,37 @@ MemRefType smemType(ArrayRef<int64_t> shape, Type elementType) {
                                           3));
 }
 
-SmemLayout layoutOf(const MXGemmConfig &cfg) {
-  SmemLayout l;
+SmemLayout layoutOf(MXMmaPath path, const MXGemmConfig &cfg) {
+  SmemLayout l = {};
   int64_t blocksPerTile = cfg.tileK / 32;
   l.a = 0;
   l.b = l.a + cfg.stages * cfg.tileM * cfg.tileK;
   l.scaleA = l.b + cfg.stages * cfg.tileN * cfg.tileK;
-  // [stage][block][row] f32.
-  l.scaleB = l.scaleA + cfg.stages * blocksPerTile * cfg.tileM * 4;
-  // [stage][block][lane quad][scaleTableStride] f32.
-  l.barriers =
-      l.scaleB + cfg.stages * blocksPerTile * 4 * cfg.scaleTableStride * 4;
-  l.numBarriers = 2 * cfg.stages;
+  if (path == MXMmaPath::Fp8WgmmaPromote) {
+    // [stage][block][row] f32.
+    l.scaleB = l.scaleA + cfg.stages * blocksPerTile * cfg.tileM * 4;
+    // [stage][block][lane quad][scaleTableStride] f32.
+    l.aDq = l.bDq = l.counters =
+        l.scaleB + cfg.stages * blocksPerTile * 4 * cfg.scaleTableStride * 4;
+    l.barriers = l.counters;
+    l.numBarriers = 2 * cfg.stages;
+  } else {
+    l.scaleB = l.aDq = l.scaleA;
+    // bf16 tiles: two bytes per code.
+    l.bDq = l.aDq + cfg.dequantStages * cfg.tileM * cfg.tileK * 2;
+    l.counters = l.bDq + cfg.dequantStages * cfg.tileN * cfg.tileK * 2;
+    // Two i32 counters (the expert's blocks), padded to 16 bytes.
+    l.barriers = l.counters + 16;
+    l.numBarriers = 2 * cfg.stages + 2 * cfg.dequantStages;
+  }
   // Slack for aligning the base to 1024 bytes at run time.
   l.bytes = l.barriers + l.numBarriers * 8 + 1024;
   return l;
+}
+
+/// The exponent bias of a code type: 7 (e4m3) or 15 (e5m2).
+int64_t exponentBias(Type elementType) {
+  return isa<Float8E5M2Type>(elementType) ? 15 : 7;
 }
 
 /// Emits the kernel body. Holds the builder, the values every part shares,
@@ -92,7 +130,7 @@ class KernelEmitter {
 public:
   KernelEmitter(OpBuilder &b, Location loc, const MXGemmProblem &p,
                 const MXGemmConfig &cfg)
-      : b(b), loc(loc), p(p), cfg(cfg), lay(layoutOf(cfg)),
+      : b(b), loc(loc), p(p), cfg(cfg), lay(layoutOf(p.path, cfg)),
         i1T(b.getI1Type()), i32T(b.getI32Type()), i64T(b.getI64Type()),
         f32T(b.getF32Type()), idxT(b.getIndexType()) {
     MLIRContext *ctx = b.getContext();
@@ -116,6 +154,11 @@ public:
 private:
   // Fragment registers of one m64nN f32 wgmma accumulator per thread.
   int64_t accLen() const { return cfg.mmaN / 2; }
+  bool isFp8() const { return p.path == MXMmaPath::Fp8WgmmaPromote; }
+  // Rows of the rhs codes and scales.
+  int64_t rowsB() const {
+    return p.kind == MXGemmKind::Block ? p.numExperts * p.n : p.n;
+  }
 
   nvgpu::TensorMapDescriptorType tensorMapType(MemRefType tile) {
     return nvgpu::TensorMapDescriptorType::get(
@@ -147,15 +190,24 @@ private:
   Value andi(Value x, int64_t y) {
     return arith::AndIOp::create(b, loc, x, cst(x.getType(), y));
   }
-  Value ori(Value x, int64_t y) {
-    return arith::OrIOp::create(b, loc, x, cst(x.getType(), y));
+  Value andi(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  Value ori(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+  Value xori(Value x, Value y) { return arith::XOrIOp::create(b, loc, x, y); }
+  Value shl(Value x, int64_t y) {
+    return arith::ShLIOp::create(b, loc, x, cst(x.getType(), y));
   }
   Value shru(Value x, int64_t y) {
     return arith::ShRUIOp::create(b, loc, x, cst(x.getType(), y));
   }
-  Value eq(Value x, int64_t y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x,
-                                 cst(x.getType(), y));
+  Value cmp(arith::CmpIPredicate pred, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, pred, x, y);
+  }
+  Value cmp(arith::CmpIPredicate pred, Value x, int64_t y) {
+    return cmp(pred, x, cst(x.getType(), y));
+  }
+  Value eq(Value x, int64_t y) { return cmp(arith::CmpIPredicate::eq, x, y); }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
   }
   Value toI64(Value v) { return arith::ExtUIOp::create(b, loc, i64T, v); }
   Value indexToI32(Value v) {
@@ -164,9 +216,7 @@ private:
   Value i32ToIndex(Value v) {
     return arith::IndexCastOp::create(b, loc, idxT, v);
   }
-  Value indexToI64(Value v) {
-    return toI64(indexToI32(v));
-  }
+  Value indexToI64(Value v) { return toI64(indexToI32(v)); }
 
   /// i64 shared-memory address -> !llvm.ptr<3>.
   Value smemPtr(Value addr) {
@@ -174,17 +224,36 @@ private:
   }
   /// A shared address `off` bytes past the aligned base.
   Value smemAddr(Value off) { return add(alignedBase, off); }
+  /// An invariant load of `type` from global memory.
+  Value loadGlobal(Type type, Value ptr, unsigned alignment) {
+    return LLVM::LoadOp::create(b, loc, type, ptr, alignment,
+                                /*isVolatile=*/false,
+                                /*isNonTemporal=*/false,
+                                /*isInvariant=*/true);
+  }
+  Value globalElement(Type type, Value base, Value index) {
+    return LLVM::GEPOp::create(b, loc, globalPtrT, type, base,
+                               ValueRange{index});
+  }
 
   Value extract(Value st, int64_t i) {
     return LLVM::ExtractValueOp::create(b, loc, st, ArrayRef<int64_t>{i});
+  }
+  void arrive(Value barrier) {
+    nvgpu::MBarrierArriveOp::create(
+        b, loc, nvgpu::MBarrierTokenType::get(b.getContext()), bars, barrier);
+  }
+  void waitParity(Value barrier, Value parity) {
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity,
+                                           idx(cfg.waitTicks), barrier);
   }
 
   /// 2^(byte - 127) as f32, exactly: byte << 23 for 1..254, the subnormal
   /// 2^-127 for 0, NaN for 255.
   Value e8m0ToF32(Value byte);
-  /// (stage, phase parity) of K tile `t` (index); `flip` inverts the
-  /// parity (the producer's wait on a fresh "empty" barrier passes).
-  std::pair<Value, Value> stageAndParity(Value t, bool flip);
+  /// (slot, phase parity) of K tile `t` (index) in a ring `depth` deep;
+  /// `flip` inverts the parity (a wait for a fresh "empty" barrier passes).
+  std::pair<Value, Value> stageAndParity(Value t, int64_t depth, bool flip);
   /// The wgmma shared-memory descriptor of a K-major 128B-swizzled tile at
   /// shared address `addr`: start address >> 4, LBO 16 B (unused), SBO
   /// 1024 B (8 rows x 128 B), layout type 1 (128B swizzle) in bits 62-63.
@@ -193,9 +262,22 @@ private:
   /// asm with side effects that ties them all, so that no read of them is
   /// scheduled above the wait (CUTLASS's fence_operand).
   Value pinRegisters(Value st);
+  /// Issues the TMA loads of K tile `t` (index) into stage `s`, expecting
+  /// their bytes on full[s]. Thread 0 only.
+  void loadTile(Value t, Value s);
+  /// Sets kBegin and kTiles: the whole K range (Block), or the slots of the
+  /// grid's expert, counted by every thread of the CTA (Expert).
+  void emitContractionRange();
 
-  void emitProducer();
-  void emitConsumer();
+  void emitProducerFp8();
+  void emitConsumerFp8();
+  void emitProducerBf16();
+  void emitConsumerBf16();
+  /// The bf16x2 words of 16 codes (one 16-byte chunk) times 2^(s - 127).
+  SmallVector<Value> dequantizeChunk(Value chunk, ArrayRef<Value> factors);
+  /// bf16x2 factors whose product is 2^(s - 127 + 127 - bias): one when the
+  /// warp's scales allow, else two (and NaN for s = 255).
+  SmallVector<Value> bf16Factors(Value scaleByte, bool twoFactors);
   void storeAccumulator(Value acc, Value rowInTile, Value quad);
 
   OpBuilder &b;
@@ -211,24 +293,25 @@ private:
 
   // Kernel arguments and the values both roles use.
   Value tmapA, tmapB, scalesA, scalesB, result, blockToExpert;
-  Value tid, isThread0, m0, n0, smem, alignedBase, alignPad, bars;
+  Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
+  // First K element (index) and number of K tiles (index) of this CTA.
+  Value kBegin, kTiles;
 };
 
 } // namespace
 
 Value KernelEmitter::e8m0ToF32(Value byte) {
-  Value shifted = arith::ShLIOp::create(b, loc, byte, i32(23));
-  Value bits =
-      arith::SelectOp::create(b, loc, eq(byte, 0), i32(0x00400000), shifted);
-  bits = arith::SelectOp::create(b, loc, eq(byte, 255), i32(0x7FC00000), bits);
+  Value bits = select(eq(byte, 0), i32(0x00400000), shl(byte, 23));
+  bits = select(eq(byte, 255), i32(0x7FC00000), bits);
   return arith::BitcastOp::create(b, loc, f32T, bits);
 }
 
-std::pair<Value, Value> KernelEmitter::stageAndParity(Value t, bool flip) {
-  Value stage = remu(t, cfg.stages);
-  Value parity = andi(indexToI32(divu(t, cfg.stages)), 1);
+std::pair<Value, Value> KernelEmitter::stageAndParity(Value t, int64_t depth,
+                                                      bool flip) {
+  Value stage = remu(t, depth);
+  Value parity = andi(indexToI32(divu(t, depth)), 1);
   if (flip)
-    parity = arith::XOrIOp::create(b, loc, parity, i32(1));
+    parity = xori(parity, i32(1));
   return {stage, arith::TruncIOp::create(b, loc, i1T, parity)};
 }
 
@@ -258,53 +341,89 @@ Value KernelEmitter::pinRegisters(Value st) {
       .getResult(0);
 }
 
-void KernelEmitter::emitProducer() {
-  int64_t S = cfg.stages;
-  int64_t kTiles = p.k / cfg.tileK;
-  int64_t blocksPerTile = cfg.tileK / 32;
+void KernelEmitter::loadTile(Value t, Value s) {
   int64_t tileBytes = (cfg.tileM + cfg.tileN) * cfg.tileK;
-  // The expert of this CTA's rows picks the weight rows and their scales.
-  Value blockIdx = divu(toI64(m0), p.blockSize);
-  Value expertPtr = LLVM::GEPOp::create(b, loc, globalPtrT, i32T,
-                                        blockToExpert, ValueRange{blockIdx});
-  Value expert = LLVM::LoadOp::create(b, loc, i32T, expertPtr, /*alignment=*/4,
-                                      /*isVolatile=*/false,
-                                      /*isNonTemporal=*/false,
-                                      /*isInvariant=*/true);
-  Value rowB0 = add(mul(expert, i32(p.n)), n0);
+  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(tileBytes), s,
+                                          /*predicate=*/Value());
+  Value kk = add(kBegin, mul(t, cfg.tileK));
+  Value stageA = add(add(alignPad, mul(s, cfg.tileM * cfg.tileK)), lay.a);
+  Value stageB = add(add(alignPad, mul(s, cfg.tileN * cfg.tileK)), lay.b);
+  Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
+  Value vb = memref::ViewOp::create(b, loc, tileBT, smem, stageB, {});
+  // Coordinates innermost first: [k, row].
+  nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
+                                ValueRange{kk, i32ToIndex(m0)}, s,
+                                /*multicastMask=*/Value(),
+                                /*predicate=*/Value());
+  nvgpu::TmaAsyncLoadOp::create(b, loc, vb, bars, tmapB,
+                                ValueRange{kk, i32ToIndex(rowB0)}, s,
+                                /*multicastMask=*/Value(),
+                                /*predicate=*/Value());
+}
+
+void KernelEmitter::emitContractionRange() {
+  if (p.kind == MXGemmKind::Block) {
+    kBegin = idx(0);
+    kTiles = idx((p.k + cfg.tileK - 1) / cfg.tileK);
+    return;
+  }
+  // Blocks come grouped by expert in increasing order (the runtime checks
+  // the routing before a launch), so the grid's expert owns the blocks
+  // [#blocks of lower experts, + #its blocks). Every thread counts a strided
+  // share; shared-memory integer atomics sum the shares, so the result does
+  // not depend on their order.
+  Value expert = indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
+  auto loop = scf::ForOp::create(b, loc, i32ToIndex(tid), idx(p.numBlocks),
+                                 idx(cfg.threads()),
+                                 ValueRange{i32(0), i32(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value owner = loadGlobal(
+        i32T,
+        globalElement(i32T, blockToExpert, indexToI64(loop.getInductionVar())),
+        4);
+    Value below = arith::ExtUIOp::create(
+        b, loc, i32T, cmp(arith::CmpIPredicate::ult, owner, expert));
+    Value own = arith::ExtUIOp::create(
+        b, loc, i32T, cmp(arith::CmpIPredicate::eq, owner, expert));
+    scf::YieldOp::create(b, loc,
+                         ValueRange{add(loop.getRegionIterArg(0), below),
+                                    add(loop.getRegionIterArg(1), own)});
+  }
+  Value counter0 = smemPtr(smemAddr(i64(lay.counters)));
+  Value counter1 = smemPtr(smemAddr(i64(lay.counters + 4)));
+  for (auto [counter, share] :
+       {std::pair(counter0, loop.getResult(0)),
+        std::pair(counter1, loop.getResult(1))})
+    LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, counter, share,
+                              LLVM::AtomicOrdering::monotonic);
+  gpu::BarrierOp::create(b, loc);
+  Value firstBlock = LLVM::LoadOp::create(b, loc, i32T, counter0, 4);
+  Value blocks = LLVM::LoadOp::create(b, loc, i32T, counter1, 4);
+  kBegin = i32ToIndex(mul(firstBlock, p.blockSize));
+  kTiles = i32ToIndex(mul(blocks, p.blockSize / cfg.tileK));
+}
+
+void KernelEmitter::emitProducerFp8() {
+  int64_t S = cfg.stages;
+  int64_t blocksPerTile = cfg.tileK / 32;
   // The 4 E8M0 bytes of one row and K tile (tileK = 128) are one aligned
   // 32-bit word.
   int64_t wordsPerRow = p.k / cfg.tileK;
 
-  auto loop = scf::ForOp::create(b, loc, idx(0), idx(kTiles), idx(1));
+  auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(loop.getBody()->getTerminator());
   Value t = loop.getInductionVar();
-  auto [s, parity] = stageAndParity(t, /*flip=*/true);
-  Value ticks = idx(cfg.waitTicks);
-  nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity, ticks,
-                                         add(s, S));
+  auto [s, parity] = stageAndParity(t, S, /*flip=*/true);
+  waitParity(add(s, S), parity);
   // Thread 0: expect both tiles' bytes on full[s] and issue the two loads.
   auto tma = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(tma.thenBlock());
-    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(tileBytes), s,
-                                            /*predicate=*/Value());
-    Value kk = mul(t, cfg.tileK);
-    Value stageA = add(add(alignPad, mul(s, cfg.tileM * cfg.tileK)), lay.a);
-    Value stageB = add(add(alignPad, mul(s, cfg.tileN * cfg.tileK)), lay.b);
-    Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
-    Value vb = memref::ViewOp::create(b, loc, tileBT, smem, stageB, {});
-    // Coordinates innermost first: [k, row].
-    nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
-                                  ValueRange{kk, i32ToIndex(m0)}, s,
-                                  /*multicastMask=*/Value(),
-                                  /*predicate=*/Value());
-    nvgpu::TmaAsyncLoadOp::create(b, loc, vb, bars, tmapB,
-                                  ValueRange{kk, i32ToIndex(rowB0)}, s,
-                                  /*multicastMask=*/Value(),
-                                  /*predicate=*/Value());
+    loadTile(t, s);
   }
   // Every producer thread turns one row's scale word of A and of B into
   // f32 factors. A: SA[s][j][row]. B: SB[s][j][q * stride + 2 * (c / 8) +
@@ -329,12 +448,7 @@ void KernelEmitter::emitProducer() {
                   {rowB, scalesB, slotB, lay.scaleB, 4 * cfg.scaleTableStride}};
   for (const Side &side : sides) {
     Value w = toI64(add(mul(side.row, i32(wordsPerRow)), t32));
-    Value wp = LLVM::GEPOp::create(b, loc, globalPtrT, i32T, side.table,
-                                   ValueRange{w});
-    Value word = LLVM::LoadOp::create(b, loc, i32T, wp, /*alignment=*/4,
-                                      /*isVolatile=*/false,
-                                      /*isNonTemporal=*/false,
-                                      /*isInvariant=*/true);
+    Value word = loadGlobal(i32T, globalElement(i32T, side.table, w), 4);
     Value slot64 = toI64(side.slot);
     for (int64_t j = 0; j < blocksPerTile; ++j) {
       Value byte = andi(shru(word, 8 * j), 255);
@@ -345,35 +459,55 @@ void KernelEmitter::emitProducer() {
       LLVM::StoreOp::create(b, loc, f, smemPtr(addr), /*alignment=*/4);
     }
   }
-  nvgpu::MBarrierArriveOp::create(
-      b, loc, nvgpu::MBarrierTokenType::get(b.getContext()), bars, s);
+  arrive(s);
 }
 
 void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
+  // Partial tiles (TMA zero-filled them) store only the rows and columns
+  // inside C; N is even, so a column pair is inside or outside as a whole.
+  bool guardRows = p.m % cfg.tileM != 0;
+  bool guardCols = p.n % cfg.tileN != 0;
   Value n64 = i64(p.n);
-  Value row = toI64(add(m0, rowInTile));
-  Value col = toI64(add(n0, mul(quad, 2)));
+  Value base = result;
+  if (p.kind == MXGemmKind::Expert) {
+    Value expert =
+        indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
+    base = globalElement(f32T, result, mul(expert, p.m * p.n));
+  }
+  Value row32 = add(m0, rowInTile);
+  Value col32 = add(n0, mul(quad, 2));
+  Value row = toI64(row32);
+  Value col = toI64(col32);
   Value base0 = add(mul(row, n64), col);
   Value base1 = add(base0, 8 * p.n);
   auto vecT = VectorType::get({2}, f32T);
   for (int64_t jb = 0; jb < accLen() / 4; ++jb) {
     for (int64_t r = 0; r < 2; ++r) {
       int64_t i = 4 * jb + 2 * r;
+      Value inside;
+      auto both = [&](Value c) { inside = inside ? andi(inside, c) : c; };
+      if (guardRows)
+        both(cmp(arith::CmpIPredicate::ult, add(row32, 8 * r), p.m));
+      if (guardCols)
+        both(cmp(arith::CmpIPredicate::ult, add(col32, 8 * jb), p.n));
+      OpBuilder::InsertionGuard g(b);
+      if (inside) {
+        auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+      }
       Value vec = LLVM::UndefOp::create(b, loc, vecT);
       vec = LLVM::InsertElementOp::create(b, loc, vec, extract(acc, i), i32(0));
       vec = LLVM::InsertElementOp::create(b, loc, vec, extract(acc, i + 1),
                                           i32(1));
       Value ix = add(r ? base1 : base0, 8 * jb);
-      Value ptr = LLVM::GEPOp::create(b, loc, globalPtrT, f32T, result,
-                                      ValueRange{ix});
-      LLVM::StoreOp::create(b, loc, vec, ptr, /*alignment=*/8);
+      LLVM::StoreOp::create(b, loc, vec, globalElement(f32T, base, ix),
+                            /*alignment=*/8);
     }
   }
 }
 
-void KernelEmitter::emitConsumer() {
+void KernelEmitter::emitConsumerFp8() {
   int64_t S = cfg.stages;
-  int64_t kTiles = p.k / cfg.tileK;
   int64_t blocksPerTile = cfg.tileK / cfg.mmaK;
   int64_t stride = cfg.scaleTableStride;
   MLIRContext *ctx = b.getContext();
@@ -390,7 +524,6 @@ void KernelEmitter::emitConsumer() {
   Value aWarpgroupOff = mul(toI64(cw), cfg.mmaM * cfg.tileK);
   Value row64 = toI64(rowInTile);
   Value quad64 = toI64(quad);
-  Value ticks = idx(cfg.waitTicks);
 
   auto shape = NVVM::MMAShapeAttr::get(ctx, cfg.mmaM, cfg.mmaN, cfg.mmaK);
   auto wgmma = [&](Value descA, Value descB, Value inout) -> Value {
@@ -441,7 +574,7 @@ void KernelEmitter::emitConsumer() {
   };
 
   Value zero = LLVM::ZeroOp::create(b, loc, accT);
-  auto loop = scf::ForOp::create(b, loc, idx(0), idx(kTiles), idx(1),
+  auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1),
                                  ValueRange{zero, zero, zero});
   {
     OpBuilder::InsertionGuard guard(b);
@@ -450,8 +583,8 @@ void KernelEmitter::emitConsumer() {
     Value acc = loop.getRegionIterArg(0);
     std::array<Value, 2> partials = {loop.getRegionIterArg(1),
                                      loop.getRegionIterArg(2)};
-    auto [s, parity] = stageAndParity(t, /*flip=*/false);
-    nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity, ticks, s);
+    auto [s, parity] = stageAndParity(t, S, /*flip=*/false);
+    waitParity(s, parity);
     Value s64 = indexToI64(s);
     Value stageOffA = mul(s64, cfg.tileM * cfg.tileK);
     Value stageOffB = mul(s64, cfg.tileN * cfg.tileK);
@@ -477,12 +610,297 @@ void KernelEmitter::emitConsumer() {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     auto [fa, fb] = loadScales(s64, blocksPerTile - 1);
     // The stage's smem is read completely: hand it back to the producer.
-    nvgpu::MBarrierArriveOp::create(
-        b, loc, nvgpu::MBarrierTokenType::get(ctx), bars, add(s, S));
+    arrive(add(s, S));
     acc = promote(acc, partials[(blocksPerTile - 1) % 2], fa, fb);
     scf::YieldOp::create(b, loc, ValueRange{acc, partials[0], partials[1]});
   }
   storeAccumulator(loop.getResult(0), rowInTile, quad);
+}
+
+SmallVector<Value> KernelEmitter::bf16Factors(Value scaleByte,
+                                              bool twoFactors) {
+  int64_t bias = exponentBias(p.elementType);
+  // The codes were placed into bf16 as q * 2^(bias - 127): the factors
+  // multiply by 2^(s - 127) * 2^(127 - bias) = 2^(s - bias), whose bf16
+  // exponent field is s + 127 - bias. It fits one bf16 up to s = 127 + bias.
+  int64_t limit = 127 + bias;
+  auto splat = [&](Value bits) { return ori(bits, shl(bits, 16)); };
+  if (!twoFactors)
+    return {splat(shl(add(scaleByte, 127 - bias), 7))};
+  Value lo = arith::MinUIOp::create(b, loc, scaleByte, i32(limit));
+  Value hi = arith::MaxUIOp::create(b, loc, scaleByte, i32(limit));
+  Value first = shl(add(lo, 127 - bias), 7);
+  // hi - limit + 127 = hi - bias; a NaN scale (255) makes a NaN factor.
+  Value second = select(eq(scaleByte, 255), i32(0x7FC0), shl(sub(hi, i32(bias)), 7));
+  return {splat(first), splat(second)};
+}
+
+SmallVector<Value> KernelEmitter::dequantizeChunk(Value chunk,
+                                                  ArrayRef<Value> factors) {
+  MLIRContext *ctx = b.getContext();
+  bool e5m2 = exponentBias(p.elementType) == 15;
+  // Sign stays in bit 15; exponent and mantissa move to the low bits of the
+  // bf16 exponent field and the top of its mantissa.
+  int64_t shift = e5m2 ? 3 : 4;
+  int64_t mask = e5m2 ? 0x0FE00FE0 : 0x07F007F0;
+  auto dialect = LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT);
+  auto bf16x2 = VectorType::get({2}, b.getBF16Type());
+  SmallVector<Value> words;
+  for (int64_t w = 0; w < 4; ++w) {
+    Value word = LLVM::ExtractElementOp::create(b, loc, chunk, i32(w));
+    // prmt puts codes 0, 1 (then 2, 3) into the high bytes of two 16-bit
+    // lanes.
+    for (StringRef selector : {"0x1404", "0x3424"}) {
+      Value lanes =
+          LLVM::InlineAsmOp::create(
+              b, loc, i32T, ValueRange{word},
+              ("prmt.b32 $0, $1, 0, " + selector + ";").str(), "=r,r",
+              /*has_side_effects=*/false, /*is_align_stack=*/false,
+              LLVM::tailcallkind::TailCallKind::None, dialect,
+              /*operand_attrs=*/ArrayAttr())
+              .getResult(0);
+      Value bits = ori(andi(lanes, static_cast<int64_t>(0x80008000)),
+                       andi(shru(lanes, shift), mask));
+      for (Value factor : factors) {
+        Value x = LLVM::BitcastOp::create(b, loc, bf16x2, bits);
+        Value f = LLVM::BitcastOp::create(b, loc, bf16x2, factor);
+        Value product = LLVM::FMulOp::create(b, loc, x, f);
+        bits = LLVM::BitcastOp::create(b, loc, i32T, product);
+      }
+      words.push_back(bits);
+    }
+  }
+  return words;
+}
+
+void KernelEmitter::emitProducerBf16() {
+  int64_t S = cfg.stages;
+  int64_t SD = cfg.dequantStages;
+  int64_t rowsPerThread = cfg.tileM / 16;
+  // A 128-row x 128-byte panel of a 128B-swizzled tile.
+  int64_t panelBytes = cfg.tileM * kSwizzleBytes;
+  MLIRContext *ctx = b.getContext();
+  // Thread -> (rows rb + 16 i, 16-byte code chunk c of each row). A
+  // quarter-warp takes chunks 0-3 of one row and 4-7 of the next (their
+  // swizzle phases differ), so its 16-byte loads and its two 16-byte bf16
+  // stores per chunk each hit 8 different bank groups.
+  Value pt = remu(tid, 128);
+  Value x16 = remu(pt, 16);
+  Value qq = divu(x16, 8);
+  Value hh = remu(divu(x16, 4), 2);
+  Value rb = add(mul(divu(pt, 16), 2), hh);
+  Value c = add(remu(x16, 4), mul(xori(hh, qq), 4));
+  // Row % 8 (the swizzle phase) is the same for all rows of the thread.
+  Value sw = remu(rb, 8);
+  Value kbl = divu(c, 2);
+  Value srcOff = toI64(mul(xori(c, sw), 16));
+  Value cc0 = mul(remu(c, 4), 2);
+  Value dstOff0 = toI64(mul(xori(cc0, sw), 16));
+  Value dstOff1 = toI64(mul(xori(add(cc0, 1), sw), 16));
+  Value panelOff = toI64(mul(divu(c, 4), panelBytes));
+  Value rb64 = toI64(rb);
+
+  // Warpgroup 0 converts A, warpgroup 1 converts B.
+  Value isB = cmp(arith::CmpIPredicate::uge, tid, 128);
+  Value row0 = select(isB, rowB0, m0);
+  Value rowLimit = select(isB, i32(rowsB()), i32(p.m));
+  Value table = LLVM::SelectOp::create(b, loc, isB, scalesB, scalesA);
+  Value offS = select(isB, i64(lay.b), i64(lay.a));
+  Value offD = select(isB, i64(lay.bDq), i64(lay.aDq));
+  int64_t scaleColumns = p.k / 32;
+  Value kb0 = divu(indexToI32(kBegin), 32);
+
+  // The scale bytes of this thread's rows in K tile t32; bytes outside the
+  // scale matrix read as 127 (their codes are TMA zero fill).
+  auto loadScales = [&](Value t32) {
+    SmallVector<Value> bytes;
+    Value kb = add(add(kb0, mul(t32, cfg.tileK / 32)), kbl);
+    Value kbInside = cmp(arith::CmpIPredicate::ult, kb, scaleColumns);
+    for (int64_t i = 0; i < rowsPerThread; ++i) {
+      Value row = add(row0, add(rb, 16 * i));
+      Value inside =
+          andi(kbInside, cmp(arith::CmpIPredicate::ult, row, rowLimit));
+      Value ix = add(mul(toI64(row), scaleColumns), toI64(kb));
+      ix = select(inside, ix, i64(0));
+      Value byte = loadGlobal(b.getI8Type(),
+                              globalElement(b.getI8Type(), table, ix), 1);
+      bytes.push_back(
+          select(inside, arith::ExtUIOp::create(b, loc, i32T, byte), i32(127)));
+    }
+    return bytes;
+  };
+
+  // Prologue: thread 0 fills stages 0 .. S-2.
+  for (int64_t t = 0; t + 1 < S; ++t) {
+    Value go = andi(isThread0, cmp(arith::CmpIPredicate::ult, idx(t), kTiles));
+    auto ifOp = scf::IfOp::create(b, loc, go, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    loadTile(idx(t), idx(t));
+  }
+  SmallVector<Value> first = loadScales(i32(0));
+  auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1), first);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value t = loop.getInductionVar();
+  // Thread 0 refills the stage of tile t + S - 1 once it is free.
+  {
+    Value tn = add(t, S - 1);
+    Value go = andi(isThread0, cmp(arith::CmpIPredicate::ult, tn, kTiles));
+    auto ifOp = scf::IfOp::create(b, loc, go, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    auto [sn, parity] = stageAndParity(tn, S, /*flip=*/true);
+    waitParity(add(sn, S), parity);
+    loadTile(tn, sn);
+  }
+  auto [s, parity] = stageAndParity(t, S, /*flip=*/false);
+  waitParity(s, parity);
+  auto [d, parityD] = stageAndParity(t, SD, /*flip=*/true);
+  waitParity(add(d, 2 * S + SD), parityD);
+  // The next tile's scale bytes load while this tile converts (the last
+  // iteration reloads its own).
+  Value next = arith::MinUIOp::create(b, loc, indexToI32(add(t, 1)),
+                                      indexToI32(sub(kTiles, idx(1))));
+  SmallVector<Value> nextScales = loadScales(next);
+  ValueRange scales = loop.getRegionIterArgs();
+
+  Value s64 = indexToI64(s);
+  Value d64 = indexToI64(d);
+  Value stage = add(alignedBase, add(mul(s64, cfg.tileM * cfg.tileK), offS));
+  Value dq = add(add(alignedBase, add(mul(d64, 2 * cfg.tileM * cfg.tileK),
+                                      offD)),
+                 panelOff);
+  auto vec4 = VectorType::get({4}, i32T);
+  auto convert = [&](bool twoFactors) {
+    SmallVector<std::pair<Value, Value>> rows;
+    // All loads first: independent 16-byte chunks in flight.
+    for (int64_t i = 0; i < rowsPerThread; ++i) {
+      Value rowOff = mul(add(rb64, 16 * i), kSwizzleBytes);
+      Value src = add(add(stage, rowOff), srcOff);
+      rows.push_back(
+          {rowOff, LLVM::LoadOp::create(b, loc, vec4, smemPtr(src), 16)});
+    }
+    for (int64_t i = 0; i < rowsPerThread; ++i) {
+      auto [rowOff, chunk] = rows[i];
+      SmallVector<Value> words =
+          dequantizeChunk(chunk, bf16Factors(scales[i], twoFactors));
+      for (int64_t half = 0; half < 2; ++half) {
+        Value vec = LLVM::UndefOp::create(b, loc, vec4);
+        for (int64_t u = 0; u < 4; ++u)
+          vec = LLVM::InsertElementOp::create(b, loc, vec, words[4 * half + u],
+                                              i32(u));
+        Value dst = add(add(dq, rowOff), half ? dstOff1 : dstOff0);
+        LLVM::StoreOp::create(b, loc, vec, smemPtr(dst), 16);
+      }
+    }
+  };
+  // One bf16 factor per code unless a scale byte of the warp needs two.
+  Value largest = scales[0];
+  for (Value byte : scales.drop_front())
+    largest = arith::MaxUIOp::create(b, loc, largest, byte);
+  Value big = cmp(arith::CmpIPredicate::ugt, largest,
+                  127 + exponentBias(p.elementType));
+  Value anyBig = NVVM::VoteSyncOp::create(b, loc, i1T, i32(-1), big,
+                                          NVVM::VoteSyncKind::any);
+  auto ifOp = scf::IfOp::create(b, loc, anyBig, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    convert(/*twoFactors=*/true);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    convert(/*twoFactors=*/false);
+  }
+  // The generic-proxy stores must be visible to wgmma (async proxy).
+  NVVM::FenceProxyOp::create(
+      b, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  arrive(add(d, 2 * S));
+  arrive(add(s, S));
+  scf::YieldOp::create(b, loc, nextScales);
+}
+
+void KernelEmitter::emitConsumerBf16() {
+  int64_t S = cfg.stages;
+  int64_t SD = cfg.dequantStages;
+  int64_t panelBytesA = cfg.tileM * kSwizzleBytes;
+  int64_t panelBytesB = cfg.tileN * kSwizzleBytes;
+  int64_t panels = 2 * cfg.tileK / kSwizzleBytes;
+  int64_t stepsPerPanel = kSwizzleBytes / 2 / cfg.mmaK;
+  MLIRContext *ctx = b.getContext();
+  Value ct = sub(tid, i32(128 * cfg.producerWarpgroups));
+  Value cw = divu(ct, 128);
+  Value wt = remu(ct, 128);
+  Value warp = divu(wt, 32);
+  Value lane = remu(wt, 32);
+  Value quad = remu(lane, 4);
+  Value rowInTile =
+      add(mul(cw, cfg.mmaM), add(mul(warp, 16), divu(lane, 4)));
+  Value aWarpgroupOff = mul(toI64(cw), cfg.mmaM * kSwizzleBytes);
+  auto shape = NVVM::MMAShapeAttr::get(ctx, cfg.mmaM, cfg.mmaN, cfg.mmaK);
+
+  // The 2 * tileK / 64 panels x 4 k16 steps of K tile t into acc; the
+  // first wgmma of the first tile starts the accumulator (scale-d = 0).
+  auto tile = [&](Value t, Value acc, bool first) {
+    auto [d, parity] = stageAndParity(t, SD, /*flip=*/false);
+    waitParity(add(d, 2 * S), parity);
+    Value d64 = indexToI64(d);
+    Value baseA = smemAddr(add(add(mul(d64, 2 * cfg.tileM * cfg.tileK),
+                                   aWarpgroupOff),
+                               lay.aDq));
+    Value baseB =
+        smemAddr(add(mul(d64, 2 * cfg.tileN * cfg.tileK), lay.bDq));
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      Value descA = matrixDescriptor(add(baseA, panel * panelBytesA));
+      Value descB = matrixDescriptor(add(baseB, panel * panelBytesB));
+      for (int64_t i = 0; i < stepsPerPanel; ++i) {
+        // k16 steps advance 32 bytes (2 units of 16 bytes).
+        Value da = i ? add(descA, 2 * i) : descA;
+        Value db = i ? add(descB, 2 * i) : descB;
+        bool start = first && panel == 0 && i == 0;
+        acc = NVVM::WgmmaMmaAsyncOp::create(
+            b, loc, accT, acc, da, db, shape, NVVM::WGMMATypes::bf16,
+            NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+            start ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+            NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+            NVVM::MMALayout::row, NVVM::MMALayout::col,
+            /*satfinite=*/nullptr);
+      }
+    }
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+    if (!first) {
+      // Tile t - 1's wgmmas are complete: hand its bf16 buffer back.
+      Value previous = remu(sub(t, idx(1)), SD);
+      arrive(add(previous, 2 * S + SD));
+    }
+    return acc;
+  };
+  auto compute = [&] {
+    Value acc = tile(idx(0), LLVM::UndefOp::create(b, loc, accT), true);
+    auto loop = scf::ForOp::create(b, loc, idx(1), kTiles, idx(1),
+                                   ValueRange{acc});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value next =
+          tile(loop.getInductionVar(), loop.getRegionIterArg(0), false);
+      scf::YieldOp::create(b, loc, next);
+    }
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    storeAccumulator(loop.getResult(0), rowInTile, quad);
+  };
+  if (p.kind == MXGemmKind::Block)
+    return compute();
+  // An expert without blocks: its result is zero.
+  auto ifOp = scf::IfOp::create(b, loc, eq(indexToI64(kTiles), 0),
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  storeAccumulator(LLVM::ZeroOp::create(b, loc, accT), rowInTile, quad);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  compute();
 }
 
 void KernelEmitter::emit(gpu::GPUFuncOp func) {
@@ -508,15 +926,14 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   // The dynamic shared memory, its base aligned to 1024 bytes (128B-swizzle
   // TMA destinations and wgmma descriptors need it).
   auto rawT = smemType({0}, b.getI8Type());
-  auto smemT =
-      smemType({lay.bytes}, b.getI8Type());
+  auto smemT = smemType({lay.bytes}, b.getI8Type());
   Value raw = memref::GetGlobalOp::create(b, loc, rawT, kDynamicSmem);
   smem = memref::ReinterpretCastOp::create(b, loc, smemT, raw, /*offset=*/0,
                                            ArrayRef<int64_t>{lay.bytes},
                                            ArrayRef<int64_t>{1});
   Value base = arith::IndexCastOp::create(
       b, loc, i64T, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem));
-  alignedBase = arith::AndIOp::create(b, loc, add(base, 1023), i64(-1024));
+  alignedBase = andi(add(base, 1023), -1024);
   alignPad = arith::IndexCastOp::create(b, loc, idxT, sub(alignedBase, base));
 
   auto barsMemT = smemType({lay.numBarriers}, i64T);
@@ -525,64 +942,145 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   bars = UnrealizedConversionCastOp::create(b, loc, barsT, barsView)
              .getResult(0);
 
+  int64_t producerThreads = 128 * cfg.producerWarpgroups;
+  int64_t consumerThreads = 128 * cfg.consumerWarpgroups;
   isThread0 = eq(tid, 0);
   auto init = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(init.thenBlock());
-    int64_t consumerThreads = 128 * cfg.consumerWarpgroups;
-    for (int64_t s = 0; s < cfg.stages; ++s) {
-      // full[s]: thread 0's expect_tx arrival plus 128 scale writers.
-      nvgpu::MBarrierInitOp::create(b, loc, bars, idx(128 + 1), idx(s),
+    auto initBarrier = [&](int64_t id, int64_t count) {
+      nvgpu::MBarrierInitOp::create(b, loc, bars, idx(count), idx(id),
                                     /*predicate=*/Value());
-      nvgpu::MBarrierInitOp::create(b, loc, bars, idx(consumerThreads),
-                                    idx(cfg.stages + s), /*predicate=*/Value());
+    };
+    int64_t S = cfg.stages;
+    for (int64_t s = 0; s < S; ++s) {
+      if (isFp8()) {
+        // full[s]: thread 0's expect_tx arrival plus the scale writers.
+        initBarrier(s, producerThreads + 1);
+      } else {
+        // full[s]: thread 0's expect_tx arrival; empty[s]: the converters.
+        initBarrier(s, 1);
+      }
+      initBarrier(S + s, isFp8() ? consumerThreads : producerThreads);
     }
+    for (int64_t d = 0; d < cfg.dequantStages; ++d) {
+      initBarrier(2 * S + d, producerThreads);
+      initBarrier(2 * S + cfg.dequantStages + d, consumerThreads);
+    }
+    if (p.kind == MXGemmKind::Expert)
+      for (int64_t c = 0; c < 2; ++c)
+        LLVM::StoreOp::create(b, loc, i32(0),
+                              smemPtr(smemAddr(i64(lay.counters + 4 * c))),
+                              4);
     nvgpu::TmaPrefetchOp::create(b, loc, tmapA, /*predicate=*/Value());
     nvgpu::TmaPrefetchOp::create(b, loc, tmapB, /*predicate=*/Value());
   }
   gpu::BarrierOp::create(b, loc);
+  emitContractionRange();
 
-  Value isProducer = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::ult, tid,
-      i32(128 * cfg.producerWarpgroups));
+  // setmaxnreg moves registers between the roles; the entry cap is the
+  // register file split evenly (rounded down to a multiple of 8).
+  int64_t entryCap = (65536 / cfg.threads()) & ~int64_t(7);
+  auto setMaxRegisters = [&](int64_t count) {
+    NVVM::SetMaxRegisterOp::create(
+        b, loc, count,
+        count > entryCap ? NVVM::SetMaxRegisterAction::increase
+                         : NVVM::SetMaxRegisterAction::decrease);
+  };
+  Value isProducer =
+      cmp(arith::CmpIPredicate::ult, tid, i32(producerThreads));
   auto roles = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(roles.thenBlock());
-    NVVM::SetMaxRegisterOp::create(b, loc, cfg.producerRegisters,
-                                   NVVM::SetMaxRegisterAction::decrease);
-    emitProducer();
+    setMaxRegisters(cfg.producerRegisters);
+    // The rhs rows of this CTA: its expert's n rows (Block) or the shared
+    // rhs (Expert).
+    rowB0 = n0;
+    if (p.kind == MXGemmKind::Block) {
+      Value blockIdx = divu(toI64(m0), p.blockSize);
+      Value expert =
+          loadGlobal(i32T, globalElement(i32T, blockToExpert, blockIdx), 4);
+      rowB0 = add(mul(expert, i32(p.n)), n0);
+    }
+    if (isFp8())
+      emitProducerFp8();
+    else
+      emitProducerBf16();
     b.setInsertionPointToStart(roles.elseBlock());
-    NVVM::SetMaxRegisterOp::create(b, loc, cfg.consumerRegisters,
-                                   NVVM::SetMaxRegisterAction::increase);
-    emitConsumer();
+    setMaxRegisters(cfg.consumerRegisters);
+    if (isFp8())
+      emitConsumerFp8();
+    else
+      emitConsumerBf16();
   }
   gpu::ReturnOp::create(b, loc);
+}
+
+/// Why the kernels of `target` cannot compute `problem`; empty when they
+/// can.
+static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
+                                    const TargetInfo &target) {
+  const MXGemmConfig &cfg = target.getMXGemmConfig(problem.path);
+  StringRef path = stringifyMXMmaPath(problem.path);
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  if (!isa<Float8E4M3FNType, Float8E5M2Type>(problem.elementType)) {
+    os << "MX GEMM codes of type " << problem.elementType
+       << " are not supported on " << target.getChip()
+       << " (f8E4M3FN or f8E5M2)";
+    return why;
+  }
+  if (problem.k % 32) {
+    os << "MX GEMM contraction size " << problem.k
+       << " is not a multiple of 32";
+    return why;
+  }
+  if (problem.path == MXMmaPath::Fp8WgmmaPromote) {
+    if (!isa<Float8E4M3FNType>(problem.elementType) ||
+        problem.kind != MXGemmKind::Block) {
+      os << "the " << path << " MMA path of " << target.getChip()
+         << " covers only f8E4M3FN block GEMMs";
+      return why;
+    }
+    if (problem.m % cfg.tileM || problem.n % cfg.tileN ||
+        problem.k % cfg.tileK) {
+      os << "MX GEMM " << problem.m << "x" << problem.n << "x" << problem.k
+         << " is not a multiple of the " << path << " tile " << cfg.tileM
+         << "x" << cfg.tileN << "x" << cfg.tileK << " of "
+         << target.getChip();
+      return why;
+    }
+  }
+  // A CTA's rows (Block) or K tiles (Expert) must stay inside one block.
+  bool block = problem.kind == MXGemmKind::Block;
+  int64_t blockTile = block ? cfg.tileM : cfg.tileK;
+  if (problem.blockSize % blockTile) {
+    os << "block size " << problem.blockSize << " is not a multiple of the "
+       << path << " tile's " << blockTile << (block ? " rows" : " slots");
+    return why;
+  }
+  int64_t bytes = layoutOf(problem.path, cfg).bytes;
+  if (bytes > target.getMaxDynamicSharedMemory())
+    os << "the MX GEMM needs " << bytes << " bytes of shared memory, more than "
+       << target.getMaxDynamicSharedMemory();
+  return why;
+}
+
+bool moe::fitsMXGemmSm90(const MXGemmProblem &problem,
+                         const TargetInfo &target) {
+  return whyNotMXGemmSm90(problem, target).empty();
 }
 
 LogicalResult
 moe::checkMXGemmSm90(const MXGemmProblem &problem, const TargetInfo &target,
                      function_ref<InFlightDiagnostic()> emitError) {
-  if (target.getMXMmaPath() != MXMmaPath::Fp8WgmmaPromote)
-    return emitError() << "target " << target.getChip()
-                       << " does not use the fp8-wgmma promotion path";
-  const MXGemmConfig &cfg = target.getMXGemmConfig();
-  if (problem.m % cfg.tileM || problem.n % cfg.tileN ||
-      problem.k % cfg.tileK)
-    return emitError() << "MX GEMM " << problem.m << "x" << problem.n << "x"
-                       << problem.k << " is not a multiple of the "
-                       << target.getChip() << " tile " << cfg.tileM << "x"
-                       << cfg.tileN << "x" << cfg.tileK;
-  if (problem.blockSize % cfg.tileM)
-    return emitError() << "block size " << problem.blockSize
-                       << " is not a multiple of the tile's " << cfg.tileM
-                       << " rows";
-  if (layoutOf(cfg).bytes > target.getMaxDynamicSharedMemory())
-    return emitError() << "the MX GEMM needs " << layoutOf(cfg).bytes
-                       << " bytes of shared memory, more than "
-                       << target.getMaxDynamicSharedMemory();
-  return success();
+  std::string why = whyNotMXGemmSm90(problem, target);
+  if (why.empty())
+    return success();
+  emitError() << why;
+  return failure();
 }
 
 MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
@@ -590,10 +1088,13 @@ MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
                                         StringRef name,
                                         const MXGemmProblem &problem,
                                         const TargetInfo &target) {
-  const MXGemmConfig &cfg = target.getMXGemmConfig();
-  assert(cfg.tileK == kSwizzleBytes && cfg.mmaM * cfg.consumerWarpgroups ==
-                                           cfg.tileM &&
-         cfg.mmaN == cfg.tileN && "tile shapes of the fp8 promotion kernel");
+  const MXGemmConfig &cfg = target.getMXGemmConfig(problem.path);
+  assert(cfg.tileK == kSwizzleBytes && cfg.tileM == cfg.tileN &&
+         cfg.mmaM * cfg.consumerWarpgroups == cfg.tileM &&
+         cfg.mmaN == cfg.tileN && "tile shapes of the MX GEMM kernels");
+  assert((problem.path == MXMmaPath::Fp8WgmmaPromote ||
+          cfg.producerWarpgroups == 2) &&
+         "the bf16 path has one converting warpgroup per operand");
   MLIRContext *ctx = builder.getContext();
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(module.getBody());
@@ -601,8 +1102,7 @@ MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
   // The public zero-size array becomes `.extern .shared .align 1024 .b8
   // moe_dynamic_smem[]`: the dynamic shared memory.
   if (!SymbolTable::lookupSymbolIn(module, kDynamicSmem)) {
-    auto rawT =
-        smemType({0}, builder.getI8Type());
+    auto rawT = smemType({0}, builder.getI8Type());
     memref::GlobalOp::create(builder, loc, kDynamicSmem,
                              /*sym_visibility=*/StringAttr(), rawT,
                              /*initial_value=*/Attribute(), /*constant=*/false,
@@ -611,8 +1111,7 @@ MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
 
   Type ptr = LLVM::LLVMPointerType::get(ctx);
   Type gptr = LLVM::LLVMPointerType::get(ctx, 1);
-  auto type =
-      FunctionType::get(ctx, {ptr, ptr, gptr, gptr, gptr, gptr}, {});
+  auto type = FunctionType::get(ctx, {ptr, ptr, gptr, gptr, gptr, gptr}, {});
   auto func = gpu::GPUFuncOp::create(builder, loc, name, type);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                 builder.getUnitAttr());
@@ -625,10 +1124,12 @@ MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
   KernelEmitter emitter(builder, loc, problem, cfg);
   emitter.emit(func);
 
+  int64_t gridZ = problem.kind == MXGemmKind::Expert ? problem.numExperts : 1;
   return MXGemmLaunch{func,
-                      {problem.n / cfg.tileN, problem.m / cfg.tileM, 1},
+                      {(problem.n + cfg.tileN - 1) / cfg.tileN,
+                       (problem.m + cfg.tileM - 1) / cfg.tileM, gridZ},
                       {cfg.threads(), 1, 1},
-                      layoutOf(cfg).bytes,
+                      layoutOf(problem.path, cfg).bytes,
                       emitter.getTensorMapA(),
                       emitter.getTensorMapB()};
 }

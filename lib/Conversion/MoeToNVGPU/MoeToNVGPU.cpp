@@ -1,18 +1,17 @@
 //===- MoeToNVGPU.cpp - moe phase-level ops to NVIDIA GPU kernels ---------===//
 //
 // The GPU lowering of the decomposed moe IR for one NVIDIA chip (option
-// `chip`, described by TargetInfo). Each MX block GEMM becomes a kernel and
-// a call, on buffers, of a host function declared with the kernel's launch
-// record; moe-lower-gpu-launches gives that function its body (device
-// buffers, copies, TMA descriptors, gpu.launch_func) once buffer
-// deallocation has run, which cannot handle gpu host ops. Everything else
-// stays for the host lowering:
+// `chip`, described by TargetInfo). Each MX GEMM (moe.block_matmul,
+// moe.expert_matmul) becomes a kernel and a call, on buffers, of a host
+// function declared with the kernel's launch record; moe-lower-gpu-launches
+// gives that function its body (device buffers, copies, TMA descriptors,
+// gpu.launch_func) once buffer deallocation has run, which cannot handle
+// gpu host ops. Everything else stays for the host lowering:
 //
-//   %r = moe.block_matmul lhs(f8E4M3FN scales E8M0) rhs(f8E4M3FN scales E8M0)
+//   %r = moe.block_matmul lhs(f8 scales E8M0) rhs(f8 scales E8M0)
 //     -> gpu.module @moe_kernels {
 //          gpu.func @mx_block_matmul_<i>   (MXGemmSm90.h: TMA + mbarrier
-//        }                                  ring, fp8 wgmma, per-32-block
-//                                           fp32 promotion)
+//        }                                  ring, exact MX on wgmma)
 //        func.func private @mx_block_matmul_<i>_launch(memref lhs, lhs
 //            scales, rhs, rhs scales, block_to_expert, memref result)
 //            attributes {moe.gpu_launch = {kernel, grid, block,
@@ -22,6 +21,10 @@
 //        %out = memref.alloc
 //        func.call @mx_block_matmul_<i>_launch(%b0, ..., %b4, %out)
 //        %r = bufferization.to_tensor %out restrict writable
+//
+// The kernels read both operands with K contiguous, so a transpose_rhs
+// weight ([E, K, N]) and the slot-major operands of expert_matmul ([S, M])
+// are transposed first, codes and scales alike.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
@@ -33,10 +36,12 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -53,15 +58,30 @@ namespace {
 constexpr StringLiteral kKernelModule = "moe_kernels";
 constexpr StringLiteral kGPULaunchAttr = "moe.gpu_launch";
 
-/// Whether `op` is the MX block GEMM the kernels implement: e4m3 codes with
-/// scales on both sides, the weight [E, Nout, K], no bias.
-bool isMXBlockMatmul(BlockMatmulOp op) {
-  auto isE4M3 = [](Value v) {
-    return isa<Float8E4M3FNType>(
-        cast<RankedTensorType>(v.getType()).getElementType());
-  };
-  return op.getLhsScales() && op.getRhsScales() && isE4M3(op.getLhs()) &&
-         isE4M3(op.getRhs()) && !op.getBias() && !op.getTransposeRhs();
+/// The code type of an MX GEMM the kernels implement (codes with scales
+/// on both sides, f8E4M3FN or f8E5M2 alike), or null.
+template <typename GemmOp>
+Type mxElementType(GemmOp op) {
+  Type lhs = op.getLhs().getType().getElementType();
+  Type rhs = op.getRhs().getType().getElementType();
+  if (!op.getLhsScales() || !op.getRhsScales() || lhs != rhs ||
+      !isa<Float8E4M3FNType, Float8E5M2Type>(lhs))
+    return Type();
+  return lhs;
+}
+
+/// `value` with its dimensions permuted (linalg.transpose into a new
+/// tensor).
+Value transpose(OpBuilder &b, Location loc, Value value,
+                ArrayRef<int64_t> permutation) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> shape;
+  for (int64_t d : permutation)
+    shape.push_back(type.getDimSize(d));
+  Value init =
+      tensor::EmptyOp::create(b, loc, shape, type.getElementType());
+  return linalg::TransposeOp::create(b, loc, value, init, permutation)
+      .getResult()[0];
 }
 
 /// The kernel module of `module`, created at its end when missing.
@@ -77,22 +97,22 @@ gpu::GPUModuleOp getOrCreateKernelModule(OpBuilder &b, ModuleOp module) {
 
 /// Declares the host function that runs `launch` (its body comes from
 /// moe-lower-gpu-launches, after buffer deallocation) and replaces `op` by
-/// a call to it on buffers of its operands, the result written into a new
-/// buffer.
-void replaceWithLaunch(OpBuilder &b, BlockMatmulOp op,
+/// a call to it on buffers of `operands` (lhs codes and scales, rhs codes
+/// and scales, block_to_expert, all K-major), the result written into a
+/// new buffer.
+void replaceWithLaunch(OpBuilder &b, Operation *op, ValueRange operands,
                        const MXGemmLaunch &launch) {
   MLIRContext *ctx = b.getContext();
-  Location loc = op.getLoc();
+  Location loc = op->getLoc();
   auto memRefOf = [](Type type) {
     auto shaped = cast<ShapedType>(type);
     return MemRefType::get(shaped.getShape(), shaped.getElementType());
   };
-  Value operands[] = {op.getLhs(), op.getLhsScales(), op.getRhs(),
-                      op.getRhsScales(), op.getBlockToExpert()};
   SmallVector<Type> argTypes;
   for (Value operand : operands)
     argTypes.push_back(memRefOf(operand.getType()));
-  MemRefType resultType = memRefOf(op.getType());
+  Type tensorType = op->getResult(0).getType();
+  MemRefType resultType = memRefOf(tensorType);
   argTypes.push_back(resultType);
 
   gpu::GPUFuncOp kernel = launch.kernel;
@@ -135,13 +155,13 @@ void replaceWithLaunch(OpBuilder &b, BlockMatmulOp op,
   args.push_back(result);
   func::CallOp::create(b, loc, host, args);
   Value tensor = bufferization::ToTensorOp::create(
-      b, loc, op.getType(), result, /*restrict=*/true, /*writable=*/true);
-  op.replaceAllUsesWith(tensor);
-  op.erase();
+      b, loc, tensorType, result, /*restrict=*/true, /*writable=*/true);
+  op->getResult(0).replaceAllUsesWith(tensor);
+  op->erase();
 }
 
-/// Emits the kernels of the module's MX block GEMMs for one chip and
-/// replaces each GEMM by the host code that launches its kernel.
+/// Emits the kernels of the module's MX GEMMs for one chip and replaces
+/// each GEMM by the host code that launches its kernel.
 struct ConvertMoeToNVGPUPass
     : moe::impl::ConvertMoeToNVGPUBase<ConvertMoeToNVGPUPass> {
   using ConvertMoeToNVGPUBase::ConvertMoeToNVGPUBase;
@@ -152,11 +172,26 @@ struct ConvertMoeToNVGPUPass
         TargetInfo::get(chip, [&] { return module.emitError(); });
     if (failed(target))
       return signalPassFailure();
+    MXMmaPath preferred = target->getMXMmaPath();
+    if (!mmaPath.empty()) {
+      std::optional<MXMmaPath> parsed = parseMXMmaPath(mmaPath);
+      if (!parsed) {
+        module.emitError() << "unknown MMA path '" << mmaPath
+                           << "' (expected fp8 or bf16)";
+        return signalPassFailure();
+      }
+      preferred = *parsed;
+    }
 
-    SmallVector<BlockMatmulOp> gemms;
-    module.walk([&](BlockMatmulOp op) {
-      if (isMXBlockMatmul(op))
-        gemms.push_back(op);
+    SmallVector<Operation *> gemms;
+    module.walk([&](Operation *op) {
+      if (auto block = dyn_cast<BlockMatmulOp>(op)) {
+        if (mxElementType(block) && !block.getBias())
+          gemms.push_back(op);
+      } else if (auto expert = dyn_cast<ExpertMatmulOp>(op)) {
+        if (mxElementType(expert))
+          gemms.push_back(op);
+      }
     });
     if (gemms.empty())
       return;
@@ -164,22 +199,67 @@ struct ConvertMoeToNVGPUPass
     OpBuilder b(&getContext());
     gpu::GPUModuleOp kernels = getOrCreateKernelModule(b, module);
     unsigned next = 0;
-    for (BlockMatmulOp op : gemms) {
-      ArrayRef<int64_t> rhs = op.getRhs().getType().getShape();
-      MXGemmProblem problem{op.getLhs().getType().getDimSize(0), rhs[1],
-                            rhs[2], rhs[0],
-                            static_cast<int64_t>(op.getBlockSize())};
+    for (Operation *op : gemms) {
+      b.setInsertionPoint(op);
+      Location loc = op->getLoc();
+      MXGemmProblem problem;
+      SmallVector<Value> operands;
+      StringRef prefix;
+      if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
+        ArrayRef<int64_t> rhs = gemm.getRhs().getType().getShape();
+        bool transposed = gemm.getTransposeRhs();
+        problem = {MXGemmKind::Block,
+                   gemm.getLhs().getType().getDimSize(0),
+                   transposed ? rhs[2] : rhs[1],
+                   transposed ? rhs[1] : rhs[2],
+                   rhs[0],
+                   static_cast<int64_t>(gemm.getBlockSize()),
+                   gemm.getBlockToExpert().getType().getDimSize(0),
+                   mxElementType(gemm),
+                   preferred};
+        Value rhsCodes = gemm.getRhs(), rhsScales = gemm.getRhsScales();
+        if (transposed) {
+          rhsCodes = transpose(b, loc, rhsCodes, {0, 2, 1});
+          rhsScales = transpose(b, loc, rhsScales, {0, 2, 1});
+        }
+        operands = {gemm.getLhs(), gemm.getLhsScales(), rhsCodes, rhsScales,
+                    gemm.getBlockToExpert()};
+        prefix = "mx_block_matmul_";
+      } else {
+        auto expert = cast<ExpertMatmulOp>(op);
+        ArrayRef<int64_t> result = expert.getType().getShape();
+        problem = {MXGemmKind::Expert,
+                   result[1],
+                   result[2],
+                   expert.getLhs().getType().getDimSize(0),
+                   result[0],
+                   static_cast<int64_t>(expert.getBlockSize()),
+                   expert.getBlockToExpert().getType().getDimSize(0),
+                   mxElementType(expert),
+                   preferred};
+        operands = {transpose(b, loc, expert.getLhs(), {1, 0}),
+                    transpose(b, loc, expert.getLhsScales(), {1, 0}),
+                    transpose(b, loc, expert.getRhs(), {1, 0}),
+                    transpose(b, loc, expert.getRhsScales(), {1, 0}),
+                    expert.getBlockToExpert()};
+        prefix = "mx_expert_matmul_";
+      }
+      // The fp8 path covers e4m3 block GEMMs of whole tiles; the others
+      // dequantize to bf16.
+      if (problem.path == MXMmaPath::Fp8WgmmaPromote &&
+          !fitsMXGemmSm90(problem, *target))
+        problem.path = MXMmaPath::Bf16Dequant;
       if (failed(checkMXGemmSm90(problem, *target,
-                                 [&] { return op.emitOpError(); })))
+                                 [&] { return op->emitOpError(); })))
         return signalPassFailure();
 
       std::string name;
       do
-        name = "mx_block_matmul_" + std::to_string(next++);
+        name = (prefix + Twine(next++)).str();
       while (SymbolTable::lookupSymbolIn(kernels, name));
-      MXGemmLaunch launch = buildMXGemmSm90Kernel(b, op.getLoc(), kernels,
-                                                  name, problem, *target);
-      replaceWithLaunch(b, op, launch);
+      MXGemmLaunch launch =
+          buildMXGemmSm90Kernel(b, loc, kernels, name, problem, *target);
+      replaceWithLaunch(b, op, operands, launch);
     }
   }
 };

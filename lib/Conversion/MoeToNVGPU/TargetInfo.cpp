@@ -2,15 +2,36 @@
 //
 // The table of supported chips. The sm_90a values are those of the H200
 // prototype (bench/prototypes/mxgemm_sm90, docs/results/
-// 2026-11-30-mxgemm-sm90-prototype.md): 128x128x128 tiles, 5 stages, one
-// producer and two consumer warpgroups with setmaxnreg 40 / 232, which
-// ptxas allocates without spills.
+// 2026-11-30-mxgemm-sm90-prototype.md), which ptxas allocates without
+// spills:
+//   fp8:  128x128x128 tiles, 5 stages, one producer and two consumer
+//         warpgroups with setmaxnreg 40 / 232;
+//   bf16: 128x128x128 tiles, 3 fp8 stages and 2 bf16 stages, two producer
+//         (dequantizing) and two consumer warpgroups with setmaxnreg
+//         144 / 112.
+// sm_90a uses the bf16 path by default: the H200's FP8 wgmma does not sum
+// the 32 products of one instruction exactly, and the MX requantization of
+// P1's result amplifies that past SPEC's gate (docs/results/
+// 2026-11-30-sm90a-hybrid.md).
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 
+#include "llvm/ADT/StringSwitch.h"
+
 using namespace mlir;
 using namespace mlir::moe;
+
+StringRef moe::stringifyMXMmaPath(MXMmaPath path) {
+  return path == MXMmaPath::Fp8WgmmaPromote ? "fp8" : "bf16";
+}
+
+std::optional<MXMmaPath> moe::parseMXMmaPath(StringRef name) {
+  return llvm::StringSwitch<std::optional<MXMmaPath>>(name)
+      .Case("fp8", MXMmaPath::Fp8WgmmaPromote)
+      .Case("bf16", MXMmaPath::Bf16Dequant)
+      .Default(std::nullopt);
+}
 
 StringRef TargetInfo::supportedChips() { return "sm_90a"; }
 
@@ -20,20 +41,35 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     info.chip = chip.str();
     // wgmma, setmaxnreg and the tensor-map TMA forms need PTX ISA 8.0.
     info.features = "+ptx80";
-    info.mxPath = MXMmaPath::Fp8WgmmaPromote;
-    info.mxGemm = MXGemmConfig{/*tileM=*/128,
-                               /*tileN=*/128,
-                               /*tileK=*/128,
-                               /*mmaM=*/64,
-                               /*mmaN=*/128,
-                               /*mmaK=*/32,
-                               /*stages=*/5,
-                               /*producerWarpgroups=*/1,
-                               /*consumerWarpgroups=*/2,
-                               /*producerRegisters=*/40,
-                               /*consumerRegisters=*/232,
-                               /*scaleTableStride=*/36,
-                               /*waitTicks=*/1000000};
+    info.mxPath = MXMmaPath::Bf16Dequant;
+    info.mxGemmFp8 = MXGemmConfig{/*tileM=*/128,
+                                  /*tileN=*/128,
+                                  /*tileK=*/128,
+                                  /*mmaM=*/64,
+                                  /*mmaN=*/128,
+                                  /*mmaK=*/32,
+                                  /*stages=*/5,
+                                  /*dequantStages=*/0,
+                                  /*producerWarpgroups=*/1,
+                                  /*consumerWarpgroups=*/2,
+                                  /*producerRegisters=*/40,
+                                  /*consumerRegisters=*/232,
+                                  /*scaleTableStride=*/36,
+                                  /*waitTicks=*/1000000};
+    info.mxGemmBf16 = MXGemmConfig{/*tileM=*/128,
+                                   /*tileN=*/128,
+                                   /*tileK=*/128,
+                                   /*mmaM=*/64,
+                                   /*mmaN=*/128,
+                                   /*mmaK=*/16,
+                                   /*stages=*/3,
+                                   /*dequantStages=*/2,
+                                   /*producerWarpgroups=*/2,
+                                   /*consumerWarpgroups=*/2,
+                                   /*producerRegisters=*/144,
+                                   /*consumerRegisters=*/112,
+                                   /*scaleTableStride=*/0,
+                                   /*waitTicks=*/1000000};
     // 227 KB: the opt-in limit of one CTA on sm_90.
     info.maxDynamicSharedMemory = 232448;
     return info;

@@ -1,7 +1,9 @@
-// The PTX of the sm_90a MX block GEMM (moe-gpu-device-pipeline, format=isa;
-// input: Inputs/mx-block-matmul.mlir, Nout = 128, K = 256).
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa" | FileCheck %s --check-prefix=MLIR
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py | FileCheck %s
+// The PTX of the sm_90a MX block GEMM on the fp8 MMA path
+// (moe-gpu-device-pipeline, format=isa, mma-path=fp8; input:
+// Inputs/mx-block-matmul.mlir, Nout = 128, K = 256). The bf16 path's PTX:
+// gpu-device-pipeline-ptx-bf16.mlir.
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=fp8" | FileCheck %s --check-prefix=MLIR
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=fp8" | %python %S/Inputs/extract-ptx.py | FileCheck %s
 // RUN: not moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_100a" 2>&1 | FileCheck %s --check-prefix=CHIP
 
 // The kernel module is serialized in place; the host side keeps the call

@@ -45,10 +45,10 @@
 // CHECK:         %[[C:.*]] = llvm.inttoptr
 // CHECK:         memref.extract_aligned_pointer_as_index %[[DBLK]]
 // CHECK:         %[[E:.*]] = llvm.inttoptr
-// CHECK-DAG:     %[[SMEM:.*]] = arith.constant 186704 : i32
-// CHECK-DAG:     %[[C384:.*]] = arith.constant 384 : index
+// CHECK-DAG:     %[[SMEM:.*]] = arith.constant 230496 : i32
+// CHECK-DAG:     %[[C512:.*]] = arith.constant 512 : index
 // CHECK-DAG:     %[[C2:.*]] = arith.constant 2 : index
-// CHECK:         %[[TL:.*]] = gpu.launch_func async [%[[TA]]] @moe_kernels::@mx_block_matmul_0 blocks in (%{{.*}}, %[[C2]], %{{.*}}) threads in (%[[C384]], %{{.*}}, %{{.*}}) dynamic_shared_memory_size %[[SMEM]] args(%[[PA]] : !llvm.ptr, %[[PB]] : !llvm.ptr, %[[SA]] : !llvm.ptr<1>, %[[SB]] : !llvm.ptr<1>, %[[C]] : !llvm.ptr<1>, %[[E]] : !llvm.ptr<1>)
+// CHECK:         %[[TL:.*]] = gpu.launch_func async [%[[TA]]] @moe_kernels::@mx_block_matmul_0 blocks in (%{{.*}}, %[[C2]], %{{.*}}) threads in (%[[C512]], %{{.*}}, %{{.*}}) dynamic_shared_memory_size %[[SMEM]] args(%[[PA]] : !llvm.ptr, %[[PB]] : !llvm.ptr, %[[SA]] : !llvm.ptr<1>, %[[SB]] : !llvm.ptr<1>, %[[C]] : !llvm.ptr<1>, %[[E]] : !llvm.ptr<1>)
 // CHECK:         %[[VOUT:.*]] = memref.view %[[DOUT]][%{{.*}}][] : memref<131072xi8> to memref<256x128xf32>
 // CHECK:         %[[TC:.*]] = gpu.memcpy async [%[[TL]]] %[[OUT]], %[[VOUT]]
 // CHECK:         %[[F0:.*]] = gpu.dealloc async [%[[TC]]] %[[DLQ]]

@@ -1,14 +1,20 @@
-//===- MXGemmSm90.h - IR builder of the sm_90a MX GEMM kernel -----*- C++ -*-===//
+//===- MXGemmSm90.h - IR builders of the sm_90a MX GEMM kernels ---*- C++ -*-===//
 //
-// Builds the exact-MXFP8 block GEMM kernel of the fp8-wgmma-with-promotion
-// path (MXMmaPath::Fp8WgmmaPromote) as a gpu.func, for static shapes:
+// Builds the exact-MXFP8 GEMM kernels of sm_90a as gpu.funcs, for static
+// shapes. Two problem kinds share one kernel structure (TMA ring, producer
+// and consumer warpgroups, wgmma):
 //
-//   C[m, n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[e,n,kb]-127)
-//                    * sum_{k in kb} qa[m, k] * qb[e, n, k]
-//   e = blockToExpert[m / blockSize]
+//   block:  C[m, n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[e*N+n,kb]-127)
+//                          * sum_{k in kb} qa[m, k] * qb[e*N+n, k]
+//           e = blockToExpert[m / blockSize]         (recompute, P1, P2)
+//   expert: C[e, m, n] = the same sum over k in the slots of e's blocks,
+//           with qb[n, k] (no expert offset); experts without blocks get
+//           zeros                                      (P3, P4)
 //
-// qa [M, K] and qb [E*N, K] are f8E4M3FN codes (K contiguous), sa [M, K/32]
-// and sb [E*N, K/32] E8M0 bytes, C [M, N] f32 row-major.
+// qa [M, K] and qb [rows, K] are f8E4M3FN or f8E5M2 codes with K
+// contiguous, sa [M, K/32] and sb [rows, K/32] E8M0 bytes, C f32 row-major.
+// Two MMA paths (TargetInfo.h): FP8 wgmma with per-32-block promotion, or
+// exact dequantization to bf16 feeding bf16 wgmma.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_CONVERSION_MOETONVGPU_MXGEMMSM90_H
@@ -24,18 +30,36 @@
 
 namespace mlir::moe {
 
-/// The static problem of one MX block GEMM.
+/// Which rows and contraction range a CTA works on.
+enum class MXGemmKind {
+  /// A CTA's lhs rows share one expert (block_to_expert), whose n rows of
+  /// the rhs it reads; the whole K range.
+  Block,
+  /// Grid z is the expert; the contraction runs over the slots of its
+  /// blocks (blocks are grouped by expert, experts never decrease).
+  Expert,
+};
+
+/// The static problem of one MX GEMM.
 struct MXGemmProblem {
-  /// Rows of the lhs (slots, S = N*B).
+  MXGemmKind kind;
+  /// Rows of the lhs: slots (Block) or output rows per expert (Expert).
   int64_t m;
-  /// Output columns (Nout) per expert.
+  /// Output columns per expert.
   int64_t n;
-  /// Contraction size.
+  /// Contraction size: features (Block) or slots (Expert).
   int64_t k;
-  /// Experts: the rhs holds numExperts * n rows.
+  /// Experts: a Block rhs holds numExperts * n rows; an Expert result
+  /// holds numExperts m x n matrices.
   int64_t numExperts;
-  /// Consecutive lhs rows that share one block_to_expert entry.
+  /// Slots per block_to_expert entry.
   int64_t blockSize;
+  /// Entries of block_to_expert.
+  int64_t numBlocks;
+  /// The code type of both operands: f8E4M3FN or f8E5M2.
+  Type elementType;
+  /// The MMA path the kernel uses.
+  MXMmaPath path;
 };
 
 /// What the host needs to launch a built kernel.
@@ -44,7 +68,7 @@ struct MXGemmProblem {
 ///   (!llvm.ptr tmapA, !llvm.ptr tmapB, !llvm.ptr<1> sa, !llvm.ptr<1> sb,
 ///    !llvm.ptr<1> c, !llvm.ptr<1> blockToExpert)
 /// tmapA / tmapB point to CUtensorMaps in device global memory (64-byte
-/// aligned): A over [M, K] and B over [E*N, K] ui8 codes, box tileK x tile
+/// aligned): A over [M, K] and B over [rows, K] ui8 codes, box tileK x tile
 /// rows (innermost first), 128-byte swizzle, 256-byte L2 promotion, zero
 /// fill. sa, sb are the scale bytes, c the f32 result, blockToExpert i32.
 struct MXGemmLaunch {
@@ -57,8 +81,10 @@ struct MXGemmLaunch {
   nvgpu::TensorMapDescriptorType tensorMapA, tensorMapB;
 };
 
-/// Whether `problem` fits the tiles of `target`; explains why not through
-/// `emitError`.
+/// Whether the kernels of `target` can compute `problem`.
+bool fitsMXGemmSm90(const MXGemmProblem &problem, const TargetInfo &target);
+/// Whether the kernels of `target` can compute `problem`; explains why not
+/// through `emitError`.
 LogicalResult checkMXGemmSm90(const MXGemmProblem &problem,
                               const TargetInfo &target,
                               function_ref<InFlightDiagnostic()> emitError);

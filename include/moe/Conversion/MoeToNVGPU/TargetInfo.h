@@ -30,7 +30,15 @@ enum class MXMmaPath {
   /// 0), promoted into the fp32 accumulator with the product of the two
   /// block scales (sm_90a: no block-scaled MMA instruction exists).
   Fp8WgmmaPromote,
+  /// Producer warpgroups dequantize the codes exactly to bf16 (q * 2^(s -
+  /// 127)) in shared memory; bf16 wgmma accumulates straight into fp32.
+  Bf16Dequant,
 };
+
+/// The option spelling of `path` ("fp8" or "bf16").
+StringRef stringifyMXMmaPath(MXMmaPath path);
+/// The path an option spells, or nullopt.
+std::optional<MXMmaPath> parseMXMmaPath(StringRef name);
 
 /// The shape of one MX GEMM kernel on a target: a CTA computes a tileM x
 /// tileN fp32 output tile, streaming tileM x tileK and tileN x tileK code
@@ -45,6 +53,9 @@ struct MXGemmConfig {
   int64_t mmaN;
   int64_t mmaK;
   int64_t stages;
+  /// Depth of the ring of dequantized bf16 tiles (Bf16Dequant; 0 for the
+  /// fp8 path, which feeds the tensor cores from the TMA ring).
+  int64_t dequantStages;
   int64_t producerWarpgroups;
   int64_t consumerWarpgroups;
   /// setmaxnreg values of the producer and consumer warpgroups.
@@ -80,8 +91,12 @@ public:
   StringRef getChip() const { return chip; }
   /// The PTX features of nvvm-attach-target, e.g. "+ptx80".
   StringRef getFeatures() const { return features; }
+  /// The MMA path MX GEMMs use unless a pass option overrides it.
   MXMmaPath getMXMmaPath() const { return mxPath; }
-  const MXGemmConfig &getMXGemmConfig() const { return mxGemm; }
+  /// The kernel shape of `path` on this chip.
+  const MXGemmConfig &getMXGemmConfig(MXMmaPath path) const {
+    return path == MXMmaPath::Fp8WgmmaPromote ? mxGemmFp8 : mxGemmBf16;
+  }
   /// The most dynamic shared memory one CTA may request (bytes).
   int64_t getMaxDynamicSharedMemory() const { return maxDynamicSharedMemory; }
 
@@ -90,8 +105,9 @@ private:
 
   std::string chip;
   std::string features;
-  MXMmaPath mxPath = MXMmaPath::Fp8WgmmaPromote;
-  MXGemmConfig mxGemm = {};
+  MXMmaPath mxPath = MXMmaPath::Bf16Dequant;
+  MXGemmConfig mxGemmFp8 = {};
+  MXGemmConfig mxGemmBf16 = {};
   int64_t maxDynamicSharedMemory = 0;
 };
 
