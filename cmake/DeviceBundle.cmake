@@ -1,7 +1,7 @@
 #===- cmake/DeviceBundle.cmake - self-contained binaries for the GPU box ---===#
 #
-# MOE_DEVICE_BUNDLE=ON builds moe-run, libMoeJIT.so, moe-opt, moe-cuda-smoke
-# and libmoe_cuda_runtime.so so that they run on a machine without LLVM,
+# MOE_DEVICE_BUNDLE=ON builds moe-run, libMoeJIT.so, moe-opt, moe-cuda-smoke,
+# moe-ref and libmoe_cuda_runtime.so so that they run on a machine without LLVM,
 # MLIR or a matching libstdc++ (the H200 box, shared/DEVICE.md): they may
 # need only glibc, libz and libzstd. scripts/build-device-bundle.sh uses it
 # in its own build directory; normal and CI builds never include this file.
@@ -94,7 +94,8 @@ set(CMAKE_INSTALL_RPATH "$ORIGIN/../lib")
 # Targets that set INSTALL_RPATH themselves (MoeJIT names LLVM's library
 # directory for the CMake package) get the bundle's instead.
 function(moe_device_bundle_rpaths)
-  foreach(_moe_target MoeJIT moe-run moe-opt moe-cuda-smoke moe_cuda_runtime)
+  foreach(_moe_target MoeJIT moe-run moe-opt moe-cuda-smoke moe-ref
+                      moe_cuda_runtime)
     if(TARGET ${_moe_target})
       set_target_properties(${_moe_target} PROPERTIES
         INSTALL_RPATH "$ORIGIN/../lib")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the bundle that runs on the GPU machine (docs: shared/DEVICE.md):
-# moe-run, libMoeJIT.so, moe-opt, moe-cuda-smoke and libmoe_cuda_runtime.so
-# linked with static LLVM/MLIR/libstdc++ (cmake/DeviceBundle.cmake) in their
-# own build directory, stripped, packed with xz -6 into
+# moe-run, libMoeJIT.so, moe-opt, moe-cuda-smoke, moe-ref (the torch
+# reference is checked against it there) and libmoe_cuda_runtime.so linked
+# with static LLVM/MLIR/libstdc++ (cmake/DeviceBundle.cmake) in their own
+# build directory, stripped, packed with xz -6 into
 # .bundle/moe-device.tar.xz next to .bundle/run-on-device.sh.
 #
 #   scripts/build-device-bundle.sh [--no-opt] [--no-check]
@@ -61,7 +62,7 @@ cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
   -DPython3_EXECUTABLE="${PYTHON:-$(command -v python3)}" \
   -DMOE_ENABLE_TESTS=OFF -DMOE_DEVICE_BUNDLE=ON "${linker[@]}" >/dev/null
 
-targets=(moe-run MoeJIT moe-cuda-smoke moe_cuda_runtime)
+targets=(moe-run MoeJIT moe-cuda-smoke moe-ref moe_cuda_runtime)
 ((WITH_OPT)) && targets+=(moe-opt)
 step "build ${targets[*]} (ninja -j$JOBS)"
 ninja -C "$BUILD_DIR" -j"$JOBS" "${targets[@]}"
@@ -72,7 +73,7 @@ STAGE=$BUILD_DIR/bundle-stage
 rm -rf "$STAGE"
 mkdir -p "$STAGE/$NAME/bin" "$STAGE/$NAME/lib" "$STAGE/$NAME/examples"
 B=$STAGE/$NAME
-bins=(moe-run moe-cuda-smoke)
+bins=(moe-run moe-cuda-smoke moe-ref)
 ((WITH_OPT)) && bins+=(moe-opt)
 for t in "${bins[@]}"; do
   cp "$BUILD_DIR/bin/$t" "$B/bin/"

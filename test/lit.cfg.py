@@ -5,6 +5,7 @@
 #   %python               the interpreter the set-up script provisioned
 #   %moe_src, %moe_obj    the source and build roots
 import os
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -27,6 +28,21 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%moe_src", config.moe_src_root))
 config.substitutions.append(("%moe_obj", config.moe_obj_root))
 llvm_config.with_environment("PYTHONPATH", os.path.join(config.moe_src_root, "python"), append_path=True)
+
+# Python modules that some tests need in %python: `torch` for the torch
+# reference (python/moe_crosscheck/torch_ref.py; not in CI, present on the GPU
+# machine), `ml_dtypes` for the numpy reference it is compared with.
+def python_has(module):
+    try:
+        return subprocess.run([config.python_executable, "-c", "import " + module],
+                              capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+for module in ("torch", "ml_dtypes"):
+    if python_has(module):
+        config.available_features.add(module)
 
 tool_dirs = [config.moe_tools_dir, config.llvm_tools_dir]
 tools = [ToolSubst("moe-opt", unresolved="fatal"), ToolSubst("moe-ref", unresolved="fatal")]

@@ -8,6 +8,8 @@ the two implementations can only agree by both following the contract:
 * ``router``  router forward (top-k + softmax) and backward
 * ``layer``   the layer backward in fp64 (R_64) and MX-emulated (R_mx)
 * ``suites``  drivers that run ``moe-ref`` and compare its files with these
+* ``torch_ref``   R_mx and R_64 in torch (GPU-sized layers, no ml_dtypes)
+* ``torch_check`` the torch commands: torch-check, torch-selfcheck, torch-gen
 
 Run ``python3 -m moe_crosscheck --help``.
 """

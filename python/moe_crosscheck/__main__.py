@@ -1,7 +1,13 @@
 """python3 -m moe_crosscheck --moe-ref PATH --workdir DIR [--suite ...]
+python3 -m moe_crosscheck torch-check --inputs DIR --outputs DIR [...]
+python3 -m moe_crosscheck torch-selfcheck --moe-ref PATH --workdir DIR [...]
+python3 -m moe_crosscheck torch-gen --config T=..,H=..,... --out DIR [...]
 
-Runs the cross-check suites against a moe-ref binary and prints one summary
-line per suite; exits 1 if any suite fails (2 on a usage error).
+The first form runs the cross-check suites against a moe-ref binary and
+prints one summary line per suite; exits 1 if any suite fails (2 on a usage
+error). The torch commands are described in torch_check.py; they need torch
+but not ml_dtypes, so neither the suites nor torch are imported before the
+command is known.
 """
 
 import argparse
@@ -10,10 +16,16 @@ import shutil
 import sys
 import time
 
-from . import suites
+TORCH_COMMANDS = ("torch-check", "torch-selfcheck", "torch-gen")
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in TORCH_COMMANDS:
+        from . import torch_check
+        return torch_check.main(argv)
+    from . import suites
+
     parser = argparse.ArgumentParser(
         prog="python3 -m moe_crosscheck",
         description="Cross-check moe-ref against an independent numpy "

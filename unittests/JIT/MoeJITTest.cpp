@@ -186,6 +186,19 @@ TEST(CompileTest, LocatedErrors) {
   exe = compiler.compile(kAddModule, options);
   ASSERT_FALSE(exe);
   EXPECT_EQ(exe.message(), "optLevel 4 is outside [0, 3]");
+
+  options = fastOptions();
+  options.target = Target::Sm90a;
+  options.mmaPath = "fp4";
+  exe = compiler.compile(kAddModule, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "mmaPath 'fp4' is not fp8 or bf16");
+
+  options = fastOptions();
+  options.mmaPath = "fp8";
+  exe = compiler.compile(kAddModule, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "mmaPath applies to GPU targets, not host");
 }
 
 /// Buffers of the add function; `out` starts poisoned.
