@@ -8,11 +8,11 @@ case and output that failed, never raised, so one run reports everything.
 import json
 import os
 import shutil
-import subprocess
 
 import numpy as np
 
 from . import layer, mx, router, routing
+from .tool import ToolError, run_tool
 
 # Tolerances. R_64 is fp64 on both sides: only summation order differs, so
 # the relative Frobenius distance sits near 1e-16 and 1e-10 leaves room
@@ -25,10 +25,6 @@ R64_TOL = 1e-10
 # rounding or quantization-axis mistake by >= 1e-3.
 RMX_TOL = 1e-6
 ROUTER_TOL = 1e-10
-
-
-class ToolError(Exception):
-    """moe-ref failed; the message holds its command line and stderr."""
 
 
 class SuiteResult:
@@ -48,16 +44,6 @@ class SuiteResult:
     @property
     def passed(self):
         return not self.failures and self.cases > 0
-
-
-def run_tool(moe_ref, *args):
-    command = [moe_ref] + [str(a) for a in args]
-    proc = subprocess.run(command, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ToolError("%s exited %d: %s" % (" ".join(command),
-                                              proc.returncode,
-                                              proc.stderr.strip()))
-    return proc.stdout
 
 
 def fresh_dir(path):

@@ -19,13 +19,13 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import time
 
 import numpy as np
 import torch
 
 from . import routing, torch_ref
+from .tool import ToolError, run_tool
 
 INPUT_NAMES = ["x", "dy", "affinities", "wgu", "wd", "token_position_to_id",
                "block_to_expert", "bgu", "bd", "checkpoint"]
@@ -198,20 +198,6 @@ LAYER_CASES = [
     ("larger-clamp", "--T 300 --H 256 --I 128 --E 8 --K 2 --bias "
      "--clamp-gate -1.5:1.5 --clamp-up -1:1"),
 ]
-
-
-class ToolError(Exception):
-    """moe-ref failed; the message holds its command line and stderr."""
-
-
-def run_tool(moe_ref, *args):
-    """Runs moe-ref; raises ToolError when it fails."""
-    command = [moe_ref] + [str(a) for a in args]
-    proc = subprocess.run(command, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ToolError("%s exited %d: %s" % (" ".join(command),
-                                              proc.returncode,
-                                              proc.stderr.strip()))
 
 
 def fresh_dir(path):

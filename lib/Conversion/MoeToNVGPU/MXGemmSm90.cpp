@@ -269,6 +269,14 @@ private:
   /// grid's expert, counted by every thread of the CTA (Expert).
   void emitContractionRange();
 
+  /// A consumer thread's place in the m64nN accumulator: its warpgroup
+  /// among the consumers, its lane quad, and its fragment row in the tile
+  /// (64 * warpgroup + 16 * warp + lane / 4; the other half is 8 rows on).
+  struct ConsumerLane {
+    Value warpgroup, quad, rowInTile;
+  };
+  ConsumerLane consumerLane();
+
   void emitProducerFp8();
   void emitConsumerFp8();
   void emitProducerBf16();
@@ -405,6 +413,17 @@ void KernelEmitter::emitContractionRange() {
   kTiles = i32ToIndex(mul(blocks, p.blockSize / cfg.tileK));
 }
 
+KernelEmitter::ConsumerLane KernelEmitter::consumerLane() {
+  Value ct = sub(tid, i32(128 * cfg.producerWarpgroups));
+  Value warpgroup = divu(ct, 128);
+  Value inWarpgroup = remu(ct, 128);
+  Value warp = divu(inWarpgroup, 32);
+  Value lane = remu(inWarpgroup, 32);
+  Value rowInTile = add(mul(warpgroup, cfg.mmaM),
+                        add(mul(warp, 16), divu(lane, 4)));
+  return {warpgroup, remu(lane, 4), rowInTile};
+}
+
 void KernelEmitter::emitProducerFp8() {
   int64_t S = cfg.stages;
   int64_t blocksPerTile = cfg.tileK / 32;
@@ -511,17 +530,9 @@ void KernelEmitter::emitConsumerFp8() {
   int64_t blocksPerTile = cfg.tileK / cfg.mmaK;
   int64_t stride = cfg.scaleTableStride;
   MLIRContext *ctx = b.getContext();
-  // Thread -> (consumer warpgroup, warp, lane quad); fragment row of the
-  // m64nN accumulator: 16 * warp + lane / 4 (+ 8).
-  Value ct = sub(tid, i32(128 * cfg.producerWarpgroups));
-  Value cw = divu(ct, 128);
-  Value wt = remu(ct, 128);
-  Value warp = divu(wt, 32);
-  Value lane = remu(wt, 32);
-  Value quad = remu(lane, 4);
-  Value rowInTile =
-      add(mul(cw, cfg.mmaM), add(mul(warp, 16), divu(lane, 4)));
-  Value aWarpgroupOff = mul(toI64(cw), cfg.mmaM * cfg.tileK);
+  ConsumerLane lane = consumerLane();
+  Value quad = lane.quad, rowInTile = lane.rowInTile;
+  Value aWarpgroupOff = mul(toI64(lane.warpgroup), cfg.mmaM * cfg.tileK);
   Value row64 = toI64(rowInTile);
   Value quad64 = toI64(quad);
 
@@ -828,15 +839,10 @@ void KernelEmitter::emitConsumerBf16() {
   int64_t panels = 2 * cfg.tileK / kSwizzleBytes;
   int64_t stepsPerPanel = kSwizzleBytes / 2 / cfg.mmaK;
   MLIRContext *ctx = b.getContext();
-  Value ct = sub(tid, i32(128 * cfg.producerWarpgroups));
-  Value cw = divu(ct, 128);
-  Value wt = remu(ct, 128);
-  Value warp = divu(wt, 32);
-  Value lane = remu(wt, 32);
-  Value quad = remu(lane, 4);
-  Value rowInTile =
-      add(mul(cw, cfg.mmaM), add(mul(warp, 16), divu(lane, 4)));
-  Value aWarpgroupOff = mul(toI64(cw), cfg.mmaM * kSwizzleBytes);
+  ConsumerLane lane = consumerLane();
+  Value quad = lane.quad, rowInTile = lane.rowInTile;
+  Value aWarpgroupOff =
+      mul(toI64(lane.warpgroup), cfg.mmaM * kSwizzleBytes);
   auto shape = NVVM::MMAShapeAttr::get(ctx, cfg.mmaM, cfg.mmaN, cfg.mmaK);
 
   // The 2 * tileK / 64 panels x 4 k16 steps of K tile t into acc; the
