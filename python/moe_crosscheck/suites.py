@@ -7,11 +7,11 @@ case and output that failed, never raised, so one run reports everything.
 
 import json
 import os
-import shutil
 
 import numpy as np
 
 from . import layer, mx, router, routing
+from .cases import fresh_dir, quant_inputs, same_bits
 from .tool import ToolError, run_tool
 
 # Tolerances. R_64 is fp64 on both sides: only summation order differs, so
@@ -44,13 +44,6 @@ class SuiteResult:
     @property
     def passed(self):
         return not self.failures and self.cases > 0
-
-
-def fresh_dir(path):
-    if os.path.exists(path):
-        shutil.rmtree(path)
-    os.makedirs(path)
-    return path
 
 
 def rel_frobenius(actual, expected):
@@ -166,78 +159,13 @@ def _layer_case(moe_ref, workdir, seed, label, flags, with_rmx, result):
 # mx
 # ---------------------------------------------------------------------------
 
-def _tie_values(rng, elem, shape):
-    """Values that scale to exact midpoints between adjacent FP8 values,
-    with one element per 32-block at elem_max * 2^s so that every rule picks
-    a power-of-two scale that keeps them midpoints."""
-    codes = np.arange(256, dtype=np.uint8)
-    grid = np.unique(np.abs(mx.decode(codes, elem)[np.isfinite(
-        mx.decode(codes, elem))]).astype(np.float64))
-    mids = (grid[:-1] + grid[1:]) / 2
-    values = rng.choice(mids, size=shape) * rng.choice([-1.0, 1.0], size=shape)
-    values[:, ::32] = mx.ELEM_MAX[elem]
-    values[::32, :] = mx.ELEM_MAX[elem]
-    shift = rng.integers(-20, 20)
-    return np.ldexp(values, shift).astype(np.float32)
-
-
-def mx_inputs(rng, elem):
-    """(label, float32 array) pairs covering the quantizer's corners."""
-    shape = (70, 45)  # partial blocks along both axes
-    cases = []
-    cases.append(("normal", rng.standard_normal(shape)))
-    wide = rng.standard_normal(shape) * np.exp2(
-        rng.uniform(-60, 60, size=shape))
-    cases.append(("wide-range", wide))
-    zeros = rng.standard_normal(shape)
-    zeros[:32, :] = 0.0
-    zeros[:, :32] = 0.0
-    zeros[40:, 40] = -0.0
-    cases.append(("zero-blocks", zeros))
-    # fp32 subnormals and the smallest normals: scales clamp at byte 0.
-    sub = rng.standard_normal(shape) * np.exp2(rng.uniform(-149, -118,
-                                                           size=shape))
-    cases.append(("subnormal", sub))
-    # Near the top of fp32: scales clamp at 254, elements saturate.
-    huge = rng.uniform(-1.0, 1.0, size=shape) * 3.4e38
-    huge[5, :] = np.finfo(np.float32).max
-    cases.append(("huge", huge))
-    # Saturation under the floor rules: blocks whose amax sits just above
-    # a power of two.
-    sat = np.exp2(rng.integers(-10, 10, size=shape)) * rng.uniform(
-        1.0, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
-    cases.append(("saturation", sat))
-    cases.append(("ties", _tie_values(rng, elem, shape)))
-    special = rng.standard_normal(shape)
-    special[3, 5] = np.nan
-    special[40, 33] = -np.nan
-    special[66, 2] = np.inf
-    special[10, 44] = -np.inf
-    special[35, 10] = np.float32(3.4e38)
-    cases.append(("nan-inf", special))
-    ints = rng.integers(-600, 600, size=(64, 96)).astype(np.float64)
-    cases.append(("integers", ints))
-    return [(label, np.asarray(v, np.float64).astype(np.float32))
-            for label, v in cases]
-
-
-def _same_bits_f32(a, b):
-    a = np.asarray(a, np.float32)
-    b = np.asarray(b, np.float32)
-    if a.shape != b.shape:
-        return False
-    nan = np.isnan(a)
-    return np.array_equal(nan, np.isnan(b)) and np.array_equal(
-        a[~nan].view(np.uint32), b[~nan].view(np.uint32))
-
-
 def mx_suite(moe_ref, workdir):
     result = SuiteResult("mx")
     work = fresh_dir(os.path.join(workdir, "mx"))
     rng = np.random.default_rng(20240)
     mismatched = 0
     for elem in ("e4m3", "e5m2"):
-        for label, x in mx_inputs(rng, elem):
+        for label, x in quant_inputs(rng, elem):
             src = os.path.join(work, "%s-%s.npy" % (elem, label))
             # One input goes in as f64 (exact f32 values), as users may.
             np.save(src, x.astype(np.float64) if label == "normal" else x)
@@ -262,7 +190,7 @@ def mx_suite(moe_ref, workdir):
                             mismatched += 1
                             result.fail("%s: %s differ (%s elements)" %
                                         (name, what, diff))
-                    if got[2].dtype != np.float32 or not _same_bits_f32(
+                    if got[2].dtype != np.float32 or not same_bits(
                             got[2], deq):
                         mismatched += 1
                         result.fail("%s: dequantized values differ" % name)
