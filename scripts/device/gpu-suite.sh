@@ -20,7 +20,8 @@
 #              sm90a with the outputs written (--check none: the CPU
 #              references would take hours), the outputs against R_mx and
 #              R_64 computed by torch in fp64 on the GPU
-#   ref1-ncu ref2-ncu  the same inputs, ncu durations of the MX GEMM kernels
+#   ref1-ncu ref2-ncu  the torch._grouped_mm baseline at that shape, then on the
+#              same inputs the ncu durations of the MX GEMM kernels
 # Not in the default set: refcheck and the ref parts (the hybrid target
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own). Prints a table last; exit status 0 only if
@@ -200,6 +201,9 @@ for part in ref1 ref2 ref1-ncu ref2-ncu; do
       python3 -m moe_crosscheck torch-check --inputs "$d/in" \
       --outputs "$d/out" --device cuda --r64
   else
+    # The baseline in the same call as the kernels it is compared with.
+    run "torch._grouped_mm bf16 backward $shape" \
+      python3 bench/torch_baseline.py --layer "$shape"
     kernel_times "sm90a bf16 $shape" moe-run --target=sm90a \
       --layer "$shape" --inputs "$d/in" --check none
   fi
