@@ -222,16 +222,15 @@ layerToMLIR(const LayerDesc &layer,
 // Compiling and running
 //===----------------------------------------------------------------------===//
 
-/// Where compiled code runs. Host: everything on the CPU. Sm90a: the MX
-/// block GEMMs (P1, P2) as sm_90a kernels, the rest on the CPU; needs
-/// libmoe_cuda_runtime.so (next to libMoeJIT.so, else on the loader's
-/// path), a CUDA driver and an sm_90 GPU, plus ptxas (MOE_CUDA_ROOT,
-/// CUDA_ROOT, CUDA_HOME, CUDA_PATH, /usr/local/cuda or PATH) for a cubin,
-/// else the driver compiles PTX. Its errors (no driver, a failing CUDA
-/// call) come back from compile or run; each run releases its device memory.
-/// Sm90a ignores CompileOptions::fuse (the kernels replace unfused GEMMs)
-/// and needs the GEMM shapes to be multiples of the kernel's 128x128x128
-/// tiles, with blocks of 128 slots.
+/// Where compiled code runs. Host: everything on the CPU. Sm90a: the five
+/// MX GEMMs (recompute, P1..P4; e4m3 or e5m2) as sm_90a kernels, the rest
+/// on the CPU; needs libmoe_cuda_runtime.so (next to libMoeJIT.so, else on
+/// the loader's path), a CUDA driver and an sm_90 GPU, plus ptxas
+/// (MOE_CUDA_ROOT, CUDA_ROOT, CUDA_HOME, CUDA_PATH, /usr/local/cuda or PATH)
+/// for a cubin, else the driver compiles PTX. Its errors (no driver, a
+/// failing CUDA call) come back from compile or run; each run releases its
+/// device memory. Sm90a ignores CompileOptions::fuse (the kernels replace
+/// unfused GEMMs).
 enum class Target { Host, Sm90a };
 MOE_JIT_EXPORT const char *toString(Target target);
 /// "host" or "sm90a" (also "sm_90a").
