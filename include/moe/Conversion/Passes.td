@@ -114,4 +114,52 @@ def LowerMoeGPULaunches : Pass<"moe-lower-gpu-launches", "::mlir::ModuleOp"> {
   ];
 }
 
+def MoeGPUReductionsInnermost
+    : Pass<"moe-gpu-reductions-innermost", "::mlir::func::FuncOp"> {
+  let summary = "Interchange linalg.generic loops so that reductions come last";
+  let description = [{
+    Puts the parallel loops of every `linalg.generic` first and its
+    reduction loops last (each group in its original order), so that
+    `convert-linalg-to-parallel-loops` makes one `scf.parallel` over the
+    parallel dimensions with sequential reductions inside: on the GPU,
+    each thread reduces in the host lowering's order.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def MoeGPULoopShape : Pass<"moe-gpu-loop-shape", "::mlir::func::FuncOp"> {
+  let summary = "Collapse and tile outermost scf.parallel loops for GPU blocks";
+  let description = [{
+    Collapses every outermost `scf.parallel` without reductions into one
+    dimension (consecutive threads then touch consecutive innermost
+    elements) and tiles it by `block` threads, shorter loops by the
+    smallest multiple of 32 that covers them: the outer loop becomes the
+    grid and the inner one the block under `gpu-map-parallel-loops`.
+  }];
+  let options = [
+    Option<"block", "block", "int64_t", /*default=*/"256",
+           "Threads per block (a multiple of 32 in [32, 1024])">
+  ];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
+def MoeGPUDeviceBuffers : Pass<"moe-gpu-device-buffers", "::mlir::func::FuncOp"> {
+  let summary = "Keep the buffers of a GPU-mapped host function in device memory";
+  let description = [{
+    For a public function whose computations run in `gpu.launch` ops and
+    kernel launch calls: `memref.alloc` / `dealloc` become `gpu.alloc` /
+    `dealloc`, every memref argument it reads is copied to the device at
+    entry (freed before the return), and the `memref.copy` into an
+    out-parameter becomes a device-to-host `gpu.memcpy`. A host operation
+    still reading or writing a buffer is an error. Runs after buffer
+    deallocation.
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
 #endif // MOE_CONVERSION_PASSES_TD

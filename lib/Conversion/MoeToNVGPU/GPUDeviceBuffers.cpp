@@ -1,0 +1,137 @@
+//===- GPUDeviceBuffers.cpp - a host function's buffers in device memory ---===//
+//
+// For a public function whose computations all run in gpu.launch ops (the
+// elementwise phases mapped to the GPU) and kernel launch calls, keeps
+// every buffer in device memory for the whole call:
+//   - memref.alloc / memref.dealloc become gpu.alloc / gpu.dealloc;
+//   - each memref argument that is read gets a device copy at entry
+//     (gpu.alloc + gpu.memcpy host -> device), freed before the return;
+//   - each out-parameter (a memref argument that memref.copy writes, from
+//     buffer-results-to-out-params) is filled by a device -> host
+//     gpu.memcpy instead.
+// Runs after buffer deallocation, which does not understand gpu ops. Any
+// host operation left that would read or write a device buffer (a
+// memref.load / store or linalg op outside a gpu.launch) is an error:
+// the GPU mapping did not cover it.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Conversion/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOEGPUDEVICEBUFFERS
+#include "moe/Conversion/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+bool onHost(Operation *op) { return !op->getParentOfType<gpu::LaunchOp>(); }
+
+bool isPlainBuffer(MemRefType type) {
+  return type.hasStaticShape() && type.getLayout().isIdentity();
+}
+
+struct MoeGPUDeviceBuffersPass
+    : moe::impl::MoeGPUDeviceBuffersBase<MoeGPUDeviceBuffersPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal() || func.isPrivate())
+      return;
+    Block &entry = func.getBody().front();
+    if (!func.getBody().hasOneBlock()) {
+      func.emitOpError("has more than one block; moe-gpu-device-buffers "
+                       "expects structured control flow");
+      return signalPassFailure();
+    }
+    Location loc = func.getLoc();
+    IRRewriter rewriter(&getContext());
+
+    DenseSet<Value> outParams;
+    func.walk([&](memref::CopyOp copy) {
+      if (auto arg = dyn_cast<BlockArgument>(copy.getTarget()))
+        if (arg.getOwner() == &entry)
+          outParams.insert(arg);
+    });
+
+    rewriter.setInsertionPointToStart(&entry);
+    SmallVector<Value> inputCopies;
+    for (BlockArgument arg : entry.getArguments()) {
+      auto type = dyn_cast<MemRefType>(arg.getType());
+      if (!type || arg.use_empty())
+        continue;
+      if (!isPlainBuffer(type)) {
+        func.emitOpError("argument #")
+            << arg.getArgNumber()
+            << " is not a static memref with the identity layout";
+        return signalPassFailure();
+      }
+      if (outParams.contains(arg))
+        continue;
+      Value device =
+          gpu::AllocOp::create(rewriter, loc, type, /*asyncToken=*/Type(),
+                               ValueRange(), ValueRange(), ValueRange(),
+                               /*hostShared=*/false)
+              .getMemref();
+      arg.replaceAllUsesWith(device);
+      gpu::MemcpyOp::create(rewriter, loc, TypeRange(), ValueRange(), device,
+                            arg);
+      inputCopies.push_back(device);
+    }
+
+    SmallVector<Operation *> ops;
+    func.walk([&](Operation *op) {
+      if (onHost(op) &&
+          isa<memref::AllocOp, memref::DeallocOp, memref::CopyOp>(op))
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      rewriter.setInsertionPoint(op);
+      if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+        auto device = gpu::AllocOp::create(
+            rewriter, op->getLoc(), alloc.getType(), Type(), ValueRange(),
+            alloc.getDynamicSizes(), alloc.getSymbolOperands(),
+            /*hostShared=*/false);
+        rewriter.replaceOp(op, device.getMemref());
+      } else if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
+        rewriter.replaceOpWithNewOp<gpu::DeallocOp>(
+            op, TypeRange(), ValueRange(), dealloc.getMemref());
+      } else {
+        auto copy = cast<memref::CopyOp>(op);
+        if (!isPlainBuffer(cast<MemRefType>(copy.getSource().getType())) ||
+            !isPlainBuffer(cast<MemRefType>(copy.getTarget().getType()))) {
+          op->emitOpError("copies a strided or dynamic memref, which cannot "
+                          "become one device copy");
+          return signalPassFailure();
+        }
+        rewriter.replaceOpWithNewOp<gpu::MemcpyOp>(
+            op, TypeRange(), ValueRange(), copy.getTarget(), copy.getSource());
+      }
+    }
+    rewriter.setInsertionPoint(entry.getTerminator());
+    for (Value device : inputCopies)
+      gpu::DeallocOp::create(rewriter, loc, TypeRange(), ValueRange(),
+                             device);
+
+    WalkResult left = func.walk([&](Operation *op) {
+      if (onHost(op) && isa<memref::LoadOp, memref::StoreOp,
+                            linalg::LinalgOp>(op)) {
+        op->emitOpError("accesses device memory on the host: the GPU mapping "
+                        "did not cover it");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (left.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

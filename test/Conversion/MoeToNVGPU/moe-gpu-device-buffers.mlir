@@ -1,0 +1,78 @@
+// RUN: moe-opt %s -moe-gpu-device-buffers -split-input-file -verify-diagnostics | FileCheck %s
+
+// The read argument gets a device copy at entry (freed before the
+// return), the temporary buffer is a device buffer, and the copy into
+// the out-parameter reads the device back to the host. The kernel body
+// (inside gpu.launch) and private functions are left alone.
+
+// CHECK-LABEL: func.func @layer(
+// CHECK-SAME:      %[[IN:[^:]*]]: memref<256xf32>, %[[OUT:[^:]*]]: memref<256xf32>)
+// CHECK:         %[[DIN:.*]] = gpu.alloc  () : memref<256xf32>
+// CHECK:         gpu.memcpy  %[[DIN]], %[[IN]] : memref<256xf32>, memref<256xf32>
+// CHECK:         %[[TMP:.*]] = gpu.alloc  () : memref<256xf32>
+// CHECK:         gpu.launch
+// CHECK:           memref.load %[[DIN]]
+// CHECK:           memref.store %{{.*}}, %[[TMP]]
+// CHECK:         gpu.memcpy  %[[OUT]], %[[TMP]] : memref<256xf32>, memref<256xf32>
+// CHECK:         gpu.dealloc  %[[TMP]] : memref<256xf32>
+// CHECK:         gpu.dealloc  %[[DIN]] : memref<256xf32>
+// CHECK-NEXT:    return
+// CHECK-LABEL: func.func private @helper(
+// CHECK:         memref.alloc
+func.func @layer(%in: memref<256xf32>, %out: memref<256xf32>) {
+  %c1 = arith.constant 1 : index
+  %c256 = arith.constant 256 : index
+  %tmp = memref.alloc() : memref<256xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1) {
+    %v = memref.load %in[%tx] : memref<256xf32>
+    %w = arith.addf %v, %v : f32
+    memref.store %w, %tmp[%tx] : memref<256xf32>
+    gpu.terminator
+  }
+  memref.copy %tmp, %out : memref<256xf32> to memref<256xf32>
+  memref.dealloc %tmp : memref<256xf32>
+  return
+}
+func.func private @helper() -> memref<4xf32> {
+  %a = memref.alloc() : memref<4xf32>
+  return %a : memref<4xf32>
+}
+
+// -----
+
+// expected-error @below {{'func.func' op argument #0 is not a static memref with the identity layout}}
+func.func @dynamic(%in: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %v = memref.load %in[%c0] : memref<?xf32>
+  return
+}
+
+// -----
+
+func.func @host_loop(%in: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @below {{'memref.load' op accesses device memory on the host: the GPU mapping did not cover it}}
+  %v = memref.load %in[%c0] : memref<8xf32>
+  return
+}
+
+// -----
+
+func.func @strided(%out: memref<8xf32>) {
+  %a = memref.alloc() : memref<16xf32>
+  %s = memref.subview %a[0] [8] [2] : memref<16xf32> to memref<8xf32, strided<[2]>>
+  // expected-error @below {{'memref.copy' op copies a strided or dynamic memref, which cannot become one device copy}}
+  memref.copy %s, %out : memref<8xf32, strided<[2]>> to memref<8xf32>
+  memref.dealloc %a : memref<16xf32>
+  return
+}
+
+// -----
+
+// expected-error @below {{'func.func' op has more than one block; moe-gpu-device-buffers expects structured control flow}}
+func.func @blocks(%in: memref<8xf32>) {
+  cf.br ^next
+^next:
+  return
+}
