@@ -214,31 +214,35 @@ void moe::buildHostPipeline(OpPassManager &pm,
   addHostLowering(pm, /*gpu=*/false);
 }
 
+/// convert-moe-to-nvgpu for `chip`, then the serialization of its kernels.
+/// Returns false when the chip is unknown: convert-moe-to-nvgpu reports it
+/// and fails, so nothing more is added.
+static bool addGPUKernels(OpPassManager &pm, StringRef chip,
+                          StringRef mmaPath, StringRef format,
+                          StringRef toolkit) {
+  ConvertMoeToNVGPUOptions convert;
+  convert.chip = chip.str();
+  convert.mmaPath = mmaPath.str();
+  pm.addPass(createConvertMoeToNVGPU(convert));
+  std::optional<TargetInfo> target = TargetInfo::lookup(chip);
+  if (!target)
+    return false;
+  addKernelSerialization(pm, *target, format, toolkit);
+  return true;
+}
+
 void moe::buildGPUDevicePipeline(OpPassManager &pm,
                                  const GPUDevicePipelineOptions &options) {
-  ConvertMoeToNVGPUOptions convert;
-  convert.chip = options.chip;
-  convert.mmaPath = options.mmaPath;
-  pm.addPass(createConvertMoeToNVGPU(convert));
-  // An unsupported chip: convert-moe-to-nvgpu reports it and fails.
-  std::optional<TargetInfo> target = TargetInfo::lookup(options.chip);
-  if (!target)
-    return;
-  addKernelSerialization(pm, *target, options.format, options.toolkit);
+  addGPUKernels(pm, options.chip, options.mmaPath, options.format,
+                options.toolkit);
 }
 
 void moe::buildGPUHybridPipeline(OpPassManager &pm,
                                  const GPUHybridPipelineOptions &options) {
   pm.addPass(createMoeDecomposeBwd());
-  ConvertMoeToNVGPUOptions convert;
-  convert.chip = options.chip;
-  convert.mmaPath = options.mmaPath;
-  pm.addPass(createConvertMoeToNVGPU(convert));
-  std::optional<TargetInfo> target = TargetInfo::lookup(options.chip);
-  if (!target)
-    return;
-  addKernelSerialization(pm, *target, options.format, options.toolkit);
-  addHostLowering(pm, /*gpu=*/true);
+  if (addGPUKernels(pm, options.chip, options.mmaPath, options.format,
+                    options.toolkit))
+    addHostLowering(pm, /*gpu=*/true);
 }
 
 void moe::registerMoePipelines() {
@@ -254,7 +258,7 @@ void moe::registerMoePipelines() {
       buildGPUDevicePipeline);
   PassPipelineRegistration<GPUHybridPipelineOptions>(
       "moe-gpu-hybrid-pipeline",
-      "Lower moe IR to the LLVM dialect with the MX block GEMMs as GPU "
+      "Lower moe IR to the LLVM dialect with the MX GEMMs as GPU "
       "kernels (serialized into a gpu.binary, launched through the mgpu* "
       "runtime) and everything else on the host",
       buildGPUHybridPipeline);

@@ -55,28 +55,34 @@ struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
 ///   the libm functions `exp` and `tanh` (f64): no MLIR runtime library.
 void buildHostPipeline(OpPassManager &pm, const HostPipelineOptions &options);
 
-/// Options of the GPU device pipeline.
-struct GPUDevicePipelineOptions
-    : public PassPipelineOptions<GPUDevicePipelineOptions> {
-  PassOptions::Option<std::string> chip{
+/// The options both GPU pipelines share: the chip, the MMA path and the
+/// CUDA toolkit. `Derived` adds `format`, whose default differs.
+template <typename Derived>
+struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
+  typename PassPipelineOptions<Derived>::template Option<std::string> chip{
       *this, "chip",
       llvm::cl::desc("The NVIDIA chip (TargetInfo; supported: sm_90a)"),
       llvm::cl::init("sm_90a")};
+  typename PassPipelineOptions<Derived>::template Option<std::string> mmaPath{
+      *this, "mma-path",
+      llvm::cl::desc("The MMA path of MX GEMMs: fp8 or bf16 (default: the "
+                     "chip's, TargetInfo)"),
+      llvm::cl::init("")};
+  typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "
+                     "empty: PATH, then CUDA_ROOT / CUDA_HOME / CUDA_PATH"),
+      llvm::cl::init("")};
+};
+
+/// Options of the GPU device pipeline.
+struct GPUDevicePipelineOptions
+    : public GPUKernelPipelineOptions<GPUDevicePipelineOptions> {
   PassOptions::Option<std::string> format{
       *this, "format",
       llvm::cl::desc("What gpu-module-to-binary embeds: isa (PTX), bin "
                      "(cubin, runs ptxas) or fatbin"),
       llvm::cl::init("isa")};
-  PassOptions::Option<std::string> mmaPath{
-      *this, "mma-path",
-      llvm::cl::desc("The MMA path of MX GEMMs: fp8 or bf16 (default: the "
-                     "chip's, TargetInfo)"),
-      llvm::cl::init("")};
-  PassOptions::Option<std::string> toolkit{
-      *this, "toolkit",
-      llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "
-                     "empty: PATH, then CUDA_ROOT / CUDA_HOME / CUDA_PATH"),
-      llvm::cl::init("")};
 };
 
 /// moe IR -> the module with its kernels serialized: convert-moe-to-nvgpu
@@ -90,27 +96,13 @@ void buildGPUDevicePipeline(OpPassManager &pm,
 
 /// Options of the hybrid GPU pipeline.
 struct GPUHybridPipelineOptions
-    : public PassPipelineOptions<GPUHybridPipelineOptions> {
-  PassOptions::Option<std::string> chip{
-      *this, "chip",
-      llvm::cl::desc("The NVIDIA chip (TargetInfo; supported: sm_90a)"),
-      llvm::cl::init("sm_90a")};
+    : public GPUKernelPipelineOptions<GPUHybridPipelineOptions> {
   PassOptions::Option<std::string> format{
       *this, "format",
       llvm::cl::desc("What gpu-module-to-binary embeds: bin (cubin, runs "
                      "ptxas), isa (PTX, JIT-compiled by the driver) or "
                      "fatbin"),
       llvm::cl::init("bin")};
-  PassOptions::Option<std::string> mmaPath{
-      *this, "mma-path",
-      llvm::cl::desc("The MMA path of MX GEMMs: fp8 or bf16 (default: the "
-                     "chip's, TargetInfo)"),
-      llvm::cl::init("")};
-  PassOptions::Option<std::string> toolkit{
-      *this, "toolkit",
-      llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "
-                     "empty: PATH, then CUDA_ROOT / CUDA_HOME / CUDA_PATH"),
-      llvm::cl::init("")};
 };
 
 /// moe IR -> LLVM dialect with the MX GEMMs on the GPU: moe-decompose-
