@@ -6,10 +6,11 @@
 #             scatter_add_rows in a race-free, deterministic form)
 #   moe-opt:  the host pipeline's tensor lowering, bufferization,
 #             deallocation, moe-lower-gpu-launches (unchanged)
-#   mlir-opt + plugin: reductions innermost, linalg -> scf.parallel,
-#             1-D + tile 256, gpu-map-parallel-loops,
-#             convert-parallel-loops-to-gpu, device buffers, outlining,
-#             async region, kernel lowering, PTX, host lowering to LLVM
+#   moe-opt (moe-gpu-reductions-innermost, moe-gpu-loop-shape{block=256},
+#             moe-gpu-device-buffers) interleaved with mlir-opt (linalg ->
+#             scf.parallel, gpu-map-parallel-loops,
+#             convert-parallel-loops-to-gpu), then mlir-opt + plugin:
+#             outlining, async region, kernel lowering, PTX, host lowering
 # then ptxas -arch=sm_90a on every PTX module.
 #
 # usage: run.sh [input.mlir] [outdir]      (nice -n 19, one job at a time)
@@ -48,7 +49,19 @@ $NICE $MOE "$OUT/2-slot-ops.mlir" --pass-pipeline="builtin.module(convert-moe-to
   -o "$OUT/3-buffers.mlir"
 
 # 4. Loops -> GPU kernels, buffers -> device memory.
-$OPT "$OUT/3-buffers.mlir" --pass-pipeline="builtin.module(func.func(moe-proto-reductions-innermost,convert-linalg-to-parallel-loops,moe-proto-gpu-loop-shape{block=256},gpu-map-parallel-loops,convert-parallel-loops-to-gpu,moe-proto-device-buffers,canonicalize,gpu-launch-sink-index-computations))" \
+#    The moe-gpu-* passes are the project's (moe-opt); the upstream GPU
+#    mapping passes are not registered in moe-opt, so mlir-opt runs those.
+$NICE $MOE "$OUT/3-buffers.mlir" --pass-pipeline="builtin.module(func.func(moe-gpu-reductions-innermost))" \
+  -o "$OUT/4a.mlir"
+$OPT "$OUT/4a.mlir" --pass-pipeline="builtin.module(func.func(convert-linalg-to-parallel-loops))" \
+  -o "$OUT/4b.mlir"
+$NICE $MOE "$OUT/4b.mlir" --pass-pipeline="builtin.module(func.func(moe-gpu-loop-shape{block=256}))" \
+  -o "$OUT/4c.mlir"
+$OPT "$OUT/4c.mlir" --pass-pipeline="builtin.module(func.func(gpu-map-parallel-loops,convert-parallel-loops-to-gpu))" \
+  -o "$OUT/4d.mlir"
+$NICE $MOE "$OUT/4d.mlir" --pass-pipeline="builtin.module(func.func(moe-gpu-device-buffers))" \
+  -o "$OUT/4e.mlir"
+$OPT "$OUT/4e.mlir" --pass-pipeline="builtin.module(func.func(canonicalize,gpu-launch-sink-index-computations))" \
   -o "$OUT/4-launches.mlir"
 $OPT "$OUT/4-launches.mlir" --pass-pipeline="builtin.module(gpu-kernel-outlining,func.func(moe-proto-async-region))" \
   -o "$OUT/5-outlined.mlir"

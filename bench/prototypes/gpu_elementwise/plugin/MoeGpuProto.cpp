@@ -1,22 +1,18 @@
 //===- MoeGpuProto.cpp - prototype passes for the device-resident GPU path ===//
 //
-// An mlir-opt pass plugin (libMLIR.so of LLVM 22) with the four passes the
-// device-resident GPU pipeline needs beyond upstream. Prototype only: it runs
-// on the example's IR; the project would implement these as its own passes.
+// An mlir-opt pass plugin (libMLIR.so of LLVM 22) with the passes of the
+// device-resident prototype that the project does not have yet (the
+// reductions-innermost, loop-shape and device-buffers steps are the
+// project's moe-gpu-* passes, run by moe-opt). Prototype only: it runs on
+// the example's IR.
 //
 //   moe-proto-gpu-slot-ops         moe.affinity_grad / moe.scatter_add_rows
 //                                  (unregistered, generic form) -> a
 //                                  race-free, deterministic form: one
 //                                  parallel scatter of unique (t, e) pairs
 //                                  on a buffer, then gathers (linalg)
-//   moe-proto-reductions-innermost linalg.generic: reduction loops last
-//   moe-proto-gpu-loop-shape       outermost scf.parallel -> 1-D, tiled by
-//                                  `block` (grid x block for
-//                                  gpu-map-parallel-loops)
-//   moe-proto-device-buffers       memref.alloc/dealloc -> gpu.alloc/dealloc,
-//                                  arguments copied to the device at entry,
-//                                  memref.copy -> gpu.memcpy; checks that no
-//                                  host op touches device memory
+//   moe-proto-async-region         gpu-async-region on public functions
+//                                  only
 //
 //===----------------------------------------------------------------------===//
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -329,202 +325,6 @@ struct SlotOpsPass
   }
 };
 
-struct ReductionsInnermostPass
-    : PassWrapper<ReductionsInnermostPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ReductionsInnermostPass)
-  StringRef getArgument() const final {
-    return "moe-proto-reductions-innermost";
-  }
-  StringRef getDescription() const final {
-    return "Interchange linalg.generic loops so that reductions are innermost";
-  }
-  void runOnOperation() override {
-    IRRewriter rewriter(&getContext());
-    SmallVector<linalg::GenericOp> generics;
-    getOperation().walk([&](linalg::GenericOp g) { generics.push_back(g); });
-    for (linalg::GenericOp g : generics) {
-      SmallVector<unsigned> par, red;
-      for (auto [i, it] : llvm::enumerate(g.getIteratorTypesArray()))
-        (it == IteratorType::reduction ? red : par).push_back(i);
-      SmallVector<unsigned> perm(par);
-      perm.append(red);
-      bool identity = llvm::all_of(llvm::enumerate(perm), [](auto p) {
-        return p.index() == p.value();
-      });
-      if (identity)
-        continue;
-      rewriter.setInsertionPoint(g);
-      if (failed(linalg::interchangeGenericOp(rewriter, g, perm))) {
-        g.emitError("interchange failed");
-        return signalPassFailure();
-      }
-    }
-  }
-};
-
-struct LoopShapePass
-    : PassWrapper<LoopShapePass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LoopShapePass)
-  LoopShapePass() = default;
-  LoopShapePass(const LoopShapePass &o) : PassWrapper(o) {}
-  StringRef getArgument() const final { return "moe-proto-gpu-loop-shape"; }
-  StringRef getDescription() const final {
-    return "Collapse each outermost scf.parallel to 1-D and tile it by the "
-           "block size";
-  }
-  Option<int64_t> block{*this, "block", llvm::cl::desc("threads per block"),
-                        llvm::cl::init(256)};
-  void getDependentDialects(DialectRegistry &r) const override {
-    r.insert<affine::AffineDialect, arith::ArithDialect, scf::SCFDialect>();
-  }
-  static bool outermost(scf::ParallelOp p) {
-    return !p->getParentOfType<scf::ParallelOp>() &&
-           !p->getParentOfType<gpu::LaunchOp>();
-  }
-  void runOnOperation() override {
-    IRRewriter rewriter(&getContext());
-    SmallVector<scf::ParallelOp> loops;
-    getOperation().walk([&](scf::ParallelOp p) {
-      if (outermost(p))
-        loops.push_back(p);
-    });
-    for (scf::ParallelOp p : loops) {
-      if (p.getNumLoops() > 1) {
-        std::vector<unsigned> all;
-        for (unsigned i = 0; i < p.getNumLoops(); ++i)
-          all.push_back(i);
-        rewriter.setInsertionPoint(p);
-        collapseParallelLoops(rewriter, p, {all});
-      }
-    }
-    loops.clear();
-    getOperation().walk([&](scf::ParallelOp p) {
-      if (outermost(p))
-        loops.push_back(p);
-    });
-    for (scf::ParallelOp p : loops) {
-      int64_t tile = block;
-      if (std::optional<int64_t> trips = constantTripCount(p))
-        tile = std::min<int64_t>(tile, (*trips + 31) / 32 * 32);
-      scf::tileParallelLoop(p, {tile}, /*noMinMaxBounds=*/true);
-    }
-  }
-  static std::optional<int64_t> constantTripCount(scf::ParallelOp p) {
-    auto lb = getConstantIntValue(p.getLowerBound()[0]);
-    auto ub = getConstantIntValue(p.getUpperBound()[0]);
-    auto st = getConstantIntValue(p.getStep()[0]);
-    if (!lb || !ub || !st || *st <= 0)
-      return std::nullopt;
-    return (*ub - *lb + *st - 1) / *st;
-  }
-};
-
-struct DeviceBuffersPass
-    : PassWrapper<DeviceBuffersPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DeviceBuffersPass)
-  StringRef getArgument() const final { return "moe-proto-device-buffers"; }
-  StringRef getDescription() const final {
-    return "Keep every buffer of a host function with GPU kernels in device "
-           "memory";
-  }
-  void getDependentDialects(DialectRegistry &r) const override {
-    r.insert<gpu::GPUDialect, memref::MemRefDialect>();
-  }
-
-  static bool onHost(Operation *op) {
-    return !op->getParentOfType<gpu::LaunchOp>();
-  }
-
-  void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (func.isExternal() || func.isPrivate())
-      return; // the GEMM launch functions keep their own bodies
-    IRRewriter rewriter(&getContext());
-    Block &entry = func.getBody().front();
-    func::ReturnOp ret = cast<func::ReturnOp>(entry.getTerminator());
-
-    // Out-parameters: the targets of memref.copy (results of
-    // buffer-results-to-out-params). They get one device->host copy each.
-    DenseSet<Value> outParams;
-    func.walk([&](memref::CopyOp copy) {
-      if (auto arg = dyn_cast<BlockArgument>(copy.getTarget()))
-        if (arg.getOwner() == &entry)
-          outParams.insert(arg);
-    });
-
-    // Inputs: a device copy at entry, freed before the return.
-    rewriter.setInsertionPointToStart(&entry);
-    SmallVector<Value> inputCopies;
-    for (BlockArgument arg : entry.getArguments()) {
-      auto type = dyn_cast<MemRefType>(arg.getType());
-      if (!type || outParams.contains(arg) || arg.use_empty())
-        continue;
-      if (!type.getLayout().isIdentity() || !type.hasStaticShape()) {
-        func.emitError("prototype: argument ") << arg.getArgNumber()
-                                               << " is not a static identity "
-                                                  "memref";
-        return signalPassFailure();
-      }
-      Value dev = gpu::AllocOp::create(rewriter, func.getLoc(), type,
-                                       /*asyncToken=*/Type(), ValueRange(),
-                                       ValueRange(), ValueRange(),
-                                       /*hostShared=*/false)
-                      .getMemref();
-      arg.replaceAllUsesWith(dev);
-      gpu::MemcpyOp::create(rewriter, func.getLoc(), TypeRange(), ValueRange(),
-                            dev, arg);
-      inputCopies.push_back(dev);
-    }
-
-    SmallVector<Operation *> ops;
-    func.walk([&](Operation *op) {
-      if (onHost(op) &&
-          isa<memref::AllocOp, memref::DeallocOp, memref::CopyOp>(op))
-        ops.push_back(op);
-    });
-    for (Operation *op : ops) {
-      rewriter.setInsertionPoint(op);
-      if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
-        auto dev = gpu::AllocOp::create(
-            rewriter, op->getLoc(), alloc.getType(), Type(), ValueRange(),
-            alloc.getDynamicSizes(), alloc.getSymbolOperands(), false);
-        rewriter.replaceOp(op, dev.getMemref());
-      } else if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
-        rewriter.replaceOpWithNewOp<gpu::DeallocOp>(op, TypeRange(),
-                                                    ValueRange(),
-                                                    dealloc.getMemref());
-      } else if (auto copy = dyn_cast<memref::CopyOp>(op)) {
-        auto src = cast<MemRefType>(copy.getSource().getType());
-        auto dst = cast<MemRefType>(copy.getTarget().getType());
-        if (!src.getLayout().isIdentity() || !dst.getLayout().isIdentity()) {
-          op->emitError("prototype: strided memref.copy on device buffers");
-          return signalPassFailure();
-        }
-        rewriter.replaceOpWithNewOp<gpu::MemcpyOp>(
-            op, TypeRange(), ValueRange(), copy.getTarget(), copy.getSource());
-      }
-    }
-    rewriter.setInsertionPoint(ret);
-    for (Value dev : inputCopies)
-      gpu::DeallocOp::create(rewriter, func.getLoc(), TypeRange(),
-                             ValueRange(), dev);
-
-    // No host code may touch device memory.
-    WalkResult r = func.walk([&](Operation *op) {
-      if (!onHost(op) || isa<gpu::LaunchOp>(op))
-        return WalkResult::advance();
-      if (isa<memref::LoadOp, memref::StoreOp, linalg::LinalgOp,
-              memref::CopyOp>(op)) {
-        op->emitError("host access to device memory left after GPU mapping");
-        return WalkResult::interrupt();
-      }
-      return WalkResult::advance();
-    });
-    if (r.wasInterrupted())
-      signalPassFailure();
-  }
-};
-
 /// gpu-async-region on the public functions only: the GEMM launch
 /// functions of moe-lower-gpu-launches are async already, and a second
 /// token dependency would not lower (gpu-to-llvm takes one).
@@ -554,9 +354,6 @@ struct PublicAsyncRegionPass
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo mlirGetPassPluginInfo() {
   return {MLIR_PLUGIN_API_VERSION, "MoeGpuProto", "0.1", []() {
             PassRegistration<SlotOpsPass>();
-            PassRegistration<ReductionsInnermostPass>();
-            PassRegistration<LoopShapePass>();
-            PassRegistration<DeviceBuffersPass>();
             PassRegistration<PublicAsyncRegionPass>();
           }};
 }
