@@ -9,7 +9,8 @@
 //     |     memory cache hit: reuse the Executable
 //     |     disk cache hit:   <cacheDir>/<key>.mlirbc (LLVM dialect bytecode)
 //     |     miss:             buildHostPipeline (Host) or
-//     |                       buildGPUHybridPipeline (Sm90a) -> LLVM
+//     |                       buildGPUResidentPipeline / buildGPUHybrid-
+//     |                       Pipeline (Sm90a, gpuMode) -> LLVM
 //     |                       dialect (+ gpu.binary, gpu.launch_func) -> store
 //     +--mlir::ExecutionEngine (LLVM -O<n>) -> _mlir__mlir_ciface_<entry>
 //
@@ -107,6 +108,10 @@ struct Executable::Impl {
   Target target = Target::Host;
   /// The CUDA runtime the code calls (target Sm90a), else null.
   const CudaRuntimeApi *cuda = nullptr;
+  /// gpuMode resident: the entry takes device buffers.
+  bool deviceArguments = false;
+  /// CompileInfo::gpuMode and gpuModeReason, for memory-cache hits.
+  std::string gpuMode, gpuModeReason;
   std::optional<LayerDesc> layer;
   std::string layerProblem;
   /// Inputs holding the routing layout (-1: not an input) and the shapes
@@ -149,6 +154,11 @@ struct CudaRuntimeApi {
   const char *(*getLastError)() = nullptr;
   void (*clearError)() = nullptr;
   void (*reset)() = nullptr;
+  // The mgpu* entry points that move a resident run's buffers.
+  void *(*streamCreate)() = nullptr;
+  void (*streamSynchronize)(void *) = nullptr;
+  void *(*memAlloc)(int64_t, void *, int8_t) = nullptr;
+  void (*memcpy)(void *, void *, int64_t, void *) = nullptr;
 
   /// The recorded error, cleared; empty when there is none.
   std::string takeError() const {
@@ -201,7 +211,11 @@ Expected<const CudaRuntimeApi *> loadCudaRuntime() {
       if (lookup(loaded.hasError, "moeCudaRuntimeHasError") &&
           lookup(loaded.getLastError, "moeCudaRuntimeGetLastError") &&
           lookup(loaded.clearError, "moeCudaRuntimeClearError") &&
-          lookup(loaded.reset, "moeCudaRuntimeReset")) {
+          lookup(loaded.reset, "moeCudaRuntimeReset") &&
+          lookup(loaded.streamCreate, "mgpuStreamCreate") &&
+          lookup(loaded.streamSynchronize, "mgpuStreamSynchronize") &&
+          lookup(loaded.memAlloc, "mgpuMemAlloc") &&
+          lookup(loaded.memcpy, "mgpuMemcpy")) {
         api = loaded;
         return &*api;
       }
@@ -336,6 +350,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.fuse ? "fuse" : "no-fuse");
   add(options.entry);
   add(options.mmaPath);
+  add(options.gpuMode);
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();
@@ -753,7 +768,12 @@ Expected<LayerDesc> Executable::layer() const {
 }
 
 Status Executable::run(const std::vector<ConstTensorRef> &inputs,
-                       const std::vector<TensorRef> &outputs) const {
+                       const std::vector<TensorRef> &outputs,
+                       RunStats *stats) const {
+  RunStats ignored;
+  if (!stats)
+    stats = &ignored;
+  *stats = RunStats();
   if (!impl_)
     return Status::error("run: empty Executable (not from a Compiler)");
   const Impl &impl = *impl_;
@@ -838,17 +858,45 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
                            problem);
   }
 
+  // gpuMode resident: the entry takes device buffers. Copy the caller's
+  // in; on any failure nothing is written to the outputs.
+  size_t count = inputs.size() + outputs.size();
+  std::vector<void *> device;
+  void *stream = nullptr;
+  auto bufferSpec = [&](size_t i) -> const TensorSpec & {
+    return i < inputs.size() ? sig.inputs[i] : sig.outputs[i - inputs.size()];
+  };
+  auto failRun = [&]() {
+    std::string error = impl.cuda->takeError();
+    impl.cuda->reset();
+    return Status::error(error);
+  };
+  if (impl.deviceArguments) {
+    Clock::time_point copyStart = Clock::now();
+    stream = impl.cuda->streamCreate();
+    for (size_t i = 0; i < count; ++i)
+      device.push_back(impl.cuda->memAlloc(
+          static_cast<int64_t>(bufferSpec(i).numBytes()), stream, 0));
+    for (size_t i = 0; i < inputs.size(); ++i)
+      impl.cuda->memcpy(device[i], const_cast<void *>(inputs[i].data),
+                        static_cast<int64_t>(sig.inputs[i].numBytes()),
+                        stream);
+    impl.cuda->streamSynchronize(stream);
+    stats->copySeconds += secondsSince(copyStart);
+    if (impl.cuda->hasError())
+      return failRun();
+  }
+
   // One StridedMemRefType descriptor per buffer: allocated and aligned
   // pointer, offset 0, sizes, row-major strides.
-  size_t count = inputs.size() + outputs.size();
   std::vector<std::vector<int64_t>> descriptors(count);
   std::vector<void *> descriptorPointers(count), args(count);
   for (size_t i = 0; i < count; ++i) {
     bool isInput = i < inputs.size();
-    const TensorSpec &spec =
-        isInput ? sig.inputs[i] : sig.outputs[i - inputs.size()];
-    const void *data =
-        isInput ? inputs[i].data : outputs[i - inputs.size()].data;
+    const TensorSpec &spec = bufferSpec(i);
+    const void *data = impl.deviceArguments ? device[i]
+                       : isInput            ? inputs[i].data
+                                            : outputs[i - inputs.size()].data;
     std::vector<int64_t> &desc = descriptors[i];
     auto address = static_cast<int64_t>(reinterpret_cast<intptr_t>(data));
     desc = {address, address, 0};
@@ -860,11 +908,24 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
     descriptorPointers[i] = desc.data();
     args[i] = &descriptorPointers[i];
   }
+  Clock::time_point callStart = Clock::now();
   impl.packed(args.data());
+  stats->callSeconds = secondsSince(callStart);
   if (!impl.cuda)
     return Status();
   // The first failing mgpu* call made every later one a no-op; report it,
   // then release what the run left on the device.
+  if (impl.cuda->hasError())
+    return failRun();
+  if (impl.deviceArguments) {
+    Clock::time_point copyStart = Clock::now();
+    for (size_t i = 0; i < outputs.size(); ++i)
+      impl.cuda->memcpy(outputs[i].data, device[inputs.size() + i],
+                        static_cast<int64_t>(sig.outputs[i].numBytes()),
+                        stream);
+    impl.cuda->streamSynchronize(stream);
+    stats->copySeconds += secondsSince(copyStart);
+  }
   std::string error = impl.cuda->takeError();
   impl.cuda->reset();
   if (!error.empty())
@@ -904,6 +965,12 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
                          "' is not fp8 or bf16");
   if (!options.mmaPath.empty() && options.target == Target::Host)
     return Status::error("mmaPath applies to GPU targets, not host");
+  if (!options.gpuMode.empty() && options.gpuMode != "resident" &&
+      options.gpuMode != "hybrid")
+    return Status::error("gpuMode '" + options.gpuMode +
+                         "' is not resident or hybrid");
+  if (!options.gpuMode.empty() && options.target == Target::Host)
+    return Status::error("gpuMode applies to GPU targets, not host");
   // Sm90a: kernels as cubin when ptxas is here, else as PTX that the
   // driver compiles at load time.
   const CudaRuntimeApi *cuda = nullptr;
@@ -927,6 +994,8 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     if (it != impl_->memory.end()) {
       result.impl_ = it->second;
       info.source = CompileInfo::Source::MemoryCache;
+      info.gpuMode = it->second->gpuMode;
+      info.gpuModeReason = it->second->gpuModeReason;
       info.totalSeconds = secondsSince(start);
       return result;
     }
@@ -954,6 +1023,21 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   if (failed(analyze(*module, options, analysis, error)))
     return Status::error(error.empty() ? diagnostics.take() : error);
   std::shared_ptr<Executable::Impl> impl = analysis.impl;
+  if (options.target == Target::Sm90a) {
+    std::optional<std::string> blocker =
+        mlir::moe::residentPipelineBlocker(*module);
+    if (options.gpuMode == "resident" && blocker)
+      return Status::error(options.sourceName +
+                           ": gpuMode resident cannot lower " + *blocker +
+                           "; use gpuMode hybrid");
+    impl->deviceArguments =
+        options.gpuMode == "resident" || (options.gpuMode.empty() && !blocker);
+    info.gpuMode = impl->deviceArguments ? "resident" : "hybrid";
+    if (options.gpuMode.empty() && blocker)
+      info.gpuModeReason = "the IR has " + *blocker;
+    impl->gpuMode = info.gpuMode;
+    impl->gpuModeReason = info.gpuModeReason;
+  }
   info.parseSeconds = secondsSince(start);
 
   // Lower, or reload a lowering from the disk cache.
@@ -979,8 +1063,15 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     for (unsigned i = 0; i < analysis.entry.getNumArguments(); ++i)
       analysis.entry.setArgAttr(i, "bufferization.writable", readOnly);
     PassManager pm(&context, ModuleOp::getOperationName());
-    if (options.target == Target::Sm90a) {
+    if (impl->deviceArguments) {
       // The kernels replace unfused block GEMMs: no moe-fuse.
+      mlir::moe::GPUResidentPipelineOptions pipelineOptions;
+      pipelineOptions.chip = "sm_90a";
+      pipelineOptions.format = gpuFormat;
+      pipelineOptions.toolkit = toolkit;
+      pipelineOptions.mmaPath = options.mmaPath;
+      mlir::moe::buildGPUResidentPipeline(pm, pipelineOptions);
+    } else if (options.target == Target::Sm90a) {
       mlir::moe::GPUHybridPipelineOptions pipelineOptions;
       pipelineOptions.chip = "sm_90a";
       pipelineOptions.format = gpuFormat;

@@ -43,6 +43,24 @@
 //     then the host pipeline's LLVM conversions
 //   llvm dialect + gpu.binary + gpu.launch_func
 //
+// and the device-resident GPU pipeline, with every phase on the GPU:
+//
+//   moe.blockwise_bwd
+//     moe-decompose-bwd (no fusion)
+//     convert-moe-to-nvgpu{chip}, kernel lowering and serialization (GEMMs)
+//     convert-moe-to-linalg{parallel-slot-ops}, bufferization, deallocation
+//     moe-lower-gpu-launches{device-arguments}
+//     moe-gpu-reductions-innermost, convert-linalg-to-parallel-loops,
+//     moe-gpu-loop-shape, gpu-map-parallel-loops,
+//     convert-parallel-loops-to-gpu        one gpu.launch per loop nest
+//     moe-gpu-device-buffers               gpu.alloc / gpu.memcpy
+//     gpu-launch-sink-index-computations, gpu-kernel-outlining,
+//     moe-gpu-async-region                 one stream in the entry
+//     in the new gpu.modules: arith-expand (bf16), lower-affine, gpu-to-nvvm
+//       ..., then nvvm-attach-target, gpu-module-to-binary
+//     the host pipeline's LLVM conversions with gpu-to-llvm
+//   llvm dialect + gpu.binary ops + gpu.launch_func
+//
 // and the registration of the pipelines, of the upstream passes the tests
 // run one by one, and of the dialects and external models the pipelines
 // need.
@@ -53,6 +71,7 @@
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
+#include "moe/Dialect/Moe/IR/MoeOps.h"
 #include "moe/Dialect/Moe/Transforms/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
@@ -71,6 +90,7 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
@@ -120,12 +140,23 @@ using namespace mlir::moe;
 /// memref descriptors in gpu.func signatures; nvgpu ops are lowered first,
 /// while their types are still visible.
 void addKernelSerialization(OpPassManager &pm, const TargetInfo &target,
-                            StringRef format, StringRef toolkit) {
+                            StringRef format, StringRef toolkit,
+                            bool elementwise = false) {
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  kernels.addPass(createConvertNVGPUToNVVMPass());
+  if (elementwise) {
+    // The outlined loop nests of the device-resident pipeline: bf16
+    // conversions as integer code, as on the host (same bits), and the
+    // affine index arithmetic of the loop shaping.
+    arith::ArithExpandOpsPassOptions expand;
+    expand.includeBf16 = true;
+    kernels.addPass(arith::createArithExpandOpsPass(expand));
+    kernels.addPass(createLowerAffinePass());
+  } else {
+    kernels.addPass(createConvertNVGPUToNVVMPass());
+  }
   kernels.addPass(createSCFToControlFlowPass());
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
-  toNVVM.useBarePtrCallConv = true;
+  toNVVM.useBarePtrCallConv = !elementwise;
   toNVVM.indexBitwidth = 64;
   kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
   kernels.addPass(createConvertNVVMToLLVMPass());
@@ -147,11 +178,52 @@ void addKernelSerialization(OpPassManager &pm, const TargetInfo &target,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
-/// The host lowering from the decomposed (or fused) moe IR on; `gpu` adds
-/// the host side of the kernel launches of convert-moe-to-nvgpu.
-void addHostLowering(OpPassManager &pm, bool gpu) {
+/// How much of the host lowering runs on the GPU.
+enum class HostLowering {
+  /// Everything on the host.
+  Host,
+  /// The GEMM kernels of convert-moe-to-nvgpu, the rest on the host.
+  Hybrid,
+  /// Every phase on the GPU, every buffer in device memory.
+  Resident,
+};
+
+/// The device-resident part: loops to GPU launches, buffers to device
+/// memory, kernels outlined, lowered and serialized, host ops async.
+void addResidentLowering(OpPassManager &pm,
+                         const GPUResidentPipelineOptions &options,
+                         const TargetInfo &target) {
+  OpPassManager &func = pm.nest<func::FuncOp>();
+  func.addPass(createMoeGPUReductionsInnermost());
+  func.addPass(createConvertLinalgToParallelLoopsPass());
+  MoeGPULoopShapeOptions shape;
+  shape.block = options.block;
+  func.addPass(createMoeGPULoopShape(shape));
+  func.addPass(createGpuMapParallelLoopsPass());
+  func.addPass(createConvertParallelLoopToGpuPass());
+  MoeGPUDeviceBuffersOptions buffers;
+  buffers.hostArguments = options.hostArguments;
+  func.addPass(createMoeGPUDeviceBuffers(buffers));
+  func.addPass(createCanonicalizerPass());
+  func.addPass(createGpuLaunchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addNestedPass<func::FuncOp>(createMoeGPUAsyncRegion());
+  addKernelSerialization(pm, target, options.format, options.toolkit,
+                         /*elementwise=*/true);
+}
+
+/// The host lowering from the decomposed (or fused) moe IR on; `mode`
+/// says what runs on the GPU (`resident` holds its options then).
+void addHostLowering(OpPassManager &pm, HostLowering mode,
+                     const GPUResidentPipelineOptions *resident = nullptr,
+                     const TargetInfo *target = nullptr,
+                     bool parallelSlotOps = false) {
+  bool gpu = mode != HostLowering::Host;
   // moe IR -> linalg on tensors.
-  pm.addPass(createConvertMoeToLinalg());
+  ConvertMoeToLinalgOptions toLinalg;
+  toLinalg.parallelSlotOps =
+      parallelSlotOps || mode == HostLowering::Resident;
+  pm.addPass(createConvertMoeToLinalg(toLinalg));
   pm.addPass(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
 
@@ -175,8 +247,13 @@ void addHostLowering(OpPassManager &pm, bool gpu) {
   pm.addPass(createConvertBufferizationToMemRefPass());
   // The launch functions get their bodies only now: buffer deallocation
   // cannot handle gpu host ops.
-  if (gpu)
-    pm.addPass(createLowerMoeGPULaunches());
+  if (gpu) {
+    LowerMoeGPULaunchesOptions launches;
+    launches.deviceArguments = mode == HostLowering::Resident;
+    pm.addPass(createLowerMoeGPULaunches(launches));
+  }
+  if (mode == HostLowering::Resident)
+    addResidentLowering(pm, *resident, *target);
 
   // Buffers -> loops -> LLVM. bf16 conversions become integer code and the
   // f64 exp / tanh of the activations libm calls (the functions the
@@ -211,7 +288,8 @@ void moe::buildHostPipeline(OpPassManager &pm,
   pm.addPass(createMoeDecomposeBwd());
   if (options.fuse)
     pm.addPass(createMoeFuse());
-  addHostLowering(pm, /*gpu=*/false);
+  addHostLowering(pm, HostLowering::Host, /*resident=*/nullptr,
+                  /*target=*/nullptr, options.parallelSlotOps);
 }
 
 /// convert-moe-to-nvgpu for `chip`, then the serialization of its kernels.
@@ -242,7 +320,41 @@ void moe::buildGPUHybridPipeline(OpPassManager &pm,
   pm.addPass(createMoeDecomposeBwd());
   if (addGPUKernels(pm, options.chip, options.mmaPath, options.format,
                     options.toolkit))
-    addHostLowering(pm, /*gpu=*/true);
+    addHostLowering(pm, HostLowering::Hybrid);
+}
+
+void moe::buildGPUResidentPipeline(OpPassManager &pm,
+                                   const GPUResidentPipelineOptions &options) {
+  pm.addPass(createMoeDecomposeBwd());
+  if (!addGPUKernels(pm, options.chip, options.mmaPath, options.format,
+                     options.toolkit))
+    return;
+  TargetInfo target = *TargetInfo::lookup(options.chip);
+  addHostLowering(pm, HostLowering::Resident, &options, &target);
+}
+
+std::optional<std::string> moe::residentPipelineBlocker(ModuleOp module) {
+  std::optional<std::string> blocker;
+  module.walk([&](Operation *op) {
+    if (auto bwd = dyn_cast<BlockwiseBwdOp>(op)) {
+      if (bwd.getBias())
+        blocker = "a moe.blockwise_bwd with bias (its bias GEMM runs on the "
+                  "host)";
+      else if (bwd.getQuant().getElement() == MXElement::none)
+        blocker = "a moe.blockwise_bwd without MX quantization (its bf16 "
+                  "GEMMs run on the host)";
+    } else if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
+      if (gemm.getBias() || !gemm.getLhsScales() || !gemm.getRhsScales())
+        blocker = "a moe.block_matmul with a bias or bf16 operands (it runs "
+                  "on the host)";
+    } else if (auto gemm = dyn_cast<ExpertMatmulOp>(op)) {
+      if (!gemm.getLhsScales() || !gemm.getRhsScales())
+        blocker = "a moe.expert_matmul with bf16 operands (it runs on the "
+                  "host)";
+    }
+    return blocker ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return blocker;
 }
 
 void moe::registerMoePipelines() {
@@ -262,6 +374,12 @@ void moe::registerMoePipelines() {
       "kernels (serialized into a gpu.binary, launched through the mgpu* "
       "runtime) and everything else on the host",
       buildGPUHybridPipeline);
+  PassPipelineRegistration<GPUResidentPipelineOptions>(
+      "moe-gpu-pipeline",
+      "Lower moe IR to the LLVM dialect with every phase on the GPU and "
+      "every buffer in device memory (the caller passes device buffers "
+      "unless host-arguments)",
+      buildGPUResidentPipeline);
 
   // The upstream passes of the pipeline, for tests that run them alone.
   registerCanonicalizerPass();
@@ -291,6 +409,12 @@ void moe::registerMoePipelines() {
   registerGpuNVVMAttachTarget();
   registerGpuModuleToBinaryPass();
   registerGpuToLLVMConversionPass();
+  registerConvertLinalgToParallelLoopsPass();
+  registerGpuMapParallelLoopsPass();
+  registerConvertParallelLoopToGpuPass();
+  registerGpuLaunchSinkIndexComputationsPass();
+  registerGpuKernelOutliningPass();
+  registerGpuAsyncRegionPass();
 }
 
 void moe::registerPipelineDependencies(DialectRegistry &registry) {

@@ -87,6 +87,10 @@ options:
   --repeat N           run N times and report the fastest (default 1)
   --mma-path P         sm90a: the MMA path of the MX GEMMs, fp8 or bf16
                        (default: the target's, bf16)
+  --gpu-mode M         sm90a: resident (every phase on the GPU, buffers in
+                       device memory) or hybrid (the GEMMs on the GPU, the
+                       rest on the host); default resident unless the
+                       layer has a bias or bf16 GEMMs (then hybrid)
   --opt-level N        LLVM optimization level of the generated code, 0..3
                        (default 2)
   --tolerance X        the gate on rel(R_mx) (default 2e-3, SPEC section 6)
@@ -118,6 +122,7 @@ struct Options {
   int64_t repeat = 1;
   int optLevel = 2;
   std::string mmaPath;
+  std::string gpuMode;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -143,7 +148,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       "--layer",         "--target",    "--function", "--seed",
       "--empty-experts", "--inputs",    "--outputs",  "--cache-dir",
       "--repeat",        "--opt-level", "--tolerance", "--mma-path",
-      "--check"};
+      "--check",         "--gpu-mode"};
   const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -225,6 +230,11 @@ Options parseCommandLine(const std::vector<std::string> &args) {
         throw UsageError("invalid MMA path '" + value +
                          "' for --mma-path (expected fp8 or bf16)");
       opts.mmaPath = value;
+    } else if (name == "--gpu-mode") {
+      if (value != "resident" && value != "hybrid")
+        throw UsageError("invalid GPU mode '" + value +
+                         "' for --gpu-mode (expected resident or hybrid)");
+      opts.gpuMode = value;
     } else if (name == "--opt-level") {
       opts.optLevel = static_cast<int>(parseCount(name, value, 0, 3));
     } else if (name == "--no-fuse") {
@@ -586,6 +596,7 @@ int run(const Options &opts) {
   compileOptions.entry = opts.function;
   compileOptions.optLevel = opts.optLevel;
   compileOptions.mmaPath = opts.mmaPath;
+  compileOptions.gpuMode = opts.gpuMode;
 
   std::string where = opts.file;
   Clock::time_point compileStart = Clock::now();
@@ -639,15 +650,20 @@ int run(const Options &opts) {
   for (const Buffer &b : inputs)
     inputCopies.push_back(b.storage);
 
-  double runSeconds = 0;
+  double runSeconds = 0, callSeconds = 0, copySeconds = 0;
   for (int64_t r = 0; r < opts.repeat; ++r) {
     for (Buffer &b : outputs)
       poison(b);
     Clock::time_point t0 = Clock::now();
-    jit::Status status = exe->run(inRefs, outRefs);
+    jit::RunStats stats;
+    jit::Status status = exe->run(inRefs, outRefs, &stats);
     double t = seconds(t0, Clock::now());
     if (!status)
       throw DataError(where + ": run failed: " + status.message());
+    if (r == 0 || stats.callSeconds < callSeconds) {
+      callSeconds = stats.callSeconds;
+      copySeconds = stats.copySeconds;
+    }
     runSeconds = r == 0 ? t : std::min(runSeconds, t);
   }
 
@@ -709,10 +725,18 @@ int run(const Options &opts) {
               "codegen %.3f s)\n",
               compileSeconds, jit::toString(info.source), info.parseSeconds,
               info.pipelineSeconds, info.codegenSeconds);
-  std::printf("run: %.6f s%s\n", runSeconds,
-              opts.repeat > 1
-                  ? (" (best of " + std::to_string(opts.repeat) + ")").c_str()
-                  : "");
+  std::string best =
+      opts.repeat > 1 ? " (best of " + std::to_string(opts.repeat) + ")" : "";
+  std::printf("run: %.6f s%s\n", runSeconds, best.c_str());
+  // On a GPU the call alone (what a caller holding device buffers pays),
+  // then the copies of the resident mode's buffers.
+  if (!info.gpuMode.empty())
+    std::printf("gpu: mode %s%s, call %.6f s%s, device copies %.6f s\n",
+                info.gpuMode.c_str(),
+                info.gpuModeReason.empty()
+                    ? ""
+                    : (" (" + info.gpuModeReason + ")").c_str(),
+                callSeconds, best.c_str(), copySeconds);
   if (opts.compare)
     std::printf("references: R_mx %.3f s, R_64 %.3f s\n", seconds(r0, r1),
                 seconds(r1, r2));

@@ -199,6 +199,38 @@ TEST(CompileTest, LocatedErrors) {
   exe = compiler.compile(kAddModule, options);
   ASSERT_FALSE(exe);
   EXPECT_EQ(exe.message(), "mmaPath applies to GPU targets, not host");
+
+  options = fastOptions();
+  options.target = Target::Sm90a;
+  options.gpuMode = "device";
+  exe = compiler.compile(kAddModule, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "gpuMode 'device' is not resident or hybrid");
+
+  options = fastOptions();
+  options.gpuMode = "hybrid";
+  exe = compiler.compile(kAddModule, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "gpuMode applies to GPU targets, not host");
+
+  // The bias GEMM runs on the host, which the resident mode cannot do;
+  // the check comes before any driver call.
+  options = fastOptions();
+  options.target = Target::Sm90a;
+  options.gpuMode = "resident";
+  LayerDesc biased;
+  biased.T = 64;
+  biased.H = 64;
+  biased.I = 32;
+  biased.B = 128;
+  biased.bias = true;
+  exe = compiler.compileLayer(biased, options);
+  ASSERT_FALSE(exe);
+  EXPECT_NE(exe.message().find(
+                ": gpuMode resident cannot lower a moe.blockwise_bwd with "
+                "bias (its bias GEMM runs on the host); use gpuMode hybrid"),
+            std::string::npos)
+      << exe.message();
 }
 
 /// Buffers of the add function; `out` starts poisoned.
@@ -224,16 +256,19 @@ struct AddBuffers {
   }
 };
 
-/// Target sm90a on a module without MX block GEMMs: nothing goes to the
-/// GPU, so it compiles and runs without a driver, and the run's release of
-/// device state (moeCudaRuntimeReset) records no error.
-TEST(RunTest, Sm90aWithoutGemmsRunsOnHost) {
+/// Target sm90a, gpuMode hybrid, on a module without MX block GEMMs:
+/// nothing goes to the GPU, so it compiles and runs without a driver, and
+/// the run's release of device state (moeCudaRuntimeReset) records no
+/// error.
+TEST(RunTest, Sm90aHybridWithoutGemmsRunsOnHost) {
   Compiler compiler;
   CompileOptions options = fastOptions();
   options.target = Target::Sm90a;
+  options.gpuMode = "hybrid";
   Expected<Executable> exe = compiler.compile(kAddModule, options);
   ASSERT_TRUE(exe) << exe.message();
   EXPECT_EQ(exe->target(), Target::Sm90a);
+  EXPECT_EQ(exe->compileInfo().gpuMode, "hybrid");
   for (int run = 0; run < 2; ++run) {
     AddBuffers buf;
     Status status = exe->run(buf.inputs(), buf.outputs());
@@ -241,6 +276,33 @@ TEST(RunTest, Sm90aWithoutGemmsRunsOnHost) {
     for (int i = 0; i < 32; ++i)
       EXPECT_EQ(buf.out[i], buf.a[i] + buf.b[i]) << "element " << i;
   }
+}
+
+/// Target sm90a in the default (resident) mode: the addition is a GPU
+/// kernel. Without a driver the compilation fails with the runtime's
+/// message (loading the kernels); with one, the run copies the buffers
+/// through device memory and gets the sums.
+TEST(RunTest, Sm90aResidentRunsOnTheDevice) {
+  Compiler compiler;
+  CompileOptions options = fastOptions();
+  options.target = Target::Sm90a;
+  Expected<Executable> exe = compiler.compile(kAddModule, options);
+  if (!exe) {
+    EXPECT_EQ(exe.message().rfind("moe-cuda-runtime: libcuda.so.1 not found",
+                                  0),
+              0u)
+        << exe.message();
+    return;
+  }
+  EXPECT_EQ(exe->compileInfo().gpuMode, "resident");
+  EXPECT_EQ(exe->compileInfo().gpuModeReason, "");
+  AddBuffers buf;
+  RunStats stats;
+  Status status = exe->run(buf.inputs(), buf.outputs(), &stats);
+  ASSERT_TRUE(status) << status.message();
+  EXPECT_GT(stats.copySeconds, 0.0);
+  for (int i = 0; i < 32; ++i)
+    EXPECT_EQ(buf.out[i], buf.a[i] + buf.b[i]) << "element " << i;
 }
 
 TEST(RunTest, ElementwiseAndValidation) {

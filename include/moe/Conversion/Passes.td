@@ -23,12 +23,19 @@ def ConvertMoeToLinalg : Pass<"convert-moe-to-linalg"> {
            "`bufferization.writable = false`, so that one-shot "
            "bufferization never writes into a caller's input buffer (it "
            "would, e.g., for an elementwise op whose result reuses an "
-           "argument as its destination)">
+           "argument as its destination)">,
+    Option<"parallelSlotOps", "parallel-slot-ops", "bool",
+           /*default=*/"false",
+           "Lower moe.affinity_grad, moe.scatter_add_rows and "
+           "moe.expert_sum without slot loops: scatters keyed by (token, "
+           "expert) in one scf.parallel, then linalg sums in the host's "
+           "order (the form the GPU mapping covers; same bits)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::linalg::LinalgDialect", "::mlir::scf::SCFDialect",
-    "::mlir::tensor::TensorDialect"
+    "::mlir::tensor::TensorDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::bufferization::BufferizationDialect"
   ];
 }
 
@@ -105,8 +112,15 @@ def LowerMoeGPULaunches : Pass<"moe-lower-gpu-launches", "::mlir::ModuleOp"> {
     shared memory; the descriptors, then the device addresses of
     `pointer_args`, as pointers), the result (the last argument) copied
     back, every buffer freed and the stream synchronized. Runs after buffer
-    deallocation, which cannot handle gpu host ops.
+    deallocation, which cannot handle gpu host ops. With
+    `device-arguments` the arguments are device buffers: the kernel reads
+    and writes them in place, without allocations or copies.
   }];
+  let options = [
+    Option<"deviceArguments", "device-arguments", "bool", /*default=*/"false",
+           "The launch functions' arguments are device buffers (the "
+           "device-resident pipeline)">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect", "::mlir::LLVM::LLVMDialect",
@@ -155,10 +169,33 @@ def MoeGPUDeviceBuffers : Pass<"moe-gpu-device-buffers", "::mlir::func::FuncOp">
     entry (freed before the return), and the `memref.copy` into an
     out-parameter becomes a device-to-host `gpu.memcpy`. A host operation
     still reading or writing a buffer is an error. Runs after buffer
-    deallocation.
+    deallocation. With `host-arguments=false` the arguments are device
+    buffers already: nothing is copied at entry and the out-parameter
+    copies stay on the device.
   }];
+  let options = [
+    Option<"hostArguments", "host-arguments", "bool", /*default=*/"true",
+           "The public function's memref arguments are host memory (copied "
+           "in at entry, out-parameters copied back); false: device memory">
+  ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
+def MoeGPUAsyncRegion : Pass<"moe-gpu-async-region", "::mlir::func::FuncOp"> {
+  let summary = "gpu-async-region on the public functions only";
+  let description = [{
+    Runs upstream `gpu-async-region` on public functions with a body, so
+    that their gpu host ops (allocations, copies, launches) run in order
+    on one stream with a host synchronization before any other op with
+    side effects (the calls of kernel launch functions among them) and at
+    the return. Private functions are left alone: the launch functions of
+    `moe-lower-gpu-launches` thread their own stream already, and a second
+    token dependency on their launches would not lower.
+  }];
+  let dependentDialects = [
+    "::mlir::async::AsyncDialect", "::mlir::gpu::GPUDialect"
   ];
 }
 

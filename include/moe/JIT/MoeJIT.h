@@ -250,6 +250,13 @@ struct CompileOptions {
   /// GPU targets: the MMA path of the MX GEMMs, "fp8" or "bf16"; empty for
   /// the chip's default (bf16 on sm_90a, docs/results).
   std::string mmaPath;
+  /// GPU targets: where the phases other than the MX GEMMs run and the
+  /// buffers live. "resident": every phase on the GPU, every buffer in
+  /// device memory (run copies the caller's buffers in and out around
+  /// the call); "hybrid": the GEMMs on the GPU, the rest in host loops.
+  /// Empty: resident unless the IR has a GEMM that runs on the host (bias,
+  /// bf16 operands), which only the hybrid form handles.
+  std::string gpuMode;
   /// Buffer name in diagnostics ("file.mlir:3:7: error: ...").
   std::string sourceName = "<input>";
 };
@@ -265,6 +272,21 @@ struct CompileInfo {
   /// generation, and the whole call.
   double parseSeconds = 0, pipelineSeconds = 0, codegenSeconds = 0,
          totalSeconds = 0;
+  /// GPU targets: the mode used, "resident" or "hybrid"; empty on the host.
+  std::string gpuMode;
+  /// Why an empty CompileOptions::gpuMode chose hybrid; else empty.
+  std::string gpuModeReason;
+};
+
+/// What one Executable::run cost, in wall-clock seconds.
+struct RunStats {
+  /// The compiled function alone, from its entry to its return (on a GPU
+  /// target it returns after synchronizing with the device), without the
+  /// argument checks and, for gpuMode resident, without the copies of the
+  /// caller's buffers to and from device memory.
+  double callSeconds = 0;
+  /// gpuMode resident: the device allocations and copies around the call.
+  double copySeconds = 0;
 };
 MOE_JIT_EXPORT const char *toString(CompileInfo::Source source);
 
@@ -293,8 +315,12 @@ public:
   /// null and misaligned pointers, dtypes, shapes, outputs overlapping
   /// other buffers, and, for a moe.blockwise_bwd entry, token ids in
   /// [-1, T), expert ids in [0, E) and the ordering of the routing layout.
+  /// With gpuMode resident the buffers are copied to device memory first
+  /// and the outputs back after the call. `stats`, when given, receives
+  /// the times of the run.
   Status run(const std::vector<ConstTensorRef> &inputs,
-             const std::vector<TensorRef> &outputs) const;
+             const std::vector<TensorRef> &outputs,
+             RunStats *stats = nullptr) const;
 
 private:
   friend class Compiler;

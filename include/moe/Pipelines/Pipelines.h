@@ -11,8 +11,12 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include <optional>
+#include <string>
+
 namespace mlir {
 class DialectRegistry;
+class ModuleOp;
 } // namespace mlir
 
 namespace mlir::moe {
@@ -24,6 +28,12 @@ struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
       llvm::cl::desc("Form kernel regions (moe-fuse) before lowering; the "
                      "host result is the same either way"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> parallelSlotOps{
+      *this, "parallel-slot-ops",
+      llvm::cl::desc("Lower affinity_grad, scatter_add_rows and expert_sum "
+                     "in the parallel form of the GPU pipeline (run here "
+                     "as loops), to check that form on a CPU"),
+      llvm::cl::init(false)};
 };
 
 /// moe IR (moe.blockwise_bwd or the decomposed / fused form) on tensors ->
@@ -118,8 +128,50 @@ struct GPUHybridPipelineOptions
 void buildGPUHybridPipeline(OpPassManager &pm,
                             const GPUHybridPipelineOptions &options);
 
+/// Options of the device-resident GPU pipeline.
+struct GPUResidentPipelineOptions
+    : public GPUKernelPipelineOptions<GPUResidentPipelineOptions> {
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What gpu-module-to-binary embeds: bin (cubin, runs "
+                     "ptxas), isa (PTX, JIT-compiled by the driver) or "
+                     "fatbin"),
+      llvm::cl::init("bin")};
+  PassOptions::Option<bool> hostArguments{
+      *this, "host-arguments",
+      llvm::cl::desc("The entry's buffers are host memory, copied to the "
+                     "device at entry and back at exit; false (default): "
+                     "the caller passes device buffers"),
+      llvm::cl::init(false)};
+  PassOptions::Option<int64_t> block{
+      *this, "block",
+      llvm::cl::desc("Threads per block of the elementwise kernels"),
+      llvm::cl::init(256)};
+};
+
+/// moe IR -> LLVM dialect with every phase on the GPU and every buffer in
+/// device memory: the MX GEMMs as in buildGPUHybridPipeline, the rest
+/// (gathers, quantizations, activation backward, affinity gradient, dx
+/// sums) lowered as on the host with the slot ops in their parallel form
+/// (convert-moe-to-linalg{parallel-slot-ops}), then linalg -> scf.parallel
+/// -> gpu.launch (reductions innermost, one thread per output element,
+/// moe-gpu-loop-shape), buffers in device memory (moe-gpu-device-buffers),
+/// kernels outlined and serialized, gpu host ops async on one stream
+/// (moe-gpu-async-region). The calling convention is the host pipeline's,
+/// with device buffers unless host-arguments. Layers whose GEMMs stay on the
+/// host (bias, bf16 operands) do not lower: moe-gpu-device-buffers reports
+/// the host access (supportsResidentPipeline says so beforehand).
+void buildGPUResidentPipeline(OpPassManager &pm,
+                              const GPUResidentPipelineOptions &options);
+
+/// Whether buildGPUResidentPipeline handles `module`: every GEMM it holds
+/// (moe.blockwise_bwd, moe.block_matmul, moe.expert_matmul) has MX
+/// operands and no bias. Otherwise the reason.
+std::optional<std::string> residentPipelineBlocker(ModuleOp module);
+
 /// Registers the named pipelines ("moe-host-pipeline",
-/// "moe-gpu-device-pipeline", "moe-gpu-hybrid-pipeline") and the upstream
+/// "moe-gpu-device-pipeline", "moe-gpu-hybrid-pipeline",
+/// "moe-gpu-pipeline") and the upstream
 /// passes the project's tests invoke individually.
 void registerMoePipelines();
 

@@ -23,6 +23,11 @@
 //   moe.scatter_add_rows scf.for over slots in ascending order, row adds
 //   moe.expert_sum    scf.for over blocks, generic column sums
 //
+// With parallel-slot-ops (the GPU pipeline) the last three avoid loops
+// that carry a tensor, which no GPU mapping covers: the slot scatters
+// become one scf.parallel storing into a fresh buffer by (token, expert),
+// the sums linalg reductions in the host's order (same bits).
+//
 // Every number is computed by the builders of MXBuilders.h, the definition
 // the GPU lowering shares. Products and sums are f32, without contraction;
 // every sum runs in ascending index order (the loop order only puts the
@@ -39,6 +44,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
@@ -461,9 +467,84 @@ Value forEachRoutedSlot(
       });
 }
 
+/// A fresh buffer of `type` with every element `value`.
+Value filledBuffer(OpBuilder &b, Location loc, MemRefType type,
+                   TypedAttr value) {
+  Value buffer = memref::AllocOp::create(b, loc, type);
+  Value fill = arith::ConstantOp::create(b, loc, value);
+  linalg::FillOp::create(b, loc, ValueRange{fill}, ValueRange{buffer});
+  return buffer;
+}
+
+/// The tensor `tensor` as a read-only buffer.
+Value readOnlyBuffer(OpBuilder &b, Location loc, Value tensor) {
+  RankedTensorType type = tensorType(tensor);
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
+      /*readOnly=*/true);
+}
+
+/// A buffer written by `forEachRoutedSlotInParallel` back in the tensor
+/// world: restrict, since the buffer is fresh and nothing else uses it.
+Value bufferAsTensor(OpBuilder &b, Location loc, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  return bufferization::ToTensorOp::create(
+      b, loc, RankedTensorType::get(type.getShape(), type.getElementType()),
+      buffer, /*restrict=*/true, /*writable=*/true);
+}
+
+/// Emits one scf.parallel over the slots s; for the slots holding a token
+/// t (not padding) it runs `body(s, t, e)` with e = block_to_expert[s / B].
+/// A token holds at most one slot per expert (SPEC section 4), so stores
+/// keyed by (t, e) never collide and need no atomics: this is the form of
+/// the slot scatters that maps to GPU threads.
+void forEachRoutedSlotInParallel(
+    OpBuilder &b, Location loc, Value tokens, Value blockToExpert,
+    int64_t blockSize,
+    function_ref<void(OpBuilder &, Location, Value s, Value t, Value e)>
+        body) {
+  Value tokenBuffer = readOnlyBuffer(b, loc, tokens);
+  Value blockBuffer = readOnlyBuffer(b, loc, blockToExpert);
+  int64_t numSlots = tensorType(tokens).getDimSize(0);
+  scf::ParallelOp::create(
+      b, loc, ValueRange{indexConstant(b, loc, 0)},
+      ValueRange{indexConstant(b, loc, numSlots)},
+      ValueRange{indexConstant(b, loc, 1)},
+      [&](OpBuilder &nb, Location nloc, ValueRange ivs) {
+        Value s = ivs[0];
+        Value token = memref::LoadOp::create(nb, nloc, tokenBuffer, s);
+        scf::IfOp::create(
+            nb, nloc, isToken(nb, nloc, token),
+            [&](OpBuilder &tb, Location tloc) {
+              Value t = arith::IndexCastOp::create(tb, tloc,
+                                                   tb.getIndexType(), token);
+              Value n = arith::DivUIOp::create(
+                  tb, tloc, s, indexConstant(tb, tloc, blockSize));
+              Value e = arith::IndexCastOp::create(
+                  tb, tloc, tb.getIndexType(),
+                  memref::LoadOp::create(tb, tloc, blockBuffer, n));
+              body(tb, tloc, s, t, e);
+              scf::YieldOp::create(tb, tloc);
+            });
+      });
+}
+
 //===----------------------------------------------------------------------===//
 // Patterns
 //===----------------------------------------------------------------------===//
+
+/// The pattern of a slot op that has two forms: loops over the slots in
+/// ascending order (the host form), or parallel scatters keyed by (token,
+/// expert) followed by sums in a fixed order (`parallelSlotOps`, the form
+/// the GPU mapping covers). Both give the same bits.
+template <typename Op>
+struct SlotOpLowering : OpConversionPattern<Op> {
+  SlotOpLowering(MLIRContext *ctx, bool parallelSlotOps)
+      : OpConversionPattern<Op>(ctx), parallelSlotOps(parallelSlotOps) {}
+
+protected:
+  bool parallelSlotOps;
+};
 
 /// moe.gather_rows: one generic over [S, M] reading the source row of each
 /// slot's token; padding slots read nothing and give zeros.
@@ -729,8 +810,8 @@ struct GatedActBwdLowering : OpConversionPattern<GatedActBwdOp> {
 
 /// moe.affinity_grad: per-slot sums <dA, h> (+ <dy, bd[e]>) in f32, then a
 /// loop over the slots writing each routed slot's sum to t * E + e.
-struct AffinityGradLowering : OpConversionPattern<AffinityGradOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct AffinityGradLowering : SlotOpLowering<AffinityGradOp> {
+  using SlotOpLowering::SlotOpLowering;
   LogicalResult
   matchAndRewrite(AffinityGradOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -764,6 +845,22 @@ struct AffinityGradLowering : OpConversionPattern<AffinityGradOp> {
     }
 
     int64_t TE = op.getResult().getType().getDimSize(0);
+    if (parallelSlotOps) {
+      Value out = filledBuffer(rewriter, loc, MemRefType::get({TE}, f32),
+                               rewriter.getF32FloatAttr(0));
+      Value sumBuffer = readOnlyBuffer(rewriter, loc, sums);
+      forEachRoutedSlotInParallel(
+          rewriter, loc, adaptor.getTokenPositionToId(), blockToExpert, B,
+          [&](OpBuilder &b, Location l, Value s, Value t, Value e) {
+            Value index = arith::AddIOp::create(
+                b, l, arith::MulIOp::create(b, l, t, indexConstant(b, l, E)),
+                e);
+            Value v = memref::LoadOp::create(b, l, sumBuffer, s);
+            memref::StoreOp::create(b, l, v, out, index);
+          });
+      rewriter.replaceOp(op, bufferAsTensor(rewriter, loc, out));
+      return success();
+    }
     Value result = forEachRoutedSlot(
         rewriter, loc, adaptor.getTokenPositionToId(),
         zeroTensor(rewriter, loc, {TE}, f32),
@@ -802,40 +899,78 @@ struct ScaleRowsLowering : OpConversionPattern<ScaleRowsOp> {
 /// moe.scatter_add_rows: an f32 accumulator [T, H]; the slots in ascending
 /// order add their row to their token's row (rounded to bf16 after every
 /// add with dx_accumulate = bf16); the result is the accumulator rounded
-/// once to the result type.
-struct ScatterAddRowsLowering : OpConversionPattern<ScatterAddRowsOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// once to the result type. The parallel form first records the slot of
+/// every (token, expert) pair in slot[T, E] (-1: none), then sums per
+/// (t, h) over the experts in ascending order, which is the slot order.
+struct ScatterAddRowsLowering : SlotOpLowering<ScatterAddRowsOp> {
+  using SlotOpLowering::SlotOpLowering;
   LogicalResult
   matchAndRewrite(ScatterAddRowsOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = getContext();
     RankedTensorType resultType = op.getResult().getType();
-    int64_t H = resultType.getDimSize(1);
+    int64_t T = resultType.getDimSize(0), H = resultType.getDimSize(1);
+    int64_t E = op.getNumExperts();
     Type f32 = rewriter.getF32Type();
     bool roundEachAdd = op.getDxAccumulate() == DxAccumulate::bf16;
     Value contributions = adaptor.getContributions();
-    AffineMap id = dimsMap(ctx, 1, {0});
+    auto accumulate = [&](OpBuilder &b, Location l, Value acc, Value v) {
+      Value sum = addF(b, l, acc, v);
+      if (!roundEachAdd)
+        return sum;
+      return toF32(b, l, arith::TruncFOp::create(b, l, b.getBF16Type(), sum));
+    };
 
-    Value result = forEachRoutedSlot(
-        rewriter, loc, adaptor.getTokenPositionToId(),
-        zeroTensor(rewriter, loc, resultType.getShape(), f32),
-        [&](OpBuilder &b, Location l, Value s, Value t, Value acc) {
-          return updateSlice(b, l, acc, t, [&](Value accRow) {
-            Value row = extractSlice(b, l, contributions,
-                                     {s, b.getIndexAttr(0)}, {1, H}, {0});
-            return buildGeneric(
-                b, l, row, accRow, {id, id}, parallel(1),
-                [&](OpBuilder &nb, Location nl, ValueRange args) {
-                  Value v = addF(nb, nl, args[1], args[0]);
-                  if (!roundEachAdd)
-                    return v;
-                  Value rounded =
-                      arith::TruncFOp::create(nb, nl, nb.getBF16Type(), v);
-                  return toF32(nb, nl, rounded);
-                });
+    Value result;
+    if (parallelSlotOps) {
+      Type i32 = rewriter.getI32Type();
+      Value slotOf = filledBuffer(rewriter, loc, MemRefType::get({T, E}, i32),
+                                  rewriter.getI32IntegerAttr(-1));
+      forEachRoutedSlotInParallel(
+          rewriter, loc, adaptor.getTokenPositionToId(),
+          adaptor.getBlockToExpert(), op.getBlockSize(),
+          [&](OpBuilder &b, Location l, Value s, Value t, Value e) {
+            Value slot = arith::IndexCastOp::create(b, l, i32, s);
+            memref::StoreOp::create(b, l, slot, slotOf, ValueRange{t, e});
           });
-        });
+      // Loops (t, h, e), e reducing: acc += contributions[slot[t, e], h]
+      // where the pair is routed.
+      result = buildGeneric(
+          rewriter, loc, bufferAsTensor(rewriter, loc, slotOf),
+          zeroTensor(rewriter, loc, {T, H}, f32),
+          {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 1})},
+          withReductions(2, 1),
+          [&](OpBuilder &b, Location l, ValueRange args) {
+            Value slot = args[0], acc = args[1];
+            Value routed = isToken(b, l, slot);
+            Value v = readOfToken(b, l, slot, [&](Value s) {
+              Value h = linalg::IndexOp::create(b, l, 1);
+              return tensor::ExtractOp::create(b, l, contributions,
+                                               ValueRange{s, h})
+                  .getResult();
+            });
+            return arith::SelectOp::create(b, l, routed,
+                                           accumulate(b, l, acc, v), acc)
+                .getResult();
+          });
+    } else {
+      AffineMap id = dimsMap(ctx, 1, {0});
+      result = forEachRoutedSlot(
+          rewriter, loc, adaptor.getTokenPositionToId(),
+          zeroTensor(rewriter, loc, resultType.getShape(), f32),
+          [&](OpBuilder &b, Location l, Value s, Value t, Value acc) {
+            return updateSlice(b, l, acc, t, [&](Value accRow) {
+              Value row = extractSlice(b, l, contributions,
+                                       {s, b.getIndexAttr(0)}, {1, H}, {0});
+              return buildGeneric(
+                  b, l, row, accRow, {id, id}, parallel(1),
+                  [&](OpBuilder &nb, Location nl, ValueRange args) {
+                    return accumulate(nb, nl, args[1], args[0]);
+                  });
+            });
+          });
+    }
     Type elementType = resultType.getElementType();
     if (!elementType.isF32())
       result = mapElementwise(
@@ -850,22 +985,47 @@ struct ScatterAddRowsLowering : OpConversionPattern<ScatterAddRowsOp> {
 
 /// moe.expert_sum: per block n of expert e, out[e] += column sums of the
 /// block's rows, blocks in ascending order.
-struct ExpertSumLowering : OpConversionPattern<ExpertSumOp> {
-  using OpConversionPattern::OpConversionPattern;
+struct ExpertSumLowering : SlotOpLowering<ExpertSumOp> {
+  using SlotOpLowering::SlotOpLowering;
   LogicalResult
   matchAndRewrite(ExpertSumOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = getContext();
+    auto add = [](OpBuilder &b, Location l, ValueRange args) {
+      return addF(b, l, args[1], args[0]);
+    };
+    if (parallelSlotOps) {
+      // Loops (e, m, s), s reducing: out[e, m] += rows[s, m] for the slots
+      // of expert e, in ascending order as on the host. It reads every
+      // slot for every expert (E times the host's reads), which only the
+      // bias gradients pay.
+      Value blockToExpert = adaptor.getBlockToExpert();
+      int64_t B = op.getBlockSize();
+      Value result = buildGeneric(
+          rewriter, loc, adaptor.getInput(),
+          zeroTensor(rewriter, loc, op.getResult().getType().getShape(),
+                     rewriter.getF32Type()),
+          {dimsMap(ctx, 3, {2, 1}), dimsMap(ctx, 3, {0, 1})},
+          withReductions(2, 1),
+          [&](OpBuilder &b, Location l, ValueRange args) {
+            Value e = linalg::IndexOp::create(b, l, 0);
+            Value s = linalg::IndexOp::create(b, l, 2);
+            Value mine = arith::CmpIOp::create(
+                b, l, arith::CmpIPredicate::eq,
+                expertOfSlot(b, l, blockToExpert, s, B), e);
+            return arith::SelectOp::create(b, l, mine, add(b, l, args), args[1])
+                .getResult();
+          });
+      rewriter.replaceOp(op, result);
+      return success();
+    }
     // Loops (b, m): out[m] += rows[b, m], rows in ascending order.
     Value result = accumulatePerExpert(
         rewriter, loc, adaptor.getBlockToExpert(), op.getBlockSize(),
         adaptor.getInput(), op.getResult().getType().getShape(),
         {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {1})},
-        {IteratorType::reduction, IteratorType::parallel},
-        [](OpBuilder &b, Location l, ValueRange args) {
-          return addF(b, l, args[1], args[0]);
-        });
+        {IteratorType::reduction, IteratorType::parallel}, add);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -898,11 +1058,13 @@ struct ConvertMoeToLinalgPass
       inlineFused(rewriter, op);
 
     RewritePatternSet patterns(ctx);
-    patterns.add<
-        GatherRowsLowering, SlotAffinitiesLowering, UnpackCheckpointLowering,
-        MXQuantizeLowering, MXDequantizeLowering, BlockMatmulLowering,
-        ExpertMatmulLowering, GatedActBwdLowering, AffinityGradLowering,
-        ScaleRowsLowering, ScatterAddRowsLowering, ExpertSumLowering>(ctx);
+    patterns.add<GatherRowsLowering, SlotAffinitiesLowering,
+                 UnpackCheckpointLowering, MXQuantizeLowering,
+                 MXDequantizeLowering, BlockMatmulLowering,
+                 ExpertMatmulLowering, GatedActBwdLowering,
+                 ScaleRowsLowering>(ctx);
+    patterns.add<AffinityGradLowering, ScatterAddRowsLowering,
+                 ExpertSumLowering>(ctx, parallelSlotOps);
     ConversionTarget target(*ctx);
     // moe.blockwise_bwd and moe.route are not lowered here: the former is
     // decomposed by moe-decompose-bwd first, so a leftover is an error.

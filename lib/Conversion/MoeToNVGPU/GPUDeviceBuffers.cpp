@@ -4,8 +4,9 @@
 // elementwise phases mapped to the GPU) and kernel launch calls, keeps
 // every buffer in device memory for the whole call:
 //   - memref.alloc / memref.dealloc become gpu.alloc / gpu.dealloc;
-//   - each memref argument that is read gets a device copy at entry
-//     (gpu.alloc + gpu.memcpy host -> device), freed before the return;
+//   - each memref argument that is used gets a device copy at entry
+//     (gpu.alloc + gpu.memcpy host -> device), freed before the return,
+//     and copied back before that when the code writes into it in place;
 //   - each out-parameter (a memref argument that memref.copy writes, from
 //     buffer-results-to-out-params) is filled by a device -> host
 //     gpu.memcpy instead.
@@ -22,6 +23,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEGPUDEVICEBUFFERS
@@ -39,8 +41,32 @@ bool isPlainBuffer(MemRefType type) {
   return type.hasStaticShape() && type.getLayout().isIdentity();
 }
 
+/// Whether the code writes into `buffer` other than by memref.copy: a
+/// store (in a gpu.launch body too), a linalg output, the result (last
+/// operand) of a call, through views of it.
+bool isWrittenInPlace(Value buffer) {
+  for (OpOperand &use : buffer.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto store = dyn_cast<memref::StoreOp>(user)) {
+      if (store.getMemRef() == buffer)
+        return true;
+    } else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user)) {
+      if (linalgOp.isDpsInit(&use))
+        return true;
+    } else if (isa<func::CallOp>(user)) {
+      if (use.getOperandNumber() + 1 == user->getNumOperands())
+        return true;
+    } else if (isa<ViewLikeOpInterface>(user)) {
+      if (llvm::any_of(user->getResults(), isWrittenInPlace))
+        return true;
+    }
+  }
+  return false;
+}
+
 struct MoeGPUDeviceBuffersPass
     : moe::impl::MoeGPUDeviceBuffersBase<MoeGPUDeviceBuffersPass> {
+  using MoeGPUDeviceBuffersBase::MoeGPUDeviceBuffersBase;
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func.isExternal() || func.isPrivate())
@@ -63,6 +89,9 @@ struct MoeGPUDeviceBuffersPass
 
     rewriter.setInsertionPointToStart(&entry);
     SmallVector<Value> inputCopies;
+    // Arguments the code writes in place (buffer-results-to-out-params lets
+    // a result be computed in its out-parameter): copied back at exit.
+    SmallVector<std::pair<Value, Value>> writtenArguments;
     for (BlockArgument arg : entry.getArguments()) {
       auto type = dyn_cast<MemRefType>(arg.getType());
       if (!type || arg.use_empty())
@@ -73,17 +102,20 @@ struct MoeGPUDeviceBuffersPass
             << " is not a static memref with the identity layout";
         return signalPassFailure();
       }
-      if (outParams.contains(arg))
+      if (outParams.contains(arg) || !hostArguments)
         continue;
       Value device =
           gpu::AllocOp::create(rewriter, loc, type, /*asyncToken=*/Type(),
                                ValueRange(), ValueRange(), ValueRange(),
                                /*hostShared=*/false)
               .getMemref();
+      bool written = isWrittenInPlace(arg);
       arg.replaceAllUsesWith(device);
       gpu::MemcpyOp::create(rewriter, loc, TypeRange(), ValueRange(), device,
                             arg);
       inputCopies.push_back(device);
+      if (written)
+        writtenArguments.push_back({arg, device});
     }
 
     SmallVector<Operation *> ops;
@@ -116,6 +148,9 @@ struct MoeGPUDeviceBuffersPass
       }
     }
     rewriter.setInsertionPoint(entry.getTerminator());
+    for (auto [host, device] : writtenArguments)
+      gpu::MemcpyOp::create(rewriter, loc, TypeRange(), ValueRange(), host,
+                            device);
     for (Value device : inputCopies)
       gpu::DeallocOp::create(rewriter, loc, TypeRange(), ValueRange(),
                              device);

@@ -23,6 +23,10 @@
 //     gpu.wait [%t]                                   (synchronize, destroy)
 //   }
 //
+// With device-arguments (the device-resident pipeline) the arguments are
+// device buffers already: no allocation and no copy, the descriptors are
+// built over the arguments and the kernel writes the result in place.
+//
 // Every step depends on the previous one through the async token, so all
 // run in program order on the stream. The descriptors are built on ui8
 // views: MLIR 22's nvgpu lowering passes any other byte type to the runtime
@@ -91,13 +95,47 @@ public:
                                     i64);
   }
 
-  /// A TMA descriptor of `type` over `bytes` seen as ui8 [rows, cols]; the
-  /// box is the descriptor's shared-memory tile. Returns the descriptor's
-  /// device address, as the kernel takes it.
-  Value tensorMap(Value bytes, int64_t rows, int64_t cols,
-                  nvgpu::TensorMapDescriptorType type) {
+  /// The memory of `buffer` (a static identity-layout memref of one-byte
+  /// elements) as ui8 [rows, cols]: a memref descriptor built over its
+  /// aligned pointer. memref.view needs an i8 buffer and the arguments of
+  /// a device-resident launch are typed; the descriptor's struct is the
+  /// LLVM type of the memref, so the cast folds away in the LLVM lowering.
+  Value bytesOf(Value buffer, int64_t rows, int64_t cols) {
+    Type i64 = b.getI64Type();
+    auto ptrType = LLVM::LLVMPointerType::get(ctx);
+    auto dims = LLVM::LLVMArrayType::get(i64, 2);
+    auto descType =
+        LLVM::LLVMStructType::getLiteral(ctx, {ptrType, ptrType, i64, dims,
+                                               dims});
+    Value address =
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+    Value i64Address = arith::IndexCastOp::create(b, loc, i64, address);
+    Value pointer = LLVM::IntToPtrOp::create(b, loc, ptrType, i64Address);
+    Value desc = LLVM::PoisonOp::create(b, loc, descType);
+    auto insert = [&](Value v, ArrayRef<int64_t> position) {
+      desc = LLVM::InsertValueOp::create(b, loc, desc, v, position);
+    };
+    auto constant = [&](int64_t v) {
+      return LLVM::ConstantOp::create(b, loc, i64, v);
+    };
+    insert(pointer, {0});
+    insert(pointer, {1});
+    insert(constant(0), {2});
+    insert(constant(rows), {3, 0});
+    insert(constant(cols), {3, 1});
+    insert(constant(cols), {4, 0});
+    insert(constant(1), {4, 1});
     auto ui8 = IntegerType::get(ctx, 8, IntegerType::Unsigned);
-    Value codes = view(bytes, MemRefType::get({rows, cols}, ui8));
+    return UnrealizedConversionCastOp::create(
+               b, loc, MemRefType::get({rows, cols}, ui8), desc)
+        .getResult(0);
+  }
+
+  /// A TMA descriptor of `type` over `codes`, a ui8 [rows, cols] memref;
+  /// the box is the descriptor's shared-memory tile. Returns the
+  /// descriptor's device address, as the kernel takes it.
+  Value tensorMap(Value codes, nvgpu::TensorMapDescriptorType type) {
+    auto ui8 = IntegerType::get(ctx, 8, IntegerType::Unsigned);
     Value unranked = memref::CastOp::create(
         b, loc, UnrankedMemRefType::get(ui8, Attribute()), codes);
     SmallVector<Value> box;
@@ -143,8 +181,11 @@ private:
   SmallVector<Value> buffers;
 };
 
-/// Checks the record of `func` and emits its body.
-LogicalResult emitLaunchBody(func::FuncOp func, DictionaryAttr record) {
+/// Checks the record of `func` and emits its body; `deviceArguments`: the
+/// arguments are device buffers already, so the kernel reads and writes
+/// them in place.
+LogicalResult emitLaunchBody(func::FuncOp func, DictionaryAttr record,
+                             bool deviceArguments) {
   auto kernel = record.getAs<SymbolRefAttr>("kernel");
   auto grid = record.getAs<DenseI64ArrayAttr>("grid");
   auto block = record.getAs<DenseI64ArrayAttr>("block");
@@ -179,8 +220,14 @@ LogicalResult emitLaunchBody(func::FuncOp func, DictionaryAttr record) {
   Block *body = func.addEntryBlock();
   b.setInsertionPointToStart(body);
   HostLauncher host(b, func.getLoc());
+  // The buffers the kernel sees: the arguments themselves, or device
+  // copies (as i8 bytes) of them.
   SmallVector<Value> device;
   for (BlockArgument arg : body->getArguments()) {
+    if (deviceArguments) {
+      device.push_back(arg);
+      continue;
+    }
     auto type = cast<MemRefType>(arg.getType());
     Value bytes = host.allocate(type);
     if (arg.getArgNumber() + 1 < body->getNumArguments())
@@ -193,18 +240,28 @@ LogicalResult emitLaunchBody(func::FuncOp func, DictionaryAttr record) {
         cast<TypeAttr>(type).getValue());
     if (!mapType)
       return func.emitError("tensor_map_types holds ") << type;
-    ArrayRef<int64_t> shape = cast<MemRefType>(args[i]).getShape();
+    auto argType = cast<MemRefType>(args[i]);
+    if (argType.getElementTypeBitWidth() != 8)
+      return func.emitError("tensor map argument #")
+             << i << " must have one-byte elements, got " << argType;
+    ArrayRef<int64_t> shape = argType.getShape();
     int64_t rows = 1;
     for (int64_t size : shape.drop_back())
       rows *= size;
-    operands.push_back(
-        host.tensorMap(device[i], rows, shape.back(), mapType));
+    auto ui8 = IntegerType::get(func.getContext(), 8, IntegerType::Unsigned);
+    Value codes =
+        deviceArguments
+            ? host.bytesOf(device[i], rows, shape.back())
+            : host.view(device[i], MemRefType::get({rows, shape.back()}, ui8));
+    operands.push_back(host.tensorMap(codes, mapType));
   }
   for (int64_t i : pointerArgs.asArrayRef())
     operands.push_back(host.globalPointer(device[i]));
   host.launch(kernel, grid, block, smem.getInt(), operands);
-  BlockArgument out = body->getArguments().back();
-  host.copy(out, host.view(device.back(), cast<MemRefType>(out.getType())));
+  if (!deviceArguments) {
+    BlockArgument out = body->getArguments().back();
+    host.copy(out, host.view(device.back(), cast<MemRefType>(out.getType())));
+  }
   host.finish();
   func::ReturnOp::create(b, func.getLoc());
   func->removeAttr(kGPULaunchAttr);
@@ -214,10 +271,11 @@ LogicalResult emitLaunchBody(func::FuncOp func, DictionaryAttr record) {
 /// Emits the bodies of the module's kernel launch functions.
 struct LowerMoeGPULaunchesPass
     : moe::impl::LowerMoeGPULaunchesBase<LowerMoeGPULaunchesPass> {
+  using LowerMoeGPULaunchesBase::LowerMoeGPULaunchesBase;
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (auto record = func->getAttrOfType<DictionaryAttr>(kGPULaunchAttr))
-        if (failed(emitLaunchBody(func, record)))
+        if (failed(emitLaunchBody(func, record, deviceArguments)))
           return signalPassFailure();
   }
 };

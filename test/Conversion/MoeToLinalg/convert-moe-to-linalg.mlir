@@ -361,7 +361,7 @@ func.func @scale_rows(%x: tensor<64x16xbf16>, %a: tensor<64xf32>)
 // dx_accumulate = bf16 each sum is rounded to bf16; one final rounding to
 // the bf16 result.
 // CHECK-LABEL: func.func @scatter_add_rows_bf16
-// CHECK-SAME: (%[[C:.*]]: tensor<64x16xf32>, %[[TOK:.*]]: tensor<64xi32>)
+// CHECK-SAME: (%[[C:.*]]: tensor<64x16xf32>, %[[TOK:.*]]: tensor<64xi32>, %{{.*}}: tensor<2xi32>)
 // CHECK: %[[ZEROS:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<10x16xf32>)
 // CHECK: %[[SUM:.*]] = scf.for %[[S:.*]] = %{{.*}} iter_args(%[[ACC:.*]] = %[[ZEROS]]) -> (tensor<10x16xf32>)
 // CHECK: %[[T:.*]] = tensor.extract %[[TOK]][%[[S]]]
@@ -376,11 +376,12 @@ func.func @scale_rows(%x: tensor<64x16xbf16>, %a: tensor<64xf32>)
 // CHECK: tensor.insert_slice %[[NEW]] into %[[ACC]][%[[TI]], 0] [1, 16] [1, 1]
 // CHECK: linalg.generic {{.*}} ins(%[[SUM]] : tensor<10x16xf32>) outs(%{{.*}} : tensor<10x16xbf16>)
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
-func.func @scatter_add_rows_bf16(%c: tensor<64x16xf32>, %tok: tensor<64xi32>)
-    -> tensor<10x16xbf16> {
-  %dx = moe.scatter_add_rows %c[%tok]
-      {dx_accumulate = #moe.dx_accumulate<bf16>}
-      : tensor<64x16xf32>, tensor<64xi32> -> tensor<10x16xbf16>
+func.func @scatter_add_rows_bf16(%c: tensor<64x16xf32>, %tok: tensor<64xi32>,
+    %blk: tensor<2xi32>) -> tensor<10x16xbf16> {
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>,
+       num_experts = 2 : i64}
+      : tensor<64x16xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<10x16xbf16>
   return %dx : tensor<10x16xbf16>
 }
 
@@ -389,10 +390,11 @@ func.func @scatter_add_rows_bf16(%c: tensor<64x16xf32>, %tok: tensor<64xi32>)
 // CHECK: %[[SUM:.*]] = scf.for
 // CHECK-NOT: arith.truncf
 // CHECK: return %[[SUM]] : tensor<10x16xf32>
-func.func @scatter_add_rows_f32(%c: tensor<64x16xf32>, %tok: tensor<64xi32>)
-    -> tensor<10x16xf32> {
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<64x16xf32>, tensor<64xi32> -> tensor<10x16xf32>
+func.func @scatter_add_rows_f32(%c: tensor<64x16xf32>, %tok: tensor<64xi32>,
+    %blk: tensor<2xi32>) -> tensor<10x16xf32> {
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 2 : i64}
+      : tensor<64x16xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<10x16xf32>
   return %dx : tensor<10x16xf32>
 }
 

@@ -940,56 +940,89 @@ func.func @f(%h: tensor<64x32xbf16>, %a: tensor<64xf32>) {
 // moe.scatter_add_rows
 //===----------------------------------------------------------------------===//
 
-func.func @f(%c: tensor<64x32x1xf32>, %tok: tensor<64xi32>) {
+func.func @f(%c: tensor<64x32x1xf32>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op contributions must be a static 2-D tensor [S, H], got 'tensor<64x32x1xf32>'}}
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<64x32x1xf32>, tensor<64xi32> -> tensor<16x32xbf16>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 4 : i64}
+      : tensor<64x32x1xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
   return
 }
 
 // -----
 
-func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) {
+func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op result must be a static 2-D tensor [T, H], got 'tensor<?x32xbf16>'}}
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<64x32xf32>, tensor<64xi32> -> tensor<?x32xbf16>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 4 : i64}
+      : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<?x32xbf16>
   return
 }
 
 // -----
 
-func.func @f(%c: tensor<64x32xbf16>, %tok: tensor<64xi32>) {
+func.func @f(%c: tensor<64x32xbf16>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op contributions must be an f32 tensor [S, H] = [64, 32], got 'tensor<64x32xbf16>'}}
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<64x32xbf16>, tensor<64xi32> -> tensor<16x32xbf16>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 4 : i64}
+      : tensor<64x32xbf16>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
   return
 }
 
 // -----
 
-func.func @f(%c: tensor<64x32xf32>, %tok: tensor<32xi32>) {
+func.func @f(%c: tensor<64x32xf32>, %tok: tensor<32xi32>,
+             %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op token_position_to_id must be an i32 tensor [S] = [64], got 'tensor<32xi32>'}}
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<64x32xf32>, tensor<32xi32> -> tensor<16x32xbf16>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 4 : i64}
+      : tensor<64x32xf32>, tensor<32xi32>, tensor<2xi32> -> tensor<16x32xbf16>
   return
 }
 
 // -----
 
-func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) {
+func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op result must be a bf16 or f32 tensor [T, H] = [16, 32], got 'tensor<16x64xbf16>'}}
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<64x32xf32>, tensor<64xi32> -> tensor<16x64xbf16>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 4 : i64}
+      : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x64xbf16>
   return
 }
 
 // -----
 
-func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) {
+func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
+  // expected-error @+1 {{'moe.scatter_add_rows' op num_experts must be positive, got 0}}
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 0 : i64}
+      : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<96x32xf32>, %tok: tensor<96xi32>,
+             %blk: tensor<2xi32>) {
+  // expected-error @+1 {{'moe.scatter_add_rows' op contributions must be an f32 tensor [S, H] = [64, 32], got 'tensor<96x32xf32>'}}
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 4 : i64}
+      : tensor<96x32xf32>, tensor<96xi32>, tensor<2xi32> -> tensor<16x32xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op dx_accumulate = bf16 requires a bf16 result, got 'tensor<16x32xf32>'}}
-  %dx = moe.scatter_add_rows %c[%tok]
-      {dx_accumulate = #moe.dx_accumulate<bf16>}
-      : tensor<64x32xf32>, tensor<64xi32> -> tensor<16x32xf32>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 4 : i64}
+      : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xf32>
   return
 }
 
@@ -1071,8 +1104,10 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) -> tensor<16x32xbf16> 
   %dx = moe.fused phase(#moe.phase<p2>) ins(%c, %tok
       : tensor<64x32xf32>, tensor<64xi32>) {
   ^bb0(%a: tensor<64x32xbf16>, %b: tensor<64xi32>):
-    %s = moe.scatter_add_rows %a[%b]
-        : tensor<64x32xbf16>, tensor<64xi32> -> tensor<16x32xbf16>
+    %n = arith.constant dense<0> : tensor<2xi32>
+    %s = moe.scatter_add_rows %a[%b], %n
+        {block_size = 32 : i64, num_experts = 4 : i64}
+        : tensor<64x32xbf16>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
     moe.yield %s : tensor<16x32xbf16>
   } -> tensor<16x32xbf16>
   return %dx : tensor<16x32xbf16>
@@ -1085,8 +1120,10 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) -> tensor<16x32xbf16> 
   %dx = moe.fused phase(#moe.phase<p2>) ins(%c, %tok
       : tensor<64x32xf32>, tensor<64xi32>) {
   ^bb0(%a: tensor<64x32xf32>, %b: tensor<64xi32>):
-    %s = moe.scatter_add_rows %a[%b]
-        : tensor<64x32xf32>, tensor<64xi32> -> tensor<16x32xf32>
+    %n = arith.constant dense<0> : tensor<2xi32>
+    %s = moe.scatter_add_rows %a[%b], %n
+        {block_size = 32 : i64, num_experts = 4 : i64}
+        : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xf32>
     moe.yield %s : tensor<16x32xf32>
   } -> tensor<16x32xbf16>
   return %dx : tensor<16x32xbf16>

@@ -399,19 +399,24 @@ LogicalResult ScaleRowsOp::verify() {
 }
 
 LogicalResult ScatterAddRowsOp::verify() {
-  if (failed(expectRank(*this, getContributions(), "contributions", 2,
+  FailureOr<int64_t> S = slotsOf(*this, getBlockToExpert(), getBlockSize());
+  if (failed(S) ||
+      failed(expectRank(*this, getContributions(), "contributions", 2,
                         "[S, H]")) ||
       failed(expectRank(*this, getResult(), "result", 2, "[T, H]")))
     return failure();
-  ArrayRef<int64_t> c = getContributions().getType().getShape();
+  int64_t H = getContributions().getType().getDimSize(1);
   int64_t T = getResult().getType().getDimSize(0);
   if (failed(expectTensor(*this, getContributions(), "contributions",
-                          "[S, H]", c, Elem::F32)) ||
+                          "[S, H]", {*S, H}, Elem::F32)) ||
       failed(expectTensor(*this, getTokenPositionToId(),
-                          "token_position_to_id", "[S]", {c[0]}, Elem::I32)) ||
-      failed(expectTensor(*this, getResult(), "result", "[T, H]", {T, c[1]},
+                          "token_position_to_id", "[S]", {*S}, Elem::I32)) ||
+      failed(expectTensor(*this, getResult(), "result", "[T, H]", {T, H},
                           Elem::BF16OrF32)))
     return failure();
+  if (getNumExperts() < 1)
+    return emitOpError("num_experts must be positive, got ")
+           << getNumExperts();
   if (getDxAccumulate() == DxAccumulate::bf16 &&
       !getResult().getType().getElementType().isBF16())
     return emitOpError("dx_accumulate = bf16 requires a bf16 result, got ")

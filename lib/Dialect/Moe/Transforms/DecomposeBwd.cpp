@@ -240,7 +240,7 @@ SmallVector<Value> BwdDecomposition::build() {
       blockSize);
   Value dx = ScatterAddRowsOp::create(
       rewriter, loc, op.getHiddenStatesGrad().getType(), contributions, tok,
-      op.getDxAccumulateAttr());
+      blk, blockSize, rewriter.getI64IntegerAttr(E), op.getDxAccumulateAttr());
 
   // P3: dWgu = x^T [dg|du] contracts over the slots.
   GemmOperand xAlongSlots = quantize(xRows, 0);

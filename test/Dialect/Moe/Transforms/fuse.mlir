@@ -118,8 +118,9 @@ func.func @default(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       rhs(%wgq : tensor<2x96x64xf8E4M3FN> scales %wgs : tensor<2x96x2xf8E8M0FNU>)
       experts(%blk : tensor<4xi32>) {block_size = 32 : i64}
       -> tensor<128x96xf32>
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<128x96xf32>, tensor<128xi32> -> tensor<48x96xbf16>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 2 : i64}
+      : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
   %xtq, %xts = moe.mx_quantize %x_rows {axis = 0 : i64, quant = #mx}
       : tensor<128x96xbf16> -> tensor<128x96xf8E4M3FN>, tensor<4x96xf8E8M0FNU>
   %gtq, %gts = moe.mx_quantize %dgu {axis = 0 : i64, quant = #mx}
@@ -213,8 +214,9 @@ func.func @checkpoint(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       rhs(%wgq : tensor<2x96x64xf8E4M3FN> scales %wgs : tensor<2x96x2xf8E8M0FNU>)
       experts(%blk : tensor<4xi32>) {block_size = 32 : i64}
       -> tensor<128x96xf32>
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<128x96xf32>, tensor<128xi32> -> tensor<48x96xbf16>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 2 : i64}
+      : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
   %xtq, %xts = moe.mx_quantize %x_rows {axis = 0 : i64, quant = #mx}
       : tensor<128x96xbf16> -> tensor<128x96xf8E4M3FN>, tensor<4x96xf8E8M0FNU>
   %gtq, %gts = moe.mx_quantize %dgu {axis = 0 : i64, quant = #mx}
@@ -323,8 +325,9 @@ func.func @bias(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       rhs(%wgq : tensor<2x96x64xf8E4M3FN> scales %wgs : tensor<2x96x2xf8E8M0FNU>)
       experts(%blk : tensor<4xi32>) {block_size = 32 : i64}
       -> tensor<128x96xf32>
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<128x96xf32>, tensor<128xi32> -> tensor<48x96xbf16>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 2 : i64}
+      : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
   %xtq, %xts = moe.mx_quantize %x_rows {axis = 0 : i64, quant = #mx}
       : tensor<128x96xbf16> -> tensor<128x96xf8E4M3FN>, tensor<4x96xf8E8M0FNU>
   %gtq, %gts = moe.mx_quantize %dgu {axis = 0 : i64, quant = #mx}
@@ -371,7 +374,7 @@ func.func @bias(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
 // CHECK-NEXT:      %[[HQ:[^ ,]+]], %[[HS:[^ ]+]] = moe.mx_quantize %[[H]] {axis = 0 : i64
 // CHECK-NEXT:      moe.yield %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[HQ]], %[[HS]] :
 // CHECK:         moe.fused phase(<p2>)
-// CHECK:           moe.scatter_add_rows {{.*}} {dx_accumulate = #moe.dx_accumulate<bf16>}
+// CHECK:           moe.scatter_add_rows {{.*}} {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 2 : i64}
 // CHECK:         moe.fused phase(<p3>)
 // CHECK:         moe.fused phase(<p4>) ins(%[[P1]]#5, %[[P1]]#6,
 // CHECK-NEXT:    ^bb0(%[[V0:[^:]+]]: {{[^,]*}}, %[[V1:[^:]+]]: {{[^,]*}},
@@ -429,8 +432,9 @@ func.func @on_h(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       rhs(%wgq : tensor<2x96x64xf8E5M2> scales %wgs : tensor<2x96x2xf8E8M0FNU>)
       experts(%blk : tensor<4xi32>) {block_size = 32 : i64}
       -> tensor<128x96xf32>
-  %dx = moe.scatter_add_rows %c[%tok] {dx_accumulate = #moe.dx_accumulate<bf16>}
-      : tensor<128x96xf32>, tensor<128xi32> -> tensor<48x96xbf16>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 2 : i64}
+      : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
   %xtq, %xts = moe.mx_quantize %x_rows {axis = 0 : i64, quant = #mx5}
       : tensor<128x96xbf16> -> tensor<128x96xf8E5M2>, tensor<4x96xf8E8M0FNU>
   %gtq, %gts = moe.mx_quantize %dgu {axis = 0 : i64, quant = #mx5}
@@ -534,8 +538,9 @@ func.func @quant_none(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
   %c = moe.block_matmul lhs(%gb : tensor<128x64xbf16>)
       rhs(%wgu2 : tensor<2x96x64xbf16>) experts(%blk : tensor<4xi32>)
       {block_size = 32 : i64} -> tensor<128x96xf32>
-  %dx = moe.scatter_add_rows %c[%tok]
-      : tensor<128x96xf32>, tensor<128xi32> -> tensor<48x96xf32>
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 2 : i64}
+      : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xf32>
   %gtb = arith.truncf %dgu : tensor<128x64xf32> to tensor<128x64xbf16>
   %dwgu3 = moe.expert_matmul lhs(%x_rows : tensor<128x96xbf16>)
       rhs(%gtb : tensor<128x64xbf16>) experts(%blk : tensor<4xi32>)
@@ -604,8 +609,9 @@ func.func @late_operand(%g: tensor<128x64xf32>, %w: tensor<2x96x64xbf16>,
       rhs(%w : tensor<2x96x64xbf16>) experts(%blk : tensor<4xi32>)
       {block_size = 32 : i64} -> tensor<128x96xf32>
   %t = func.call @renumber(%tok) : (tensor<128xi32>) -> tensor<128xi32>
-  %dx = moe.scatter_add_rows %c[%t]
-      : tensor<128x96xf32>, tensor<128xi32> -> tensor<48x96xf32>
+  %dx = moe.scatter_add_rows %c[%t], %blk
+      {block_size = 32 : i64, num_experts = 2 : i64}
+      : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xf32>
   return %dx : tensor<48x96xf32>
 }
 
@@ -630,8 +636,9 @@ func.func @late_elementwise_operand(%g: tensor<128x64xbf16>,
       {block_size = 32 : i64} -> tensor<128x96xf32>
   %one = arith.constant dense<1> : tensor<128xi32>
   %t = arith.addi %tok, %one : tensor<128xi32>
-  %dx = moe.scatter_add_rows %c[%t]
-      : tensor<128x96xf32>, tensor<128xi32> -> tensor<48x96xf32>
+  %dx = moe.scatter_add_rows %c[%t], %blk
+      {block_size = 32 : i64, num_experts = 2 : i64}
+      : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xf32>
   return %dx : tensor<48x96xf32>
 }
 
@@ -678,8 +685,9 @@ func.func @existing_region(%dgu: tensor<128x64xf32>, %w: tensor<2x96x64xbf16>,
     %r = moe.block_matmul lhs(%t : tensor<128x64xbf16>)
         rhs(%b : tensor<2x96x64xbf16>) experts(%c : tensor<4xi32>)
         {block_size = 32 : i64} -> tensor<128x96xf32>
-    %s = moe.scatter_add_rows %r[%d]
-        : tensor<128x96xf32>, tensor<128xi32> -> tensor<48x96xbf16>
+    %s = moe.scatter_add_rows %r[%d], %c
+        {block_size = 32 : i64, num_experts = 2 : i64}
+        : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
     moe.yield %s : tensor<48x96xbf16>
   } -> tensor<48x96xbf16>
   return %dx : tensor<48x96xbf16>

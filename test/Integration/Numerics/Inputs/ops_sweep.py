@@ -132,10 +132,13 @@ def program(inp):
       {{{B_}}} -> {dwdt}
   %dwbf = moe.expert_matmul lhs(%rows : {rows}) rhs(%rows : {rows})
       experts(%blk : {blk}) {{{B_}}} -> {dwbft}
-  %dx = moe.scatter_add_rows %c[%tok] : {c}, {tok} -> {x}
-  %dxb = moe.scatter_add_rows %c[%tok]
-      {{dx_accumulate = #moe.dx_accumulate<bf16>}} : {c}, {tok} -> {x}
-  %dxf = moe.scatter_add_rows %c[%tok] : {c}, {tok} -> {dxft}
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {{{B_}, num_experts = {E} : i64}} : {c}, {tok}, {blk} -> {x}
+  %dxb = moe.scatter_add_rows %c[%tok], %blk
+      {{{B_}, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = {E} : i64}}
+      : {c}, {tok}, {blk} -> {x}
+  %dxf = moe.scatter_add_rows %c[%tok], %blk
+      {{{B_}, num_experts = {E} : i64}} : {c}, {tok}, {blk} -> {dxft}
   %dbgu = moe.expert_sum %dgu, %blk {{{B_}}} : {gu}, {blk} -> {dbgut}
   %fused = moe.fused phase(#moe.phase<p4>) ins(%h, %a, %blk : {si}, {a}, {blk}) {{
   ^bb0(%h0: {si}, %a0: {a}, %b0: {blk}):

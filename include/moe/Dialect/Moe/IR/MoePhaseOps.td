@@ -317,20 +317,29 @@ def Moe_ScatterAddRowsOp : Moe_Op<"scatter_add_rows", [Pure]> {
     the result type once; `bf16` rounds the running sum to bf16 after every
     contribution.
 
+    `block_to_expert`, `block_size` and `num_experts` describe the layout of
+    the slots. A token holds at most one slot per expert, so a parallel
+    lowering can index a token's slots by expert ([T, E]) and sum them in
+    expert order, which is the slot order.
+
     ```mlir
-    %dx = moe.scatter_add_rows %c[%tok]
-        : tensor<896x256xf32>, tensor<896xi32> -> tensor<256x256xbf16>
+    %dx = moe.scatter_add_rows %c[%tok], %blk
+        {block_size = 128 : i64, num_experts = 4 : i64}
+        : tensor<896x256xf32>, tensor<896xi32>, tensor<7xi32>
+          -> tensor<256x256xbf16>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$contributions,
                        AnyRankedTensor:$token_position_to_id,
+                       AnyRankedTensor:$block_to_expert,
+                       I64Attr:$block_size, I64Attr:$num_experts,
                        DefaultValuedAttr<Moe_DxAccumulateAttr,
                            "::mlir::moe::DxAccumulate::f32">:$dx_accumulate);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $contributions `[` $token_position_to_id `]` attr-dict `:`
-        type($contributions) `,` type($token_position_to_id) `->`
-        type($result)
+    $contributions `[` $token_position_to_id `]` `,` $block_to_expert
+        attr-dict `:` type($contributions) `,` type($token_position_to_id)
+        `,` type($block_to_expert) `->` type($result)
   }];
   let hasVerifier = 1;
 }
