@@ -7,7 +7,10 @@
 # PARTS (default: all of them, in this order):
 #   smoke      the CUDA runtime smoke test and the host target from the bundle
 #   matrix     every moe-run case of test/Integration/Host/matrix-*.test on
-#              the sm90a target (MX GEMMs on the GPU, the rest on the host)
+#              the sm90a target (resident: every phase on the GPU; hybrid
+#              where the layer has a bias or bf16 GEMMs)
+#   resident   resident against hybrid (the elementwise phases in host
+#              loops) on several layers, outputs compared bit for bit
 #   layers     larger layers on sm90a with both MMA paths (bf16, fp8)
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
@@ -69,7 +72,7 @@ kernel_times() {
 
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] &&
-  parts=(smoke matrix layers sanitize determinism kernels sass)
+  parts=(smoke matrix resident layers sanitize determinism kernels sass)
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 want() { printf '%s\n' "${parts[@]}" | grep -qx "$1"; }
 
@@ -90,6 +93,42 @@ if want matrix; then
   for c in "${cases[@]}"; do
     # shellcheck disable=SC2086
     run "sm90a ${c% --opt-level 0}" moe-run --target=sm90a $c
+  done
+fi
+
+if want resident; then
+  # The same layer through both modes: the GEMM kernels are the same, the
+  # elementwise phases GPU kernels against host loops.
+  for layer in "$small" "$partial" "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:" \
+      T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h,dx_accumulate=bf16 \
+      T=1024,H=1024,I=512,E=8,K=2,B=128; do
+    for mode in resident hybrid; do
+      run "sm90a $mode $layer" moe-run --target=sm90a --gpu-mode $mode \
+        --layer "$layer" --empty-experts 1 --outputs "$out/$mode"
+      grep "^gpu:" "$out/log"
+    done
+    diff=0
+    for f in "$out"/resident/*.npy; do
+      cmp -s "$f" "$out/hybrid/$(basename "$f")" ||
+        { diff=$((diff + 1)); echo "differs: $(basename "$f")"; }
+    done
+    python3 - "$out/resident" "$out/hybrid" <<'PY' || true
+import sys, pathlib
+import numpy as np
+a, b = map(pathlib.Path, sys.argv[1:3])
+for f in sorted(a.glob("*.npy")):
+    x, y = np.load(f), np.load(b / f.name)
+    if x.dtype.kind == "V" or x.dtype == np.uint16:
+        x, y = x.view(np.uint16), y.view(np.uint16)
+    n = int((x.view(np.uint8) != y.view(np.uint8)).reshape(x.size, -1).any(1).sum())
+    print(f"{f.name}: {n}/{x.size} elements differ")
+PY
+    if [ $diff -eq 0 ]; then
+      record "resident == hybrid bitwise: $layer" PASS
+    else
+      record "resident == hybrid bitwise: $layer" "DIFF ($diff outputs)"
+    fi
+    rm -rf "$out/resident" "$out/hybrid"
   done
 fi
 
@@ -206,6 +245,12 @@ for part in ref1 ref2 ref1-ncu ref2-ncu; do
       python3 bench/torch_baseline.py --layer "$shape"
     kernel_times "sm90a bf16 $shape" moe-run --target=sm90a \
       --layer "$shape" --inputs "$d/in" --check none
+    # The whole backward, resident: the call alone (device buffers in,
+    # device buffers out), best of 3.
+    run "sm90a resident full backward $shape" moe-run --target=sm90a \
+      --layer "$shape" --inputs "$d/in" --check none --repeat 3
+    record "  full backward $shape" \
+      "$(grep '^gpu:' "$out/log" | sed 's/^gpu: //')"
   fi
   rm -rf "$d"
 done

@@ -1,4 +1,5 @@
 // RUN: moe-opt %s -moe-gpu-device-buffers -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: moe-opt %s -moe-gpu-device-buffers=host-arguments=0 -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=DEV
 
 // The read argument gets a device copy at entry (freed before the
 // return), the temporary buffer is a device buffer, and the copy into
@@ -19,6 +20,19 @@
 // CHECK-NEXT:    return
 // CHECK-LABEL: func.func private @helper(
 // CHECK:         memref.alloc
+//
+// With device arguments nothing is copied at entry and the out-parameter
+// copy stays on the device.
+// DEV-LABEL: func.func @layer(
+// DEV-SAME:      %[[IN:[^:]*]]: memref<256xf32>, %[[OUT:[^:]*]]: memref<256xf32>)
+// DEV-NEXT:    arith.constant
+// DEV-NEXT:    arith.constant
+// DEV-NEXT:    %[[TMP:.*]] = gpu.alloc  () : memref<256xf32>
+// DEV:         gpu.launch
+// DEV:           memref.load %[[IN]]
+// DEV:         gpu.memcpy  %[[OUT]], %[[TMP]] : memref<256xf32>, memref<256xf32>
+// DEV-NEXT:    gpu.dealloc  %[[TMP]] : memref<256xf32>
+// DEV-NEXT:    return
 func.func @layer(%in: memref<256xf32>, %out: memref<256xf32>) {
   %c1 = arith.constant 1 : index
   %c256 = arith.constant 256 : index
@@ -37,6 +51,38 @@ func.func @layer(%in: memref<256xf32>, %out: memref<256xf32>) {
 func.func private @helper() -> memref<4xf32> {
   %a = memref.alloc() : memref<4xf32>
   return %a : memref<4xf32>
+}
+
+// -----
+
+// A result computed in its out-parameter (no memref.copy into it): with
+// host arguments its device copy is copied back before the return.
+// CHECK-LABEL: func.func @in_place(
+// CHECK-SAME:      %[[IN:[^:]*]]: memref<64xf32>, %[[OUT:[^:]*]]: memref<64xf32>)
+// CHECK:         %[[DIN:.*]] = gpu.alloc  () : memref<64xf32>
+// CHECK:         gpu.memcpy  %[[DIN]], %[[IN]]
+// CHECK:         %[[DOUT:.*]] = gpu.alloc  () : memref<64xf32>
+// CHECK:         gpu.memcpy  %[[DOUT]], %[[OUT]]
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %[[DOUT]]
+// CHECK:         gpu.memcpy  %[[OUT]], %[[DOUT]] : memref<64xf32>, memref<64xf32>
+// CHECK-NOT:     gpu.memcpy
+// CHECK:         gpu.dealloc  %[[DIN]]
+// CHECK:         gpu.dealloc  %[[DOUT]]
+// CHECK-NEXT:    return
+// DEV-LABEL: func.func @in_place(
+// DEV-NOT:     gpu.memcpy
+// DEV:         return
+func.func @in_place(%in: memref<64xf32>, %out: memref<64xf32>) {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %v = memref.load %in[%tx] : memref<64xf32>
+    memref.store %v, %out[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  return
 }
 
 // -----

@@ -1,4 +1,5 @@
 // RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu -moe-lower-gpu-launches | FileCheck %s
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=DEV
 // RUN: moe-opt %s -split-input-file -moe-lower-gpu-launches -verify-diagnostics
 
 // The launch function of the MX block GEMM of Inputs/mx-block-matmul.mlir
@@ -56,6 +57,36 @@
 // CHECK:         gpu.wait [%{{.*}}]
 // CHECK-NEXT:    return
 
+// With device arguments (the resident pipeline) the kernel works on the
+// arguments themselves: no buffer, no copy; each TMA descriptor covers its
+// argument seen as ui8 [rows, last dimension] through a memref descriptor
+// built over the aligned pointer.
+// DEV-LABEL: func.func private @mx_block_matmul_0_launch(
+// DEV-SAME:      %[[LQ:[^:]*]]: memref<256x256xf8E4M3FN>, %[[LS:[^:]*]]: memref<256x8xf8E8M0FNU>, %[[RQ:[^:]*]]: memref<2x128x256xf8E4M3FN>, %[[RS:[^:]*]]: memref<2x128x8xf8E8M0FNU>, %[[BLK:[^:]*]]: memref<2xi32>, %[[OUT:[^:]*]]: memref<256x128xf32>) {
+// DEV:         %[[T0:.*]] = gpu.wait async
+// DEV-NOT:     gpu.alloc
+// DEV-NOT:     gpu.memcpy
+// DEV:         %[[AQ:.*]] = memref.extract_aligned_pointer_as_index %[[LQ]]
+// DEV:         %[[PQ:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr
+// DEV:         %[[D0:.*]] = llvm.mlir.poison : !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>
+// DEV:         llvm.insertvalue %[[PQ]], %[[D0]][0]
+// DEV:         %[[D7:.*]] = llvm.insertvalue %{{.*}}[4, 1]
+// DEV:         %[[UQ:.*]] = builtin.unrealized_conversion_cast %[[D7]] : !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> to memref<256x256xui8>
+// DEV:         %[[CQ:.*]] = memref.cast %[[UQ]] : memref<256x256xui8> to memref<*xui8>
+// DEV:         nvgpu.tma.create.descriptor %[[CQ]]
+// DEV:         memref.extract_aligned_pointer_as_index %[[RQ]]
+// DEV:         to memref<256x256xui8>
+// DEV:         nvgpu.tma.create.descriptor
+// DEV:         memref.extract_aligned_pointer_as_index %[[LS]]
+// DEV:         memref.extract_aligned_pointer_as_index %[[RS]]
+// DEV:         memref.extract_aligned_pointer_as_index %[[OUT]]
+// DEV:         memref.extract_aligned_pointer_as_index %[[BLK]]
+// DEV:         %[[TL:.*]] = gpu.launch_func async [%[[T0]]] @moe_kernels::@mx_block_matmul_0
+// DEV-NOT:     gpu.memcpy
+// DEV-NOT:     gpu.dealloc
+// DEV:         gpu.wait [%[[TL]]]
+// DEV-NEXT:    return
+
 // -----
 
 // expected-error @below {{malformed moe.gpu_launch record {kernel = @k}}}
@@ -72,3 +103,15 @@ func.func private @bad_signature(memref<?xf32>, memref<4xf32>)
                                   tensor_map_args = array<i64>,
                                   tensor_map_types = [],
                                   pointer_args = array<i64: 0, 1>}}
+
+// -----
+
+// A TMA descriptor covers one-byte codes only.
+// expected-error @below {{tensor map argument #0 must have one-byte elements, got 'memref<128x128xf32>'}}
+func.func private @wide_map(memref<128x128xf32>, memref<4xf32>)
+    attributes {moe.gpu_launch = {kernel = @m::@k, grid = array<i64: 1, 1, 1>,
+                                  block = array<i64: 128, 1, 1>,
+                                  dynamic_shared_memory = 0 : i64,
+                                  tensor_map_args = array<i64: 0>,
+                                  tensor_map_types = [!nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
+                                  pointer_args = array<i64: 1>}}
