@@ -57,8 +57,10 @@ run() {
 kernel_times() {
   local name=$1; shift
   echo "== ncu kernel durations: $name"
+  # Only the GEMM kernels are profiled: replaying the resident mode's
+  # elementwise kernels would save and restore tens of GB per kernel.
   if ncu --clock-control none --metrics gpu__time_duration.sum \
-       --print-units base --csv "$@" >"$out/ncu" 2>&1; then
+       --kernel-name regex:mx_ --print-units base --csv "$@" >"$out/ncu" 2>&1; then
     grep -E "mx_(block|expert)_matmul" "$out/ncu" |
       awk -F'","' '{ gsub(/[",]/, "", $NF); print $5, $NF " ns" }' |
       tee "$out/ncu-times"
