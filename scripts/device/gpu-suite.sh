@@ -24,7 +24,10 @@
 #              references would take hours), the outputs against R_mx and
 #              R_64 computed by torch in fp64 on the GPU
 #   ref1-ncu ref2-ncu  the torch._grouped_mm baseline at that shape, then on the
-#              same inputs the ncu durations of the MX GEMM kernels
+#              same inputs the ncu durations of the MX GEMM kernels and the
+#              time of the whole resident backward (best of 3)
+#   ref1-prof ref2-prof  ncu durations of every kernel of the resident
+#              backward at that shape, the slowest first
 # Not in the default set: refcheck and the ref parts (the hybrid target
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own). Prints a table last; exit status 0 only if
@@ -226,7 +229,7 @@ if want refcheck; then
     python3 bench/torch_baseline.py
 fi
 
-for part in ref1 ref2 ref1-ncu ref2-ncu; do
+for part in ref1 ref2 ref1-ncu ref2-ncu ref1-prof ref2-prof; do
   want $part || continue
   case $part in
   ref1*) shape=T=16384,H=4096,I=1536,E=128,K=8,B=128 ;;
@@ -235,7 +238,23 @@ for part in ref1 ref2 ref1-ncu ref2-ncu; do
   d=$out/$part
   run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
     --config "$shape" --seed 1 --out "$d/in"
-  if [ "${part%-ncu}" = "$part" ]; then
+  if [ "${part%-prof}" != "$part" ]; then
+    # Every kernel of the resident backward (one pass per kernel: a single
+    # metric needs no replay), the 25 slowest and the total.
+    echo "== ncu profile of every kernel: $shape"
+    if ncu --clock-control none --metrics gpu__time_duration.sum \
+         --print-units base --csv moe-run --target=sm90a --layer "$shape" \
+         --inputs "$d/in" --check none >"$out/prof" 2>&1; then
+      grep -E '"gpu__time_duration.sum"' "$out/prof" |
+        awk -F'","' '{ gsub(/[",]/, "", $NF); print $1 "|" $5, $NF }' |
+        sed 's/^"//' | sort -t' ' -k2 -n -r | tee "$out/prof-times" | head -25
+      record "ncu every kernel $shape" "PASS ($(awk '{ s += $2; n++ } END {
+        printf "%d kernels, %.1f us", n, s / 1000 }' "$out/prof-times"))"
+    else
+      tail -20 "$out/prof"
+      record "ncu every kernel $shape" FAIL
+    fi
+  elif [ "${part%-ncu}" = "$part" ]; then
     run "sm90a $shape (outputs written)" moe-run --target=sm90a \
       --layer "$shape" --inputs "$d/in" --outputs "$d/out" --check none
     run "sm90a $shape vs R_mx (torch fp64 on the GPU)" \

@@ -118,6 +118,32 @@ struct MoeGPUDeviceBuffersPass
         writtenArguments.push_back({arg, device});
     }
 
+    // Constants (memref.get_global of a host global): a device copy each,
+    // made where the global is read, freed before the return.
+    SmallVector<memref::GetGlobalOp> globals;
+    func.walk([&](memref::GetGlobalOp op) {
+      if (onHost(op) && !op->use_empty())
+        globals.push_back(op);
+    });
+    for (memref::GetGlobalOp global : globals) {
+      if (global->getBlock() != &entry) {
+        global.emitOpError("reads a global inside a region; "
+                           "moe-gpu-device-buffers copies globals to the "
+                           "device only at the function's top level");
+        return signalPassFailure();
+      }
+      rewriter.setInsertionPointAfter(global);
+      Value device = gpu::AllocOp::create(rewriter, global.getLoc(),
+                                          global.getType(), Type(),
+                                          ValueRange(), ValueRange(),
+                                          ValueRange(), /*hostShared=*/false)
+                         .getMemref();
+      global.getResult().replaceAllUsesWith(device);
+      gpu::MemcpyOp::create(rewriter, global.getLoc(), TypeRange(),
+                            ValueRange(), device, global.getResult());
+      inputCopies.push_back(device);
+    }
+
     SmallVector<Operation *> ops;
     func.walk([&](Operation *op) {
       if (onHost(op) &&

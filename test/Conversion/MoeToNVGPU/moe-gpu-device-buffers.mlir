@@ -87,6 +87,44 @@ func.func @in_place(%in: memref<64xf32>, %out: memref<64xf32>) {
 
 // -----
 
+// A constant (a host global) read by a kernel gets a device copy where it
+// is read, freed before the return.
+// CHECK-LABEL: func.func @constant(
+// CHECK:         %[[G:.*]] = memref.get_global @zeros : memref<64xi32>
+// CHECK-NEXT:    %[[D:.*]] = gpu.alloc  () : memref<64xi32>
+// CHECK-NEXT:    gpu.memcpy  %[[D]], %[[G]] : memref<64xi32>, memref<64xi32>
+// CHECK:         gpu.launch
+// CHECK:           memref.load %[[D]]
+// CHECK:         gpu.dealloc  %[[D]] : memref<64xi32>
+// CHECK-NEXT:    return
+memref.global "private" constant @zeros : memref<64xi32> = dense<0>
+func.func @constant(%out: memref<64xi32>) {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %z = memref.get_global @zeros : memref<64xi32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %v = memref.load %z[%tx] : memref<64xi32>
+    memref.store %v, %out[%tx] : memref<64xi32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+memref.global "private" constant @ones : memref<4xf32> = dense<1.0>
+func.func @nested_constant(%c: i1, %out: memref<4xf32>) {
+  scf.if %c {
+    // expected-error @below {{'memref.get_global' op reads a global inside a region; moe-gpu-device-buffers copies globals to the device only at the function's top level}}
+    %g = memref.get_global @ones : memref<4xf32>
+    memref.copy %g, %out : memref<4xf32> to memref<4xf32>
+  }
+  return
+}
+
+// -----
+
 // expected-error @below {{'func.func' op argument #0 is not a static memref with the identity layout}}
 func.func @dynamic(%in: memref<?xf32>) {
   %c0 = arith.constant 0 : index
