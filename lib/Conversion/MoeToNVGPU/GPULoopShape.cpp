@@ -13,12 +13,17 @@
 //     scf.parallel (%t) = (0) to (256) step (1)           threads
 //       scf.if (%b + %t < 6144) { %i, %j from %b + %t; body }
 //
+// With constant bounds (every loop of the pipeline) the indices are
+// recovered with unsigned 32-bit division and remainder when the loop has
+// fewer than 2^31 iterations, with 64-bit ones otherwise.
+//
 // Loops that carry reductions (init values) are left as they are.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -26,6 +31,8 @@
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/PatternMatch.h"
+
+#include <limits>
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEGPULOOPSHAPE
@@ -36,6 +43,68 @@ using namespace mlir;
 using namespace mlir::moe;
 
 namespace {
+
+/// Collapses the dimensions of `loop` (constant bounds and steps) into one
+/// loop over their product, the last dimension fastest. The original
+/// induction variables are recovered by unsigned division and remainder,
+/// in i32 when the product fits: 64-bit division by a constant costs a GPU
+/// several times the 32-bit one, and an elementwise kernel does one per
+/// dimension per element. Returns false (nothing changed) when a bound or
+/// step is not a constant.
+bool collapseLoop(RewriterBase &rewriter, scf::ParallelOp loop) {
+  SmallVector<int64_t> lbs, steps, trips;
+  for (auto [lbValue, ubValue, stepValue] :
+       llvm::zip(loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+    std::optional<int64_t> lb = getConstantIntValue(lbValue);
+    std::optional<int64_t> ub = getConstantIntValue(ubValue);
+    std::optional<int64_t> step = getConstantIntValue(stepValue);
+    if (!lb || !ub || !step || *step <= 0 || *ub < *lb)
+      return false;
+    lbs.push_back(*lb);
+    steps.push_back(*step);
+    trips.push_back((*ub - *lb + *step - 1) / *step);
+  }
+  int64_t total = 1;
+  for (int64_t trip : trips)
+    total *= trip;
+  Location loc = loop.getLoc();
+  rewriter.setInsertionPoint(loop);
+  auto index = [&](OpBuilder &b, int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  auto collapsed = scf::ParallelOp::create(
+      rewriter, loc, ValueRange{index(rewriter, 0)},
+      ValueRange{index(rewriter, total)}, ValueRange{index(rewriter, 1)});
+  Block *body = collapsed.getBody();
+  rewriter.setInsertionPointToStart(body);
+  bool narrow = total <= std::numeric_limits<int32_t>::max();
+  Type intType = narrow ? rewriter.getI32Type() : rewriter.getI64Type();
+  Value rest = arith::IndexCastUIOp::create(rewriter, loc, intType,
+                                            collapsed.getInductionVars()[0]);
+  SmallVector<Value> ivs(trips.size());
+  for (size_t d = trips.size(); d-- > 0;) {
+    Value position = rest;
+    if (d > 0) {
+      Value size =
+          arith::ConstantIntOp::create(rewriter, loc, intType, trips[d]);
+      position = arith::RemUIOp::create(rewriter, loc, rest, size);
+      rest = arith::DivUIOp::create(rewriter, loc, rest, size);
+    }
+    Value iv = arith::IndexCastUIOp::create(rewriter, loc,
+                                            rewriter.getIndexType(), position);
+    if (steps[d] != 1)
+      iv = arith::MulIOp::create(rewriter, loc, iv, index(rewriter, steps[d]));
+    if (lbs[d] != 0)
+      iv = arith::AddIOp::create(rewriter, loc, iv, index(rewriter, lbs[d]));
+    ivs[d] = iv;
+  }
+  // Move the body over, minus its terminator (the new loop has its own).
+  Block *old = loop.getBody();
+  rewriter.eraseOp(old->getTerminator());
+  rewriter.inlineBlockBefore(old, body->getTerminator(), ivs);
+  rewriter.eraseOp(loop);
+  return true;
+}
 
 /// The outermost scf.parallel loops of `func` without reductions.
 SmallVector<scf::ParallelOp> outermostLoops(func::FuncOp func) {
@@ -65,10 +134,12 @@ struct MoeGPULoopShapePass
     for (scf::ParallelOp loop : outermostLoops(getOperation())) {
       if (loop.getNumLoops() < 2)
         continue;
-      std::vector<unsigned> all(loop.getNumLoops());
-      std::iota(all.begin(), all.end(), 0u);
-      rewriter.setInsertionPoint(loop);
-      collapseParallelLoops(rewriter, loop, {all});
+      if (!collapseLoop(rewriter, loop)) {
+        std::vector<unsigned> all(loop.getNumLoops());
+        std::iota(all.begin(), all.end(), 0u);
+        rewriter.setInsertionPoint(loop);
+        collapseParallelLoops(rewriter, loop, {all});
+      }
     }
     for (scf::ParallelOp loop : outermostLoops(getOperation())) {
       // A short loop gets one block of just enough warps.
