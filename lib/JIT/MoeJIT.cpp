@@ -953,24 +953,35 @@ void Compiler::clearMemoryCache() {
   impl_->memory.clear();
 }
 
+/// Error unless the GPU option `name` is empty or `a` or `b`, and empty on
+/// the host target.
+static Status checkGPUChoice(const char *name, const std::string &value,
+                             const char *a, const char *b, Target target) {
+  if (value.empty())
+    return Status();
+  if (value != a && value != b)
+    return Status::error(std::string(name) + " '" + value + "' is not " + a +
+                         " or " + b);
+  if (target == Target::Host)
+    return Status::error(std::string(name) +
+                         " applies to GPU targets, not host");
+  return Status();
+}
+
 Expected<Executable> Compiler::compile(const std::string &mlirText,
                                        const CompileOptions &options) {
   Clock::time_point start = Clock::now();
   if (options.optLevel < 0 || options.optLevel > 3)
     return Status::error("optLevel " + std::to_string(options.optLevel) +
                          " is outside [0, 3]");
-  if (!options.mmaPath.empty() && options.mmaPath != "fp8" &&
-      options.mmaPath != "bf16")
-    return Status::error("mmaPath '" + options.mmaPath +
-                         "' is not fp8 or bf16");
-  if (!options.mmaPath.empty() && options.target == Target::Host)
-    return Status::error("mmaPath applies to GPU targets, not host");
-  if (!options.gpuMode.empty() && options.gpuMode != "resident" &&
-      options.gpuMode != "hybrid")
-    return Status::error("gpuMode '" + options.gpuMode +
-                         "' is not resident or hybrid");
-  if (!options.gpuMode.empty() && options.target == Target::Host)
-    return Status::error("gpuMode applies to GPU targets, not host");
+  if (Status s = checkGPUChoice("mmaPath", options.mmaPath, "fp8", "bf16",
+                                 options.target);
+      !s)
+    return s;
+  if (Status s = checkGPUChoice("gpuMode", options.gpuMode, "resident",
+                                 "hybrid", options.target);
+      !s)
+    return s;
   // Sm90a: kernels as cubin when ptxas is here, else as PTX that the
   // driver compiles at load time.
   const CudaRuntimeApi *cuda = nullptr;
@@ -1063,20 +1074,21 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     for (unsigned i = 0; i < analysis.entry.getNumArguments(); ++i)
       analysis.entry.setArgAttr(i, "bufferization.writable", readOnly);
     PassManager pm(&context, ModuleOp::getOperationName());
-    if (impl->deviceArguments) {
-      // The kernels replace unfused block GEMMs: no moe-fuse.
-      mlir::moe::GPUResidentPipelineOptions pipelineOptions;
+    // The GPU pipelines: the kernels replace unfused block GEMMs, so no
+    // moe-fuse.
+    auto gpuOptions = [&](auto &pipelineOptions) {
       pipelineOptions.chip = "sm_90a";
       pipelineOptions.format = gpuFormat;
       pipelineOptions.toolkit = toolkit;
       pipelineOptions.mmaPath = options.mmaPath;
+    };
+    if (impl->deviceArguments) {
+      mlir::moe::GPUResidentPipelineOptions pipelineOptions;
+      gpuOptions(pipelineOptions);
       mlir::moe::buildGPUResidentPipeline(pm, pipelineOptions);
     } else if (options.target == Target::Sm90a) {
       mlir::moe::GPUHybridPipelineOptions pipelineOptions;
-      pipelineOptions.chip = "sm_90a";
-      pipelineOptions.format = gpuFormat;
-      pipelineOptions.toolkit = toolkit;
-      pipelineOptions.mmaPath = options.mmaPath;
+      gpuOptions(pipelineOptions);
       mlir::moe::buildGPUHybridPipeline(pm, pipelineOptions);
     } else {
       mlir::moe::HostPipelineOptions pipelineOptions;

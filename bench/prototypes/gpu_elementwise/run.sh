@@ -63,7 +63,7 @@ $NICE $MOE "$OUT/4d.mlir" --pass-pipeline="builtin.module(func.func(moe-gpu-devi
   -o "$OUT/4e.mlir"
 $OPT "$OUT/4e.mlir" --pass-pipeline="builtin.module(func.func(canonicalize,gpu-launch-sink-index-computations))" \
   -o "$OUT/4-launches.mlir"
-$OPT "$OUT/4-launches.mlir" --pass-pipeline="builtin.module(gpu-kernel-outlining,func.func(moe-proto-async-region))" \
+$NICE $MOE "$OUT/4-launches.mlir" --pass-pipeline="builtin.module(gpu-kernel-outlining,func.func(moe-gpu-async-region))" \
   -o "$OUT/5-outlined.mlir"
 
 # 5. Kernels -> PTX (bf16 conversions expanded as on the host), host -> LLVM.

@@ -104,16 +104,21 @@ struct GPUDevicePipelineOptions
 void buildGPUDevicePipeline(OpPassManager &pm,
                             const GPUDevicePipelineOptions &options);
 
-/// Options of the hybrid GPU pipeline.
-struct GPUHybridPipelineOptions
-    : public GPUKernelPipelineOptions<GPUHybridPipelineOptions> {
-  PassOptions::Option<std::string> format{
+/// The options of the GPU pipelines that reach the LLVM dialect: the
+/// shared ones, and `format` with cubin as its default.
+template <typename Derived>
+struct GPULoweringPipelineOptions : public GPUKernelPipelineOptions<Derived> {
+  typename PassPipelineOptions<Derived>::template Option<std::string> format{
       *this, "format",
       llvm::cl::desc("What gpu-module-to-binary embeds: bin (cubin, runs "
                      "ptxas), isa (PTX, JIT-compiled by the driver) or "
                      "fatbin"),
       llvm::cl::init("bin")};
 };
+
+/// Options of the hybrid GPU pipeline.
+struct GPUHybridPipelineOptions
+    : public GPULoweringPipelineOptions<GPUHybridPipelineOptions> {};
 
 /// moe IR -> LLVM dialect with the MX GEMMs on the GPU: moe-decompose-
 /// bwd (no fusion), convert-moe-to-nvgpu (kernels + launch functions), the
@@ -130,13 +135,7 @@ void buildGPUHybridPipeline(OpPassManager &pm,
 
 /// Options of the device-resident GPU pipeline.
 struct GPUResidentPipelineOptions
-    : public GPUKernelPipelineOptions<GPUResidentPipelineOptions> {
-  PassOptions::Option<std::string> format{
-      *this, "format",
-      llvm::cl::desc("What gpu-module-to-binary embeds: bin (cubin, runs "
-                     "ptxas), isa (PTX, JIT-compiled by the driver) or "
-                     "fatbin"),
-      llvm::cl::init("bin")};
+    : public GPULoweringPipelineOptions<GPUResidentPipelineOptions> {
   PassOptions::Option<bool> hostArguments{
       *this, "host-arguments",
       llvm::cl::desc("The entry's buffers are host memory, copied to the "

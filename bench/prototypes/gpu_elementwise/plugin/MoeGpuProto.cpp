@@ -11,18 +11,14 @@
 //                                  race-free, deterministic form: one
 //                                  parallel scatter of unique (t, e) pairs
 //                                  on a buffer, then gathers (linalg)
-//   moe-proto-async-region         gpu-async-region on public functions
-//                                  only
+// (gpu-async-region on public functions only is the project's
+// moe-gpu-async-region now.)
 //
 //===----------------------------------------------------------------------===//
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Async/IR/Async.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/GPU/Transforms/Passes.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -325,35 +321,10 @@ struct SlotOpsPass
   }
 };
 
-/// gpu-async-region on the public functions only: the GEMM launch
-/// functions of moe-lower-gpu-launches are async already, and a second
-/// token dependency would not lower (gpu-to-llvm takes one).
-struct PublicAsyncRegionPass
-    : PassWrapper<PublicAsyncRegionPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PublicAsyncRegionPass)
-  StringRef getArgument() const final { return "moe-proto-async-region"; }
-  StringRef getDescription() const final {
-    return "gpu-async-region on public functions only";
-  }
-  void getDependentDialects(DialectRegistry &r) const override {
-    r.insert<async::AsyncDialect, gpu::GPUDialect>();
-  }
-  void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (func.isExternal() || func.isPrivate())
-      return;
-    OpPassManager pm(func::FuncOp::getOperationName());
-    pm.addPass(createGpuAsyncRegionPass());
-    if (failed(runPipeline(pm, func)))
-      signalPassFailure();
-  }
-};
-
 } // namespace
 
 extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo mlirGetPassPluginInfo() {
   return {MLIR_PLUGIN_API_VERSION, "MoeGpuProto", "0.1", []() {
             PassRegistration<SlotOpsPass>();
-            PassRegistration<PublicAsyncRegionPass>();
           }};
 }
