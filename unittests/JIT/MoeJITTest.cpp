@@ -187,31 +187,26 @@ TEST(CompileTest, LocatedErrors) {
   ASSERT_FALSE(exe);
   EXPECT_EQ(exe.message(), "optLevel 4 is outside [0, 3]");
 
-  options = fastOptions();
-  options.target = Target::Sm90a;
-  options.mmaPath = "fp4";
-  exe = compiler.compile(kAddModule, options);
-  ASSERT_FALSE(exe);
-  EXPECT_EQ(exe.message(), "mmaPath 'fp4' is not fp8 or bf16");
-
-  options = fastOptions();
-  options.mmaPath = "fp8";
-  exe = compiler.compile(kAddModule, options);
-  ASSERT_FALSE(exe);
-  EXPECT_EQ(exe.message(), "mmaPath applies to GPU targets, not host");
-
-  options = fastOptions();
-  options.target = Target::Sm90a;
-  options.gpuMode = "device";
-  exe = compiler.compile(kAddModule, options);
-  ASSERT_FALSE(exe);
-  EXPECT_EQ(exe.message(), "gpuMode 'device' is not resident or hybrid");
-
-  options = fastOptions();
-  options.gpuMode = "hybrid";
-  exe = compiler.compile(kAddModule, options);
-  ASSERT_FALSE(exe);
-  EXPECT_EQ(exe.message(), "gpuMode applies to GPU targets, not host");
+  // The GPU options: a value outside their choices, or a host target.
+  struct GPUOptionCase {
+    Target target;
+    std::string mmaPath, gpuMode, message;
+  };
+  for (const GPUOptionCase &c : std::vector<GPUOptionCase>{
+           {Target::Sm90a, "fp4", "", "mmaPath 'fp4' is not fp8 or bf16"},
+           {Target::Host, "fp8", "", "mmaPath applies to GPU targets, not host"},
+           {Target::Sm90a, "", "device",
+            "gpuMode 'device' is not resident or hybrid"},
+           {Target::Host, "", "hybrid",
+            "gpuMode applies to GPU targets, not host"}}) {
+    options = fastOptions();
+    options.target = c.target;
+    options.mmaPath = c.mmaPath;
+    options.gpuMode = c.gpuMode;
+    exe = compiler.compile(kAddModule, options);
+    ASSERT_FALSE(exe) << c.message;
+    EXPECT_EQ(exe.message(), c.message);
+  }
 
   // The bias GEMM runs on the host, which the resident mode cannot do;
   // the check comes before any driver call.
