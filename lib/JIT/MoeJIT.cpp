@@ -147,6 +147,14 @@ void initializeLLVM() {
   });
 }
 
+/// The CUDA runtime's state (streams, allocations, the sticky error, the
+/// reset that ends a run) is per process: GPU runs, and the loading of a
+/// new executable's kernels, take turns under this lock.
+std::mutex &gpuMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 /// The host API of libmoe_cuda_runtime.so (include/moe/Runtime/
 /// CudaRuntime.h) that the JIT calls around the generated code.
 struct CudaRuntimeApi {
@@ -858,8 +866,13 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
                            problem);
   }
 
+  std::unique_lock<std::mutex> gpuTurn(gpuMutex(), std::defer_lock);
+  if (impl.cuda)
+    gpuTurn.lock();
+
   // gpuMode resident: the entry takes device buffers. Copy the caller's
-  // in; on any failure nothing is written to the outputs.
+  // in; outputs are written only after the call succeeded (a failing copy
+  // back may leave the earlier outputs written).
   size_t count = inputs.size() + outputs.size();
   std::vector<void *> device;
   void *stream = nullptr;
@@ -1098,7 +1111,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     if (failed(pm.run(*module))) {
       std::string text = diagnostics.take();
       return Status::error(text.empty() ? options.sourceName +
-                                              ": the host pipeline failed"
+                                              ": the lowering pipeline failed"
                                         : text);
     }
     if (Status s = checkLowered(*module, impl->signature, options.sourceName,
@@ -1112,6 +1125,11 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
         return s;
   }
 
+  // Loading the kernels (the global constructor) uses the CUDA runtime and
+  // its sticky error, which a GPU run must not see meanwhile.
+  std::unique_lock<std::mutex> gpuTurn(gpuMutex(), std::defer_lock);
+  if (cuda)
+    gpuTurn.lock();
   Clock::time_point codegenStart = Clock::now();
   if (Status s = generateCode(*lowered, options.optLevel, *impl); !s) {
     std::string text = diagnostics.take();
@@ -1130,6 +1148,8 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     cuda->clearError();
     return Status::error(error);
   }
+  if (gpuTurn.owns_lock())
+    gpuTurn.unlock();
 
   result.impl_ = impl;
   if (impl_->options.memoryCache) {

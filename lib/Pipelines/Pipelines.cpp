@@ -68,6 +68,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Pipelines/Pipelines.h"
 
+#include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
@@ -343,14 +344,11 @@ std::optional<std::string> moe::residentPipelineBlocker(ModuleOp module) {
       else if (bwd.getQuant().getElement() == MXElement::none)
         blocker = "a moe.blockwise_bwd without MX quantization (its bf16 "
                   "GEMMs run on the host)";
-    } else if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
-      if (gemm.getBias() || !gemm.getLhsScales() || !gemm.getRhsScales())
-        blocker = "a moe.block_matmul with a bias or bf16 operands (it runs "
-                  "on the host)";
-    } else if (auto gemm = dyn_cast<ExpertMatmulOp>(op)) {
-      if (!gemm.getLhsScales() || !gemm.getRhsScales())
-        blocker = "a moe.expert_matmul with bf16 operands (it runs on the "
-                  "host)";
+    } else if (isa<BlockMatmulOp, ExpertMatmulOp>(op) && !isGPUGemm(op)) {
+      // The test of convert-moe-to-nvgpu itself, so the two never disagree.
+      blocker = "a " + op->getName().getStringRef().str() +
+                " that is not an MX GEMM of the GPU kernels (a bias, bf16 "
+                "operands or mixed FP8 types: it runs on the host)";
     }
     return blocker ? WalkResult::interrupt() : WalkResult::advance();
   });

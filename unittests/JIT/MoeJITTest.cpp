@@ -273,6 +273,53 @@ TEST(RunTest, Sm90aHybridWithoutGemmsRunsOnHost) {
   }
 }
 
+/// A GEMM the GPU kernels do not implement (bf16 operands) runs in the
+/// host lowering, which only the hybrid mode has: the default falls back to
+/// it and says why (nothing then runs on the GPU, so no driver is needed),
+/// and asking for resident is an error naming the GEMM.
+TEST(CompileTest, Sm90aGPUModeFallsBackForHostGemms) {
+  const char *module =
+      "func.func @gemm(%l: tensor<128x64xbf16>, %w: tensor<2x96x64xbf16>,\n"
+      "    %blk: tensor<4xi32>) -> tensor<128x96xf32> {\n"
+      "  %c = moe.block_matmul lhs(%l : tensor<128x64xbf16>)\n"
+      "      rhs(%w : tensor<2x96x64xbf16>) experts(%blk : tensor<4xi32>)\n"
+      "      {block_size = 32 : i64} -> tensor<128x96xf32>\n"
+      "  return %c : tensor<128x96xf32>\n"
+      "}\n";
+  const std::string reason =
+      "a moe.block_matmul that is not an MX GEMM of the GPU kernels (a bias, "
+      "bf16 operands or mixed FP8 types: it runs on the host)";
+  Compiler compiler;
+  CompileOptions options = fastOptions();
+  options.target = Target::Sm90a;
+  options.sourceName = "gemm.mlir";
+  Expected<Executable> exe = compiler.compile(module, options);
+  ASSERT_TRUE(exe) << exe.message();
+  EXPECT_EQ(exe->compileInfo().gpuMode, "hybrid");
+  EXPECT_EQ(exe->compileInfo().gpuModeReason, "the IR has " + reason);
+
+  options.gpuMode = "resident";
+  exe = compiler.compile(module, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "gemm.mlir: gpuMode resident cannot lower " +
+                               reason + "; use gpuMode hybrid");
+
+  // A layer without MX quantization: its GEMMs are bf16.
+  LayerDesc plain;
+  plain.T = 64;
+  plain.H = 64;
+  plain.I = 32;
+  plain.quant = Quant::None;
+  exe = compiler.compileLayer(plain, options);
+  ASSERT_FALSE(exe);
+  EXPECT_NE(exe.message().find(
+                ": gpuMode resident cannot lower a moe.blockwise_bwd without "
+                "MX quantization (its bf16 GEMMs run on the host); use "
+                "gpuMode hybrid"),
+            std::string::npos)
+      << exe.message();
+}
+
 /// Target sm90a in the default (resident) mode: the addition is a GPU
 /// kernel. Without a driver the compilation fails with the runtime's
 /// message (loading the kernels); with one, the run copies the buffers

@@ -278,6 +278,8 @@ struct CompileInfo {
   std::string gpuModeReason;
 };
 
+MOE_JIT_EXPORT const char *toString(CompileInfo::Source source);
+
 /// What one Executable::run cost, in wall-clock seconds.
 struct RunStats {
   /// The compiled function alone, from its entry to its return (on a GPU
@@ -288,10 +290,10 @@ struct RunStats {
   /// gpuMode resident: the device allocations and copies around the call.
   double copySeconds = 0;
 };
-MOE_JIT_EXPORT const char *toString(CompileInfo::Source source);
 
 /// A compiled function, ready to run. Cheap to copy (shared state); safe to
-/// run from several threads at once on disjoint outputs.
+/// run from several threads at once on disjoint outputs (runs on a GPU
+/// target take turns: the CUDA runtime's state is per process).
 class MOE_JIT_EXPORT Executable {
 public:
   struct Impl;

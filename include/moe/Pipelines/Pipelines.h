@@ -159,13 +159,14 @@ struct GPUResidentPipelineOptions
 /// (moe-gpu-async-region). The calling convention is the host pipeline's,
 /// with device buffers unless host-arguments. Layers whose GEMMs stay on the
 /// host (bias, bf16 operands) do not lower: moe-gpu-device-buffers reports
-/// the host access (supportsResidentPipeline says so beforehand).
+/// the host access (residentPipelineBlocker says so beforehand).
 void buildGPUResidentPipeline(OpPassManager &pm,
                               const GPUResidentPipelineOptions &options);
 
-/// Whether buildGPUResidentPipeline handles `module`: every GEMM it holds
-/// (moe.blockwise_bwd, moe.block_matmul, moe.expert_matmul) has MX
-/// operands and no bias. Otherwise the reason.
+/// Why buildGPUResidentPipeline cannot lower `module`, or nothing when it
+/// can: every GEMM it holds must become a GPU kernel (moe.blockwise_bwd
+/// without bias and with MX quantization; moe.block_matmul and
+/// moe.expert_matmul as isGPUGemm says).
 std::optional<std::string> residentPipelineBlocker(ModuleOp module);
 
 /// Registers the named pipelines ("moe-host-pipeline",

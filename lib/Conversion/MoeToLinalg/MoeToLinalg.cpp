@@ -494,13 +494,15 @@ Value bufferAsTensor(OpBuilder &b, Location loc, Value buffer) {
 }
 
 /// Emits one scf.parallel over the slots s; for the slots holding a token
-/// t (not padding) it runs `body(s, t, e)` with e = block_to_expert[s / B].
-/// A token holds at most one slot per expert (SPEC section 4), so stores
-/// keyed by (t, e) never collide and need no atomics: this is the form of
-/// the slot scatters that maps to GPU threads.
+/// t in [0, numTokens) with e = block_to_expert[s / B] in [0, numExperts)
+/// it runs `body(s, t, e)`. A token holds at most one slot per expert (SPEC
+/// section 4), so stores keyed by (t, e) never collide and need no atomics:
+/// this is the form of the slot scatters that maps to GPU threads. Ids out
+/// of range break the layout contract; they are skipped rather than let
+/// a store land in another token's row.
 void forEachRoutedSlotInParallel(
     OpBuilder &b, Location loc, Value tokens, Value blockToExpert,
-    int64_t blockSize,
+    int64_t blockSize, int64_t numTokens, int64_t numExperts,
     function_ref<void(OpBuilder &, Location, Value s, Value t, Value e)>
         body) {
   Value tokenBuffer = readOnlyBuffer(b, loc, tokens);
@@ -523,7 +525,18 @@ void forEachRoutedSlotInParallel(
               Value e = arith::IndexCastOp::create(
                   tb, tloc, tb.getIndexType(),
                   memref::LoadOp::create(tb, tloc, blockBuffer, n));
-              body(tb, tloc, s, t, e);
+              auto below = [&](Value v, int64_t bound) {
+                return arith::CmpIOp::create(
+                    tb, tloc, arith::CmpIPredicate::ult, v,
+                    indexConstant(tb, tloc, bound));
+              };
+              Value inRange = arith::AndIOp::create(
+                  tb, tloc, below(t, numTokens), below(e, numExperts));
+              scf::IfOp::create(tb, tloc, inRange,
+                                [&](OpBuilder &ib, Location iloc) {
+                                  body(ib, iloc, s, t, e);
+                                  scf::YieldOp::create(ib, iloc);
+                                });
               scf::YieldOp::create(tb, tloc);
             });
       });
@@ -809,7 +822,9 @@ struct GatedActBwdLowering : OpConversionPattern<GatedActBwdOp> {
 };
 
 /// moe.affinity_grad: per-slot sums <dA, h> (+ <dy, bd[e]>) in f32, then a
-/// loop over the slots writing each routed slot's sum to t * E + e.
+/// loop over the slots writing each routed slot's sum to t * E + e (the
+/// parallel form: one scf.parallel doing the same stores, which never
+/// collide).
 struct AffinityGradLowering : SlotOpLowering<AffinityGradOp> {
   using SlotOpLowering::SlotOpLowering;
   LogicalResult
@@ -851,6 +866,7 @@ struct AffinityGradLowering : SlotOpLowering<AffinityGradOp> {
       Value sumBuffer = readOnlyBuffer(rewriter, loc, sums);
       forEachRoutedSlotInParallel(
           rewriter, loc, adaptor.getTokenPositionToId(), blockToExpert, B,
+          TE / E, E,
           [&](OpBuilder &b, Location l, Value s, Value t, Value e) {
             Value index = arith::AddIOp::create(
                 b, l, arith::MulIOp::create(b, l, t, indexConstant(b, l, E)),
@@ -929,7 +945,7 @@ struct ScatterAddRowsLowering : SlotOpLowering<ScatterAddRowsOp> {
                                   rewriter.getI32IntegerAttr(-1));
       forEachRoutedSlotInParallel(
           rewriter, loc, adaptor.getTokenPositionToId(),
-          adaptor.getBlockToExpert(), op.getBlockSize(),
+          adaptor.getBlockToExpert(), op.getBlockSize(), T, E,
           [&](OpBuilder &b, Location l, Value s, Value t, Value e) {
             Value slot = arith::IndexCastOp::create(b, l, i32, s);
             memref::StoreOp::create(b, l, slot, slotOf, ValueRange{t, e});

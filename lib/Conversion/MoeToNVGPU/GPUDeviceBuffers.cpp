@@ -9,7 +9,12 @@
 //     and copied back before that when the code writes into it in place;
 //   - each out-parameter (a memref argument that memref.copy writes, from
 //     buffer-results-to-out-params) is filled by a device -> host
-//     gpu.memcpy instead.
+//     gpu.memcpy instead;
+//   - each constant read with memref.get_global gets a device copy where it
+//     is read, freed before the return.
+// With host-arguments=false (the resident pipeline) the caller passes
+// device buffers: nothing is copied at entry, and the out-parameter copies
+// stay on the device.
 // Runs after buffer deallocation, which does not understand gpu ops. Any
 // host operation left that would read or write a device buffer (a
 // memref.load / store or linalg op outside a gpu.launch) is an error:
@@ -102,8 +107,21 @@ struct MoeGPUDeviceBuffersPass
             << " is not a static memref with the identity layout";
         return signalPassFailure();
       }
-      if (outParams.contains(arg) || !hostArguments)
+      if (!hostArguments)
         continue;
+      if (outParams.contains(arg)) {
+        // Its host memory is written once, by the copy; any other use
+        // would touch host memory from the device.
+        if (!llvm::all_of(arg.getUsers(), llvm::IsaPred<memref::CopyOp>)) {
+          func.emitOpError("argument #")
+              << arg.getArgNumber()
+              << " is copied into and also used otherwise; "
+                 "moe-gpu-device-buffers expects an out-parameter to be "
+                 "written by memref.copy only";
+          return signalPassFailure();
+        }
+        continue;
+      }
       Value device =
           gpu::AllocOp::create(rewriter, loc, type, /*asyncToken=*/Type(),
                                ValueRange(), ValueRange(), ValueRange(),

@@ -185,13 +185,8 @@ struct ConvertMoeToNVGPUPass
 
     SmallVector<Operation *> gemms;
     module.walk([&](Operation *op) {
-      if (auto block = dyn_cast<BlockMatmulOp>(op)) {
-        if (mxElementType(block) && !block.getBias())
-          gemms.push_back(op);
-      } else if (auto expert = dyn_cast<ExpertMatmulOp>(op)) {
-        if (mxElementType(expert))
-          gemms.push_back(op);
-      }
+      if (isGPUGemm(op))
+        gemms.push_back(op);
     });
     if (gemms.empty())
       return;
@@ -265,3 +260,11 @@ struct ConvertMoeToNVGPUPass
 };
 
 } // namespace
+
+bool mlir::moe::isGPUGemm(Operation *op) {
+  if (auto block = dyn_cast<BlockMatmulOp>(op))
+    return mxElementType(block) && !block.getBias();
+  if (auto expert = dyn_cast<ExpertMatmulOp>(op))
+    return bool(mxElementType(expert));
+  return false;
+}

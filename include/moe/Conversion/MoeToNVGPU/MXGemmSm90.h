@@ -81,6 +81,12 @@ struct MXGemmLaunch {
   nvgpu::TensorMapDescriptorType tensorMapA, tensorMapB;
 };
 
+/// Whether convert-moe-to-nvgpu turns `op` into a GPU kernel: a
+/// moe.block_matmul without bias or a moe.expert_matmul whose operands are
+/// codes of one FP8 type (f8E4M3FN or f8E5M2) with scales on both sides.
+/// Other GEMMs stay in the host lowering.
+bool isGPUGemm(Operation *op);
+
 /// Whether the kernels of `target` can compute `problem`.
 bool fitsMXGemmSm90(const MXGemmProblem &problem, const TargetInfo &target);
 /// Whether the kernels of `target` can compute `problem`; explains why not

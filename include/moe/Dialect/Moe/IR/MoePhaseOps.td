@@ -320,7 +320,10 @@ def Moe_ScatterAddRowsOp : Moe_Op<"scatter_add_rows", [Pure]> {
     `block_to_expert`, `block_size` and `num_experts` describe the layout of
     the slots. A token holds at most one slot per expert, so a parallel
     lowering can index a token's slots by expert ([T, E]) and sum them in
-    expert order, which is the slot order.
+    expert order, which is the slot order. The layout is a precondition
+    (SPEC section 4: ids in range, experts ascending, at most one slot per
+    (token, expert)); on a layout that breaks it the result is undefined.
+    The JIT checks it for `moe.blockwise_bwd` entries.
 
     ```mlir
     %dx = moe.scatter_add_rows %c[%tok], %blk
