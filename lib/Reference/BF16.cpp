@@ -11,38 +11,15 @@
 
 #include "moe/Reference/BF16.h"
 
-#include <cstring>
+#include "Bits.h"
 
 namespace moe::ref {
 
 namespace {
 
-uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-
-uint64_t bitsOf(double value) {
-  uint64_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-
-/// Returns round-to-nearest-even of `sig / 2^shift`. Requires sig < 2^62, so
-/// any shift above 63 leaves less than half a unit and rounds to zero.
-uint64_t shiftRoundEven(uint64_t sig, int shift) {
-  if (shift <= 0)
-    return sig;
-  if (shift > 63)
-    return 0;
-  uint64_t kept = sig >> shift;
-  uint64_t rest = sig & ((uint64_t(1) << shift) - 1);
-  uint64_t half = uint64_t(1) << (shift - 1);
-  if (rest > half || (rest == half && (kept & 1)))
-    ++kept;
-  return kept;
-}
+using bits::bitsOf;
+using bits::floatOf;
+using bits::shiftRoundEven;
 
 constexpr uint16_t kBF16Inf = 0x7F80;
 constexpr uint16_t kBF16QuietNaN = 0x7FC0;
@@ -64,12 +41,7 @@ uint16_t bf16FromFloat(float value) {
   return static_cast<uint16_t>((bits + 0x7FFFu + lsb) >> 16);
 }
 
-float floatFromBF16(uint16_t bits) {
-  uint32_t wide = uint32_t(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof(value));
-  return value;
-}
+float floatFromBF16(uint16_t bits) { return floatOf(uint32_t(bits) << 16); }
 
 float roundToBF16(float value) { return floatFromBF16(bf16FromFloat(value)); }
 

@@ -13,15 +13,20 @@
 
 #include "moe/Reference/MX.h"
 
+#include "Bits.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 namespace moe::ref {
 
 namespace {
+
+using bits::bitsOf;
+using bits::floatOf;
+using bits::shiftRoundEven;
 
 /// Parameters of an FP8 element format.
 struct FP8Format {
@@ -37,32 +42,6 @@ constexpr FP8Format kE5M2 = {2, 15, -14, 0x7B, 0x7F};
 
 const FP8Format &formatOf(MXElem elem) {
   return elem == MXElem::E4M3 ? kE4M3 : kE5M2;
-}
-
-uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-
-float floatOf(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
-
-/// Returns round-to-nearest-even of `sig / 2^shift` for sig < 2^62.
-uint64_t shiftRoundEven(uint64_t sig, int shift) {
-  if (shift <= 0)
-    return sig;
-  if (shift > 63)
-    return 0;
-  uint64_t kept = sig >> shift;
-  uint64_t rest = sig & ((uint64_t(1) << shift) - 1);
-  uint64_t half = uint64_t(1) << (shift - 1);
-  if (rest > half || (rest == half && (kept & 1)))
-    ++kept;
-  return kept;
 }
 
 /// The exact product `a * b` rounded once to fp32. Both factors are fp32, so
