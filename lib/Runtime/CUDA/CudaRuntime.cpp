@@ -841,24 +841,44 @@ extern "C" void mgpuLaunchClusterKernel(
 // Streams and events
 //===----------------------------------------------------------------------===//
 
-extern "C" void *mgpuStreamCreate() {
-  EntryScope scope("mgpuStreamCreate");
+/// The body of an entry point that makes one driver call: `call(api)`
+/// returns its CUresult, recorded under `symbol` when it fails.
+template <typename Call>
+void checkedCall(const char *entry, const char *symbol, Call call) {
+  EntryScope scope(entry);
+  if (scope)
+    scope.check(call(scope.api()), symbol);
+}
+
+/// The body of an entry point that creates a stream or an event:
+/// `create(api, &handle)` returns its CUresult; the handle is registered
+/// in `registry` of the runtime, or null on failure.
+template <typename Handle, typename Registry, typename Create>
+Handle createHandle(const char *entry, const char *symbol,
+                    Registry Runtime::*registry, Create create) {
+  EntryScope scope(entry);
   if (!scope)
     return nullptr;
-  CUstream stream = nullptr;
-  if (!scope.check(scope.api().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
-                   MOE_CU_SYMBOL(cuStreamCreate)))
+  Handle handle = nullptr;
+  if (!scope.check(create(scope.api(), &handle), symbol))
     return nullptr;
-  registerHandle(scope, scope.rt().streams, stream);
-  return stream;
+  registerHandle(scope, scope.rt().*registry, handle);
+  return handle;
+}
+
+extern "C" void *mgpuStreamCreate() {
+  return createHandle<CUstream>(
+      "mgpuStreamCreate", MOE_CU_SYMBOL(cuStreamCreate), &Runtime::streams,
+      [](const DriverApi &api, CUstream *stream) {
+        return api.cuStreamCreate(stream, CU_STREAM_NON_BLOCKING);
+      });
 }
 
 extern "C" void mgpuStreamSynchronize(void *stream) {
-  EntryScope scope("mgpuStreamSynchronize");
-  if (!scope)
-    return;
-  scope.check(scope.api().cuStreamSynchronize(static_cast<CUstream>(stream)),
-              MOE_CU_SYMBOL(cuStreamSynchronize));
+  checkedCall("mgpuStreamSynchronize", MOE_CU_SYMBOL(cuStreamSynchronize),
+              [&](const DriverApi &api) {
+                return api.cuStreamSynchronize(static_cast<CUstream>(stream));
+              });
 }
 
 extern "C" void mgpuStreamDestroy(void *stream) {
@@ -872,24 +892,19 @@ extern "C" void mgpuStreamDestroy(void *stream) {
 }
 
 extern "C" void mgpuStreamWaitEvent(void *stream, void *event) {
-  EntryScope scope("mgpuStreamWaitEvent");
-  if (!scope)
-    return;
-  scope.check(scope.api().cuStreamWaitEvent(static_cast<CUstream>(stream),
-                                            static_cast<CUevent>(event), 0),
-              MOE_CU_SYMBOL(cuStreamWaitEvent));
+  checkedCall("mgpuStreamWaitEvent", MOE_CU_SYMBOL(cuStreamWaitEvent),
+              [&](const DriverApi &api) {
+                return api.cuStreamWaitEvent(static_cast<CUstream>(stream),
+                                             static_cast<CUevent>(event), 0);
+              });
 }
 
 extern "C" void *mgpuEventCreate() {
-  EntryScope scope("mgpuEventCreate");
-  if (!scope)
-    return nullptr;
-  CUevent event = nullptr;
-  if (!scope.check(scope.api().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING),
-                   MOE_CU_SYMBOL(cuEventCreate)))
-    return nullptr;
-  registerHandle(scope, scope.rt().events, event);
-  return event;
+  return createHandle<CUevent>(
+      "mgpuEventCreate", MOE_CU_SYMBOL(cuEventCreate), &Runtime::events,
+      [](const DriverApi &api, CUevent *event) {
+        return api.cuEventCreate(event, CU_EVENT_DISABLE_TIMING);
+      });
 }
 
 extern "C" void mgpuEventDestroy(void *event) {
@@ -903,20 +918,18 @@ extern "C" void mgpuEventDestroy(void *event) {
 }
 
 extern "C" void mgpuEventSynchronize(void *event) {
-  EntryScope scope("mgpuEventSynchronize");
-  if (!scope)
-    return;
-  scope.check(scope.api().cuEventSynchronize(static_cast<CUevent>(event)),
-              MOE_CU_SYMBOL(cuEventSynchronize));
+  checkedCall("mgpuEventSynchronize", MOE_CU_SYMBOL(cuEventSynchronize),
+              [&](const DriverApi &api) {
+                return api.cuEventSynchronize(static_cast<CUevent>(event));
+              });
 }
 
 extern "C" void mgpuEventRecord(void *event, void *stream) {
-  EntryScope scope("mgpuEventRecord");
-  if (!scope)
-    return;
-  scope.check(scope.api().cuEventRecord(static_cast<CUevent>(event),
-                                        static_cast<CUstream>(stream)),
-              MOE_CU_SYMBOL(cuEventRecord));
+  checkedCall("mgpuEventRecord", MOE_CU_SYMBOL(cuEventRecord),
+              [&](const DriverApi &api) {
+                return api.cuEventRecord(static_cast<CUevent>(event),
+                                         static_cast<CUstream>(stream));
+              });
 }
 
 //===----------------------------------------------------------------------===//
