@@ -23,6 +23,7 @@
 #include "moe/Reference/Npy.h"
 #include "moe/Reference/Routing.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -84,7 +85,11 @@ options:
   --outputs DIR        write every output as DIR/<name>.npy
   --no-fuse            skip moe-fuse in the host pipeline
   --cache-dir DIR      disk cache of lowered modules
-  --repeat N           run N times and report the fastest (default 1)
+  --repeat N           run N times and report the fastest (default 1);
+                       with N > 1 also the median, min and max call time
+  --warmup W           run W times first, untimed (default 0)
+  --times-json FILE    write every timed run's call, run and copy seconds
+                       to FILE as JSON (for benchmark drivers)
   --mma-path P         sm90a: the MMA path of the MX GEMMs, fp8 or bf16
                        (default: the target's, bf16)
   --gpu-mode M         sm90a: resident (every phase on the GPU, buffers in
@@ -120,6 +125,8 @@ struct Options {
   std::string inputsDir, outputsDir, cacheDir;
   bool fuse = true;
   int64_t repeat = 1;
+  int64_t warmup = 0;
+  std::string timesJson;
   int optLevel = 2;
   std::string mmaPath;
   std::string gpuMode;
@@ -148,7 +155,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       "--layer",         "--target",    "--function", "--seed",
       "--empty-experts", "--inputs",    "--outputs",  "--cache-dir",
       "--repeat",        "--opt-level", "--tolerance", "--mma-path",
-      "--check",         "--gpu-mode"};
+      "--check",         "--gpu-mode",  "--warmup",   "--times-json"};
   const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -212,6 +219,12 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.cacheDir = value;
     } else if (name == "--repeat") {
       opts.repeat = parseCount(name, value, 1, 1000);
+    } else if (name == "--warmup") {
+      opts.warmup = parseCount(name, value, 0, 1000);
+    } else if (name == "--times-json") {
+      if (value.empty())
+        throw UsageError("missing file name for --times-json");
+      opts.timesJson = value;
     } else if (name == "--tolerance") {
       errno = 0;
       char *end = nullptr;
@@ -588,6 +601,41 @@ const std::vector<double> *referenceOutput(const ref::LayerGrads &grads,
   return nullptr;
 }
 
+/// Seconds of each timed run: the compiled call, the whole run, and the
+/// device copies around it.
+struct RunTimes {
+  std::vector<double> call, run, copy;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+/// --times-json: {"warmup": W, "repeat": N, "call_s": [...], "run_s": [...],
+/// "copy_s": [...]}, one entry per timed run in run order.
+void writeTimesJson(const std::string &path, int64_t warmup,
+                    const RunTimes &times) {
+  std::FILE *file = std::fopen(path.c_str(), "w");
+  if (!file)
+    throw DataError(path + ": cannot write: " + std::strerror(errno));
+  auto list = [&](const char *key, const std::vector<double> &values) {
+    std::fprintf(file, ", \"%s\": [", key);
+    for (size_t i = 0; i < values.size(); ++i)
+      std::fprintf(file, "%s%.9g", i ? ", " : "", values[i]);
+    std::fprintf(file, "]");
+  };
+  std::fprintf(file, "{\"warmup\": %lld, \"repeat\": %zu",
+               static_cast<long long>(warmup), times.call.size());
+  list("call_s", times.call);
+  list("run_s", times.run);
+  list("copy_s", times.copy);
+  std::fprintf(file, "}\n");
+  if (std::fclose(file) != 0)
+    throw DataError(path + ": cannot write: " + std::strerror(errno));
+}
+
 int run(const Options &opts) {
   jit::Compiler compiler({opts.cacheDir, /*memoryCache=*/true});
   jit::CompileOptions compileOptions;
@@ -650,8 +698,10 @@ int run(const Options &opts) {
   for (const Buffer &b : inputs)
     inputCopies.push_back(b.storage);
 
-  double runSeconds = 0, callSeconds = 0, copySeconds = 0;
-  for (int64_t r = 0; r < opts.repeat; ++r) {
+  // The warm-up runs are not timed: the first run of a GPU target loads
+  // its kernels and the first touches of memory fault pages in.
+  RunTimes times;
+  for (int64_t r = 0; r < opts.warmup + opts.repeat; ++r) {
     for (Buffer &b : outputs)
       poison(b);
     Clock::time_point t0 = Clock::now();
@@ -660,12 +710,20 @@ int run(const Options &opts) {
     double t = seconds(t0, Clock::now());
     if (!status)
       throw DataError(where + ": run failed: " + status.message());
-    if (r == 0 || stats.callSeconds < callSeconds) {
-      callSeconds = stats.callSeconds;
-      copySeconds = stats.copySeconds;
-    }
-    runSeconds = r == 0 ? t : std::min(runSeconds, t);
+    if (r < opts.warmup)
+      continue;
+    times.call.push_back(stats.callSeconds);
+    times.run.push_back(t);
+    times.copy.push_back(stats.copySeconds);
   }
+  // The fastest call and the copies of that run; the fastest run apart.
+  size_t fastest = static_cast<size_t>(
+      std::min_element(times.call.begin(), times.call.end()) -
+      times.call.begin());
+  double callSeconds = times.call[fastest], copySeconds = times.copy[fastest];
+  double runSeconds = *std::min_element(times.run.begin(), times.run.end());
+  if (!opts.timesJson.empty())
+    writeTimesJson(opts.timesJson, opts.warmup, times);
 
   Clock::time_point r0 = Clock::now();
   ref::LayerGrads rmx, r64;
@@ -737,6 +795,14 @@ int run(const Options &opts) {
                     ? ""
                     : (" (" + info.gpuModeReason + ")").c_str(),
                 callSeconds, best.c_str(), copySeconds);
+  // A benchmark wants the typical call, not only the luckiest one.
+  if (opts.repeat > 1)
+    std::printf("timing: call median %.6f s, min %.6f s, max %.6f s over %lld "
+                "runs after %lld warm-up\n",
+                median(times.call), callSeconds,
+                *std::max_element(times.call.begin(), times.call.end()),
+                static_cast<long long>(opts.repeat),
+                static_cast<long long>(opts.warmup));
   if (opts.compare)
     std::printf("references: R_mx %.3f s, R_64 %.3f s\n", seconds(r0, r1),
                 seconds(r1, r2));
