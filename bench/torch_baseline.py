@@ -15,6 +15,12 @@ activation backward runs in fp32. Phases:
     P3         dWgu = x^T [dg|du]                       (4 TKHI)
     P4         dWd = (a h)^T dy                         (2 TKHI)
 
+A second baseline is the backward as autograd runs it (autograd_bench):
+the forward (gather, grouped G|U, silu(g) u, a h, grouped Y, combine)
+with its activations saved, then torch.autograd.grad. It has no
+recompute; it is the one the issue tables compare with, and the one
+bench/moe_bench.py reports as torch_autograd_ms.
+
 Model flops are 12 T K H I (P1..P4); the recompute is excluded, as SonicMoE
 counts it, so model TFLOPS = 12 T K H I / whole-backward time.
 
@@ -124,9 +130,13 @@ def plan(layer, align):
     tok[row] = token[order]
     pair = torch.full((rows,), T * E, dtype=torch.int64, device=device)
     pair[row] = token[order] * E + sorted_expert
+    # The routed pair's index in the flattened [T, K] scores (the autograd
+    # forward gathers its affinity there); T*K, a zero score, for padding.
+    slot = torch.full((rows,), T * K, dtype=torch.int64, device=device)
+    slot[row] = order
     a = torch.zeros(rows, dtype=torch.float32, device=device)
     a[row] = scores.reshape(-1)[order].float()
-    return {"tok": tok, "pair": pair, "a": a[:, None],
+    return {"tok": tok, "pair": pair, "slot": slot, "a": a[:, None],
             "offs": ends.to(torch.int32)}
 
 
@@ -194,6 +204,50 @@ def backward(layer, rows, marks):
     dwd = gmm(ah.t(), dyg, offs=offs)
     marks.mark()
     return dx, da[:T * E], dwgu, dwd
+
+
+def forward(layer, rows, params):
+    """The forward as a trainer writes it, for autograd: gather x rows,
+    G|U = x Wgu, h = silu(g) u, scale by the affinity, Y = (a h) Wd, and
+    the combine (scatter-add of Y's rows into the tokens, fp32). `params`
+    holds the leaves x, scores [T, K] fp32, wgu and wd; autograd saves the
+    activations it needs (x rows, G|U, h, a h) for the backward."""
+    x, scores, wgu, wd = (params[k] for k in ("x", "scores", "wgu", "wd"))
+    T, H = x.shape
+    I = wgu.shape[2] // 2
+    tok, slot, offs = rows["tok"], rows["slot"], rows["offs"]
+    zero_row = torch.zeros((1, H), dtype=x.dtype, device=x.device)
+    xg = torch.cat([x, zero_row])[tok]
+    gu = torch._grouped_mm(xg, wgu, offs=offs)
+    h = torch.nn.functional.silu(gu[:, :I]) * gu[:, I:]
+    zero_score = torch.zeros(1, dtype=scores.dtype, device=x.device)
+    a = torch.cat([scores.reshape(-1), zero_score])[slot]
+    ah = h * a[:, None].to(h.dtype)
+    yr = torch._grouped_mm(ah, wd, offs=offs)
+    y = torch.zeros((T + 1, H), dtype=torch.float32, device=x.device)
+    return y.index_add(0, tok, yr.float())[:T].to(torch.bfloat16)
+
+
+def autograd_bench(shape, device, seed, align, warmup, iters):
+    """Median ms of the autograd backward over `iters` runs: each run does
+    the forward (not timed), then torch.autograd.grad of dx, d(scores),
+    dWgu and dWd between two CUDA events (host clock on the CPU)."""
+    layer, rows = prepare(shape, device, seed, align)
+    params = {"x": layer["x"], "scores": layer["scores"].float(),
+              "wgu": layer["wgu"], "wd": layer["wd"]}
+    params = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+    leaves = [params[k] for k in ("x", "scores", "wgu", "wd")]
+    times = []
+    for i in range(warmup + iters):
+        y = forward(layer, rows, params)
+        marks = Marks(device)
+        marks.mark()
+        grads = torch.autograd.grad(y, leaves, layer["dy"])
+        marks.mark()
+        del y, grads
+        if i >= warmup:
+            times.append(marks.intervals_ms()[0])
+    return statistics.median(times)
 
 
 def prepare(shape, device, seed, align):
@@ -297,6 +351,11 @@ def main(argv=None):
         rest = whole - phases["recompute"]
         print("  %-10s %10.3f %10.1f  (as with a gate/up checkpoint)" %
               ("w/o recomp", rest, tflops(MODEL_FLOPS, shape, rest)))
+        auto = autograd_bench(shape, args.device, args.seed, args.align,
+                              args.warmup, args.iters)
+        print("  %-10s %10.3f %10.1f  (autograd over the forward with saved "
+              "activations)" % ("autograd", auto, tflops(MODEL_FLOPS, shape,
+                                                         auto)))
         summary.append((label, whole, model, rest))
 
     print("\nroofline: " + ROOFLINE)

@@ -1,0 +1,576 @@
+"""The moe-mlir backward benchmark on the H200, next to torch.
+
+What: for each shape (default: the issue's three, all B=128),
+  - torch, in this process: the bf16 torch._grouped_mm backward as a trainer
+    runs it (autograd over the forward with saved activations) and the
+    hand-written backward with a recompute of G|U (bench/torch_baseline.py),
+    median of --iters after --warmup, CUDA events;
+  - moe-mlir: `moe-run --target=sm90a --check none` on seeded inputs
+    (python3 -m moe_crosscheck torch-gen, on the GPU) in both layer modes,
+    recompute (the default) and checkpoint (layer option checkpoint=bf16:
+    G|U from the forward), median call time of --iters after --warmup, and
+    the cold compile time of each layer;
+  - ncu: the duration of every kernel of one recompute backward, largest
+    first, with the share of kernel time in the MX GEMM kernels (mx_*).
+Writes OUT/bench-latest.json and the raw log OUT/bench-latest.log, and
+prints a table last. Every failing or skipped step is recorded in the JSON
+and the table with its reason; the JSON is rewritten after every step, so
+it exists whatever happens. Exit status 0 when no step failed (a shape
+skipped for lack of memory is not a failure), else 1; 2 on a bad command
+line.
+
+Model TF = 12*T*K*H*I / backward time (the recompute is not counted).
+ratio_vs_torch = torch_autograd_ms / moe_ms (above 1: moe-mlir is faster).
+
+The moe-mlir time is moe-run's `call`: the compiled function from entry to
+return, which ends with a device synchronization, on the host clock, with
+the caller's buffers already in device memory (the copies are reported
+apart). The call is synchronous, so CUDA events around it would measure the
+same span.
+
+Run it on the GPU machine through bench/run.sh; --dry-run prints the
+commands and writes the JSON without running anything (no torch needed).
+
+    python3 bench/moe_bench.py --out DIR [--shapes 1,2,3] [--dry-run] ...
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# torch-gen runs as `python3 -m moe_crosscheck` from the tree's python/.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [os.path.join(ROOT, "python")] +
+    ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+
+SHAPES = {
+    "1": "T=16384,H=4096,I=1536,E=128,K=8,B=128",
+    "2": "T=24576,H=1536,I=256,E=128,K=8,B=128",
+    "3": "T=8192,H=7168,I=2048,E=256,K=8,B=128",
+}
+MODEL_FLOPS = 12
+GEMM_PREFIX = "mx_"
+# The device machine allows 10 minutes a command; past this many seconds
+# the remaining steps are skipped (and recorded) so that the JSON and the
+# table still come out.
+DEFAULT_BUDGET_S = 540
+
+
+def parse_layer(text):
+    """{'T': .., 'H': .., 'I': .., 'E': .., 'K': .., 'B': ..} of a
+    T=..,H=..,... layer spec (B defaults to 128)."""
+    shape = {"B": 128}
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        if key not in "THIEKB" or len(key) != 1 or not value.isdigit():
+            raise ValueError("bad layer item %r in %r" % (item, text))
+        shape[key] = int(value)
+    if set("THIEK") - set(shape):
+        raise ValueError("%r lacks one of T H I E K" % text)
+    return shape
+
+
+def model_tf(shape, ms):
+    if not ms:
+        return None
+    T, H, I, K = (shape[k] for k in "THIK")
+    return MODEL_FLOPS * T * K * H * I / (ms * 1e-3) / 1e12
+
+
+def moe_run_host_bytes(shape):
+    """Host memory moe-run needs for --inputs with --check none: it reads
+    every input into fp64 vectors for the references (8 B an element, even
+    when they are not computed), packs them into bf16 buffers (2 B) plus a
+    copy to detect modified inputs (2 B), and holds the f32 weight
+    gradients (4 B): about 48 B per E*H*I, the token-sized arrays aside."""
+    T, H, I, E, K, B = (shape[k] for k in "THIEKB")
+    weights = 3 * E * H * I
+    tokens = 2 * T * H
+    # The checkpoint layer's G|U: one row of 2I per slot, about T*K + E*B.
+    checkpoint = (T * K + E * B) * 2 * I
+    return ((8 + 2 + 2) * (weights + tokens + checkpoint) + 4 * weights +
+            2 * T * H)
+
+
+def mem_available_bytes():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+class Log:
+    """Every line to stdout and to the raw log file."""
+
+    def __init__(self, path):
+        self.file = open(path, "w")
+
+    def __call__(self, text=""):
+        for stream in (sys.stdout, self.file):
+            stream.write(text + "\n")
+            stream.flush()
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        os.makedirs(args.out, exist_ok=True)
+        self.json_path = os.path.join(args.out, "bench-latest.json")
+        self.log = Log(os.path.join(args.out, "bench-latest.log"))
+        self.start = time.monotonic()
+        self.failed = False
+        self.result = {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"),
+            "commit": None, "bundle": None, "device": None, "torch": None,
+            "command": " ".join(shlex.quote(a) for a in sys.argv),
+            "dry_run": args.dry_run,
+            "settings": {"iters": args.iters, "warmup": args.warmup,
+                         "moe_warmup": args.moe_warmup,
+                         "seed": args.seed, "align": args.align,
+                         "budget_s": args.budget},
+            "model_tf": "12*T*K*H*I / backward time",
+            "ratio_vs_torch": "torch_autograd_ms / moe_ms",
+            "moe_time": "moe-run call (median): compiled function entry to "
+                        "return incl. device sync, buffers already on the "
+                        "device",
+            "torch_self_check": None,
+            "shapes": [],
+            "elapsed_s": None,
+        }
+
+    # -- bookkeeping -------------------------------------------------------
+
+    def elapsed(self):
+        return time.monotonic() - self.start
+
+    def remaining(self):
+        return self.args.budget - self.elapsed()
+
+    def save(self):
+        self.result["elapsed_s"] = round(self.elapsed(), 1)
+        tmp = self.json_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.result, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, self.json_path)
+
+    def error(self, entry, text):
+        self.log("ERROR: " + text)
+        entry["errors"].append(text)
+        self.failed = True
+
+    def skip(self, entry, text):
+        self.log("SKIPPED: " + text)
+        entry["skipped"].append(text)
+
+    def run(self, cmd, timeout, env=None):
+        """Runs cmd with its output streamed into the log; (exit status,
+        output). A run past `timeout` s is killed with its process group
+        and returns status None."""
+        self.log("$ " + " ".join(shlex.quote(c) for c in cmd))
+        if self.args.dry_run:
+            return 0, ""
+        lines = []
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True,
+                                    errors="replace", env=env,
+                                    start_new_session=True)
+        except OSError as err:
+            self.log(str(err))
+            return 127, str(err)
+        expired = []
+
+        def kill():
+            expired.append(True)
+            os.killpg(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(max(timeout, 1), kill)
+        timer.start()
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            lines.append(line)
+            self.log(line)
+        proc.wait()
+        timer.cancel()
+        if expired:
+            self.log("(killed after %d s)" % timeout)
+            return None, "\n".join(lines)
+        return proc.returncode, "\n".join(lines)
+
+    # -- the steps ---------------------------------------------------------
+
+    def describe_machine(self):
+        commit = None
+        if shutil.which("git"):
+            got = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
+                                 capture_output=True, text=True)
+            commit = got.stdout.strip() or None
+        bundle = os.environ.get("MOE_BUNDLE_DIR")
+        if bundle and os.path.exists(os.path.join(bundle, "BUILD-INFO")):
+            with open(os.path.join(bundle, "BUILD-INFO")) as f:
+                for line in f:
+                    if line.startswith("commit: "):
+                        self.result["bundle"] = line[len("commit: "):].strip()
+        # The device machine gets a copy of the working tree without .git:
+        # the bundle's commit is then the one that was built.
+        self.result["commit"] = commit or self.result["bundle"]
+        if self.args.dry_run:
+            self.result["device"] = "dry run"
+            return
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                              "--format=csv,noheader"],
+                             capture_output=True, text=True) \
+            if shutil.which("nvidia-smi") else None
+        self.result["device"] = (smi.stdout.strip() if smi and smi.stdout
+                                 else None)
+
+    def torch_baselines(self, entry, shape):
+        """Both torch backwards in this process; frees the GPU memory they
+        used before moe-run needs it."""
+        self.log("== torch bf16 baselines %s (in this process: autograd "
+                 "with saved activations, and the recompute backward of "
+                 "bench/torch_baseline.py)" % entry["layer"])
+        if self.args.dry_run:
+            return
+        try:
+            import torch
+            import torch_baseline as tb
+        except ImportError as err:
+            self.error(entry, "torch baselines: %r" % err)
+            return
+        a = self.args
+        try:
+            auto = tb.autograd_bench(shape, "cuda", a.seed, a.align,
+                                     a.warmup, a.iters)
+            entry["torch_autograd_ms"] = auto
+            entry["torch_autograd_tf"] = model_tf(shape, auto)
+            self.log("torch autograd backward: %.3f ms, %.1f model TF" %
+                     (auto, entry["torch_autograd_tf"]))
+        except Exception as err:  # recorded; the other steps still run
+            self.error(entry, "torch autograd baseline: %r" % err)
+        torch.cuda.empty_cache()
+        try:
+            phases, whole = tb.bench(shape, "cuda", a.seed, a.align,
+                                     a.warmup, a.iters)
+            entry["torch_recompute_ms"] = whole
+            entry["torch_recompute_tf"] = model_tf(shape, whole)
+            entry["torch_recompute_phases_ms"] = phases
+            self.log("torch recompute backward: %.3f ms, %.1f model TF "
+                     "(%s)" % (whole, entry["torch_recompute_tf"], ", ".join(
+                         "%s %.3f" % kv for kv in phases.items())))
+        except Exception as err:
+            self.error(entry, "torch recompute baseline: %r" % err)
+        torch.cuda.empty_cache()
+
+    def moe_run(self, entry, spec, inputs, mode):
+        """One moe-run of the layer; fills entry's fields for `mode`."""
+        key = "moe_ms" if mode == "recompute" else "moe_ckpt_ms"
+        suffix = "" if mode == "recompute" else "_ckpt"
+        layer = spec if mode == "recompute" else spec + ",checkpoint=bf16"
+        times = os.path.join(self.work, "times-%s-%s.json" %
+                             (entry["name"], mode))
+        self.log("== moe-run %s (%s)" % (layer, mode))
+        budget = self.remaining() - 30
+        if budget < 60:
+            self.skip(entry, "moe-run %s: out of time budget" % mode)
+            return
+        rc, out = self.run(
+            [self.args.moe_run, "--target=sm90a", "--layer", layer,
+             "--inputs", inputs, "--check", "none", "--repeat",
+             str(self.args.iters), "--warmup", str(self.args.moe_warmup),
+             "--times-json", times], budget)
+        if self.args.dry_run:
+            return
+        m = re.search(r"^compile: ([0-9.]+) s \(([^;]*); parse ([0-9.]+) s, "
+                      r"pipeline ([0-9.]+) s, codegen ([0-9.]+) s\)", out,
+                      re.M)
+        if m:
+            entry["compile%s_s" % suffix] = float(m.group(1))
+            entry["compile%s_detail" % suffix] = {
+                "source": m.group(2), "parse_s": float(m.group(3)),
+                "pipeline_s": float(m.group(4)),
+                "codegen_s": float(m.group(5))}
+        m = re.search(r"^gpu: mode (\S+)", out, re.M)
+        entry["gpu_mode%s" % suffix] = m.group(1) if m else None
+        if rc != 0 or not re.search(r"^moe-run: PASS$", out, re.M):
+            tail = [l for l in out.splitlines() if l.strip()][-3:]
+            self.error(entry, "moe-run %s: exit status %s: %s" % (
+                mode, rc, " | ".join(tail)))
+            return
+        try:
+            with open(times) as f:
+                samples = json.load(f)["call_s"]
+        except (OSError, ValueError, KeyError) as err:
+            self.error(entry, "moe-run %s: no --times-json: %r" % (mode, err))
+            return
+        ms = [1e3 * s for s in samples]
+        entry[key] = statistics.median(ms)
+        entry["%s_min" % key] = min(ms)
+        entry["%s_samples" % key] = ms
+        entry["model_tf%s" % suffix] = model_tf(entry, entry[key])
+        if entry.get("torch_autograd_ms"):
+            entry["ratio%s_vs_torch" % suffix] = (entry["torch_autograd_ms"] /
+                                                 entry[key])
+
+    def ncu_profile(self, entry, spec, inputs):
+        """ncu duration of every kernel of one recompute backward."""
+        self.log("== ncu: every kernel of one backward %s (recompute)" % spec)
+        budget = self.remaining() - 20
+        if budget < 60:
+            self.skip(entry, "ncu: out of time budget")
+            return
+        cmd = [self.args.ncu, "--clock-control", "none", "--metrics",
+               "gpu__time_duration.sum", "--print-units", "base", "--csv"]
+        if self.args.ncu_kernels:
+            cmd += ["--kernel-name", "regex:" + self.args.ncu_kernels]
+        cmd += [self.args.moe_run, "--target=sm90a", "--layer", spec,
+                "--inputs", inputs, "--check", "none"]
+        started = time.monotonic()
+        rc, out = self.run(cmd, budget)
+        entry["ncu_wall_s"] = round(time.monotonic() - started, 1)
+        if self.args.dry_run:
+            return
+        kernels = parse_ncu_csv(out)
+        if rc != 0 or not kernels:
+            self.error(entry, "ncu: exit status %s, %d kernels parsed" %
+                       (rc, len(kernels)))
+            return
+        kernels.sort(key=lambda k: -k["ms"])
+        total = sum(k["ms"] for k in kernels)
+        gemm = sum(k["ms"] for k in kernels if k["gemm"])
+        entry["kernels"] = kernels
+        entry["kernel_total_ms"] = total
+        entry["gemm_ms"] = gemm
+        entry["gemm_share"] = gemm / total if total else None
+        self.log("per-kernel ncu times, %s, largest first (%d launches, "
+                 "%.3f ms; %.3f ms = %.1f%% in GEMM kernels %s*; ncu took "
+                 "%.0f s):" % (entry["name"], len(kernels), total, gemm,
+                               100 * entry["gemm_share"], GEMM_PREFIX,
+                               entry["ncu_wall_s"]))
+        for k in kernels:
+            self.log("  %10.3f ms  %s%s" % (k["ms"], k["name"],
+                                           "  [GEMM]" if k["gemm"] else ""))
+
+    def shape(self, name, spec):
+        shape = parse_layer(spec)
+        entry = dict(shape, name="shape%s" % name, layer=spec,
+                     moe_ms=None, moe_ckpt_ms=None, torch_autograd_ms=None,
+                     torch_recompute_ms=None, model_tf=None,
+                     model_tf_ckpt=None, torch_autograd_tf=None,
+                     torch_recompute_tf=None, ratio_vs_torch=None,
+                     ratio_ckpt_vs_torch=None, compile_s=None,
+                     compile_ckpt_s=None, kernels=[], kernel_total_ms=None,
+                     gemm_ms=None, gemm_share=None, errors=[], skipped=[])
+        self.result["shapes"].append(entry)
+        self.log("\n======== shape %s: %s" % (name, spec))
+        if self.remaining() < 60:
+            self.skip(entry, "out of time budget (%.0f s used)" %
+                      self.elapsed())
+            self.save()
+            return
+        self.torch_baselines(entry, shape)
+        self.save()
+
+        need = moe_run_host_bytes(shape)
+        have = (self.args.host_mem_gb * 1e9 if self.args.host_mem_gb
+                else mem_available_bytes())
+        entry["moe_run_host_gb_estimate"] = round(need / 1e9, 1)
+        if have is not None and need > 0.9 * have:
+            self.skip(entry, "moe-run: needs ~%.0f GB of host memory (every "
+                      "input held as fp64 for the references even with "
+                      "--check none, tools/moe-run), %.0f GB available" %
+                      (need / 1e9, have / 1e9))
+            self.save()
+            return
+
+        inputs = os.path.join(self.work, "in-" + name)
+        # One set of inputs serves both modes: checkpoint=true adds the
+        # forward's G|U (checkpoint.npy), which the recompute layer ignores.
+        self.log("== torch-gen %s,checkpoint=true (seeded inputs on the GPU)"
+                 % spec)
+        rc, _ = self.run([sys.executable, "-m", "moe_crosscheck", "torch-gen",
+                          "--config", spec + ",checkpoint=true", "--seed",
+                          str(self.args.seed), "--out", inputs],
+                         max(self.remaining() - 60, 1))
+        if rc != 0:
+            self.error(entry, "torch-gen: exit status %s" % rc)
+            self.save()
+            return
+        for mode in ("recompute", "checkpoint"):
+            self.moe_run(entry, spec, inputs, mode)
+            self.save()
+        if self.args.ncu_profile:
+            self.ncu_profile(entry, spec, inputs)
+        shutil.rmtree(inputs, ignore_errors=True)
+        self.save()
+
+    def table(self):
+        rows = []
+        head = ("%-8s %-10s %9s %8s %10s %11s %7s %6s %7s" %
+                ("shape", "mode", "moe ms", "moe TF", "torch ms",
+                 "torch rc ms", "ratio", "GEMM%", "compile"))
+
+        def num(value, fmt):
+            return fmt % value if value is not None else "-"
+
+        for e in self.result["shapes"]:
+            for mode, sfx in (("recompute", ""), ("checkpoint", "_ckpt")):
+                ms = e["moe_ms"] if not sfx else e["moe_ckpt_ms"]
+                rows.append("%-8s %-10s %9s %8s %10s %11s %7s %6s %7s" % (
+                    e["name"], mode, num(ms, "%.3f"),
+                    num(e["model_tf" + sfx], "%.1f"),
+                    num(e["torch_autograd_ms"], "%.3f"),
+                    num(e["torch_recompute_ms"], "%.3f"),
+                    num(e["ratio%s_vs_torch" % sfx], "%.2fx"),
+                    num(e["gemm_share"] * 100 if e["gemm_share"] is not None
+                        and not sfx else None, "%.1f"),
+                    num(e["compile%s_s" % sfx], "%.2fs")))
+        self.log("\n================ moe-mlir backward on %s (median of %d "
+                 "after %d (moe-run) / %d (torch) warm-up; torch = autograd "
+                 "with saved activations, "
+                 "torch rc = recompute backward; ratio = torch / moe; model "
+                 "TF = 12*T*K*H*I / time; GEMM%% = ncu time in %s* kernels)"
+                 % (self.result["device"], self.args.iters,
+                    self.args.moe_warmup, self.args.warmup, GEMM_PREFIX))
+        self.log(head)
+        for r in rows:
+            self.log(r)
+        for e in self.result["shapes"]:
+            for text in e["skipped"]:
+                self.log("%s (%s): skipped: %s" % (e["name"], e["layer"],
+                                                   text))
+            for text in e["errors"]:
+                self.log("%s (%s): FAILED: %s" % (e["name"], e["layer"],
+                                                  text))
+        self.log("json: %s, log: %s" % (
+            self.json_path, os.path.join(self.args.out, "bench-latest.log")))
+
+    def main(self):
+        self.describe_machine()
+        self.log("moe-mlir benchmark: commit %s, device %s" %
+                 (self.result["commit"], self.result["device"]))
+        self.save()
+        self.work = self.args.work or tempfile.mkdtemp(prefix="moe-bench-")
+        os.makedirs(self.work, exist_ok=True)
+        try:
+            if not self.args.dry_run:
+                try:
+                    self.torch_setup()
+                except Exception as err:  # the torch columns stay empty
+                    self.log("ERROR: torch setup: %r" % err)
+                    self.result["torch_self_check"] = {"error": repr(err)}
+                    self.failed = True
+            for name in self.args.shapes.split(","):
+                try:
+                    self.shape(name, SHAPES[name])
+                except Exception as err:  # recorded; the next shape runs
+                    self.error(self.result["shapes"][-1],
+                               "unexpected: %r" % err)
+        finally:
+            if not self.args.work:
+                shutil.rmtree(self.work, ignore_errors=True)
+            self.save()
+            self.table()
+        return 1 if self.failed else 0
+
+    def torch_setup(self):
+        sys.path.insert(0, HERE)
+        import torch
+        import torch_baseline as tb
+        self.result["torch"] = torch.__version__
+        passed, errors = tb.self_check("cuda", self.args.seed, self.args.align)
+        self.result["torch_self_check"] = {"passed": passed, "rel": errors}
+        self.log("torch %s; baseline self-check vs fp64 at %s: %s (%s)" % (
+            torch.__version__, tb.CHECK_LAYER, "PASS" if passed else "FAIL",
+            ", ".join("%s %.2e" % kv for kv in errors.items())))
+        if not passed:
+            self.failed = True
+
+
+def parse_ncu_csv(text):
+    """[{id, name, ms, gemm}] from ncu --csv output with one metric, in
+    launch order. The CSV lines are the ones starting with a quote (the
+    profiled program's own output is interleaved)."""
+    rows = [l for l in text.splitlines() if l.startswith('"')]
+    scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3,
+             "ms": 1.0, "msecond": 1.0, "s": 1e3, "second": 1e3}
+    kernels = []
+    for row in csv.DictReader(rows):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        value = float(row["Metric Value"].replace(",", ""))
+        name = row["Kernel Name"]
+        kernels.append({"id": int(row["ID"]), "name": name,
+                        "ms": value * scale.get(row["Metric Unit"], 1e-6),
+                        "gemm": name.startswith(GEMM_PREFIX)})
+    return kernels
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True,
+                        help="folder for bench-latest.json and "
+                        "bench-latest.log")
+    parser.add_argument("--shapes", default="1,2,3",
+                        help="comma-separated subset of 1, 2, 3 (default "
+                        "all): " + "; ".join("%s: %s" % kv
+                                             for kv in SHAPES.items()))
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="torch: untimed runs first (default 3)")
+    # One warm-up run loads the kernels and faults the memory in; more buy
+    # nothing but time: each moe-run repetition at shape 1 spends ~3 s in
+    # host copies and output poisoning around a ~0.16 s call.
+    parser.add_argument("--moe-warmup", type=int, default=1,
+                        help="moe-run: untimed runs first (default 1)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--align", type=int, default=16,
+                        help="torch: rows per expert group padded to a "
+                        "multiple of this")
+    parser.add_argument("--moe-run", default="moe-run")
+    parser.add_argument("--ncu", default="ncu")
+    parser.add_argument("--no-ncu", dest="ncu_profile", action="store_false",
+                        help="skip the per-kernel profile")
+    parser.add_argument("--ncu-kernels", metavar="REGEX",
+                        help="profile only kernels matching REGEX (default: "
+                        "every kernel)")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
+                        help="seconds after which remaining steps are "
+                        "skipped (default %d)" % DEFAULT_BUDGET_S)
+    parser.add_argument("--host-mem-gb", type=float,
+                        help="host memory available to moe-run (default: "
+                        "MemAvailable)")
+    parser.add_argument("--work", help="scratch folder for the inputs "
+                        "(default: a temporary one, removed at the end)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the steps and commands, run nothing")
+    args = parser.parse_args(argv)
+    if args.iters < 1 or args.warmup < 0 or args.moe_warmup < 0:
+        parser.error("--iters must be >= 1, the warm-ups >= 0")
+    for name in args.shapes.split(","):
+        if name not in SHAPES:
+            parser.error("unknown shape %r (expected 1, 2 or 3)" % name)
+    return Bench(args).main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
