@@ -966,15 +966,25 @@ void Compiler::clearMemoryCache() {
   impl_->memory.clear();
 }
 
-/// Error unless the GPU option `name` is empty or `a` or `b`, and empty on
-/// the host target.
+/// Error unless the GPU option `name` is empty or one of `allowed`, and
+/// empty on the host target.
 static Status checkGPUChoice(const char *name, const std::string &value,
-                             const char *a, const char *b, Target target) {
+                             std::initializer_list<const char *> allowed,
+                             Target target) {
   if (value.empty())
     return Status();
-  if (value != a && value != b)
-    return Status::error(std::string(name) + " '" + value + "' is not " + a +
-                         " or " + b);
+  if (llvm::none_of(allowed, [&](const char *a) { return value == a; })) {
+    // "a or b", "a, b or c".
+    std::string list;
+    size_t i = 0;
+    for (const char *a : allowed) {
+      if (i++)
+        list += i == allowed.size() ? " or " : ", ";
+      list += a;
+    }
+    return Status::error(std::string(name) + " '" + value + "' is not " +
+                         list);
+  }
   if (target == Target::Host)
     return Status::error(std::string(name) +
                          " applies to GPU targets, not host");
@@ -987,12 +997,13 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   if (options.optLevel < 0 || options.optLevel > 3)
     return Status::error("optLevel " + std::to_string(options.optLevel) +
                          " is outside [0, 3]");
-  if (Status s = checkGPUChoice("mmaPath", options.mmaPath, "fp8", "bf16",
+  if (Status s = checkGPUChoice("mmaPath", options.mmaPath,
+                                 {"fp8", "bf16", "bf16-operands"},
                                  options.target);
       !s)
     return s;
-  if (Status s = checkGPUChoice("gpuMode", options.gpuMode, "resident",
-                                 "hybrid", options.target);
+  if (Status s = checkGPUChoice("gpuMode", options.gpuMode,
+                                 {"resident", "hybrid"}, options.target);
       !s)
     return s;
   // Sm90a: kernels as cubin when ptxas is here, else as PTX that the

@@ -337,18 +337,11 @@ void moe::buildGPUResidentPipeline(OpPassManager &pm,
 std::optional<std::string> moe::residentPipelineBlocker(ModuleOp module) {
   std::optional<std::string> blocker;
   module.walk([&](Operation *op) {
-    if (auto bwd = dyn_cast<BlockwiseBwdOp>(op)) {
-      if (bwd.getBias())
-        blocker = "a moe.blockwise_bwd with bias (its bias GEMM runs on the "
-                  "host)";
-      else if (bwd.getQuant().getElement() == MXElement::none)
-        blocker = "a moe.blockwise_bwd without MX quantization (its bf16 "
-                  "GEMMs run on the host)";
-    } else if (isa<BlockMatmulOp, ExpertMatmulOp>(op) && !isGPUGemm(op)) {
+    if (isa<BlockMatmulOp, ExpertMatmulOp>(op) && !isGPUGemm(op)) {
       // The test of convert-moe-to-nvgpu itself, so the two never disagree.
       blocker = "a " + op->getName().getStringRef().str() +
-                " that is not an MX GEMM of the GPU kernels (a bias, bf16 "
-                "operands or mixed FP8 types: it runs on the host)";
+                " whose operands the GPU kernels do not take (FP8 codes with "
+                "scales or bf16 values): it runs on the host";
     }
     return blocker ? WalkResult::interrupt() : WalkResult::advance();
   });

@@ -9,9 +9,11 @@
 #   matrix     every moe-run case of test/Integration/Host/matrix-*.test on
 #              the sm90a target (resident: every phase on the GPU; hybrid
 #              where the layer has a bias or bf16 GEMMs)
-#   resident   resident against hybrid (the elementwise phases in host
-#              loops) on several layers, outputs compared bit for bit
-#   layers     larger layers on sm90a with both MMA paths (bf16, fp8)
+#   resident   resident (default MMA path) against hybrid (the elementwise
+#              phases in host loops, mma-path bf16) on several layers,
+#              outputs compared bit for bit
+#   layers     larger layers on sm90a with every MMA path (bf16-operands,
+#              bf16, fp8)
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
@@ -102,14 +104,20 @@ if want matrix; then
 fi
 
 if want resident; then
-  # The same layer through both modes: the GEMM kernels are the same, the
-  # elementwise phases GPU kernels against host loops.
+  # The same layer through both modes: resident on the default path (the
+  # GEMM operands rounded to their MX values on the GPU, bf16 wgmma on
+  # them) against hybrid on the bf16-dequantization kernels (the operands
+  # quantized in host loops, dequantized in the kernel). Both multiply the
+  # same bf16 values in the same k16 order, so the bits must agree; the
+  # elementwise phases are GPU kernels against host loops.
   for layer in "$small" "$partial" "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:" \
       T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h,dx_accumulate=bf16 \
       T=1024,H=1024,I=512,E=8,K=2,B=128; do
     for mode in resident hybrid; do
+      path=()
+      [ $mode = hybrid ] && path=(--mma-path bf16)
       run "sm90a $mode $layer" moe-run --target=sm90a --gpu-mode $mode \
-        --layer "$layer" --empty-experts 1 --outputs "$out/$mode"
+        "${path[@]}" --layer "$layer" --empty-experts 1 --outputs "$out/$mode"
       grep "^gpu:" "$out/log"
     done
     diff=0
@@ -140,7 +148,7 @@ fi
 if want layers; then
   # The fp8 path is measured, not gated: its FP8 wgmma sums inexactly and
   # misses the 2e-3 gate (docs/results/2026-11-30-sm90a-mma-path.md).
-  for path in bf16 fp8; do
+  for path in bf16-operands bf16 fp8; do
     gate=()
     label="sm90a $path"
     if [ $path = fp8 ]; then

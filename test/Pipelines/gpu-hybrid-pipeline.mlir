@@ -3,9 +3,13 @@
 // launches through the mgpu* runtime, the kernels a cubin in a gpu.binary
 // (ptxas runs), everything else host code. Layer T=256 H=256 I=128 E=2 K=1
 // B=128 (S = 384 slots): the recompute is 384x256x256, P1 384x128x256.
+// The main checks are on the bf16-dequantization path (the codes the host
+// quantized go to the kernels); OPS checks the default path, where operand
+// kernels round each GEMM operand before its GEMM.
 // REQUIRES: ptxas
-// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="toolkit=%cuda_root" | FileCheck %s --implicit-check-not=moe.
-// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa" | FileCheck %s --check-prefix=PTX
+// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="toolkit=%cuda_root mma-path=bf16" | FileCheck %s --implicit-check-not=moe.
+// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa mma-path=bf16" | FileCheck %s --check-prefix=PTX
+// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa" | FileCheck %s --check-prefix=OPS --implicit-check-not=moe.
 // RUN: not moe-opt %s -moe-gpu-hybrid-pipeline="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=CHIP
 
 // CHECK-LABEL: llvm.func @moe_layer_bwd(
@@ -47,6 +51,28 @@
 // PTX: gpu.binary @moe_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, assembly = "{{.*}}.target sm_90a
 
 // CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a)
+
+// OPS-LABEL: llvm.func @moe_layer_bwd(
+// OPS:         llvm.call @mx_operand_0_launch(
+// OPS:         llvm.call @mx_operand_1_launch(
+// OPS:         llvm.call @block_matmul_2_launch(
+// OPS:         llvm.call @mx_operand_3_launch(
+// OPS:         llvm.call @mx_operand_4_launch(
+// OPS:         llvm.call @block_matmul_5_launch(
+// OPS:         llvm.call @exp
+// OPS:         llvm.call @mx_operand_6_launch(
+// OPS:         llvm.call @mx_operand_7_launch(
+// OPS:         llvm.call @block_matmul_8_launch(
+// OPS:         llvm.call @mx_operand_9_launch(
+// OPS:         llvm.call @mx_operand_10_launch(
+// OPS:         llvm.call @expert_matmul_11_launch(
+// OPS:         llvm.call @mx_operand_12_launch(
+// OPS:         llvm.call @mx_operand_13_launch(
+// OPS:         llvm.call @expert_matmul_14_launch(
+// OPS-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
+// OPS:       gpu.binary @moe_kernels
+// OPS-SAME:    cvt.rn.satfinite.e4m3x2.f32
+// OPS-SAME:    wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 
 func.func @moe_layer_bwd(%x: tensor<256x256xbf16>, %dy: tensor<256x256xbf16>,
                          %aff: tensor<512xf32>, %wgu: tensor<2x256x2x128xbf16>,

@@ -13,7 +13,8 @@
 // RUN: not moe-opt %s -moe-gpu-pipeline="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=CHIP
 
 // The entry: elementwise kernels on its stream, a host synchronization
-// before each GEMM launch function (its own stream), no host math.
+// before each launch function (its own stream), no host math. Each GEMM
+// follows the operand kernels that round its two operands.
 // CHECK-LABEL: llvm.func @moe_layer_bwd(
 // CHECK-NOT:     llvm.call @exp
 // CHECK:         %[[S:.*]] = llvm.call @mgpuStreamCreate()
@@ -22,15 +23,35 @@
 // CHECK-NOT:     llvm.call @exp
 // CHECK:         llvm.call @mgpuStreamSynchronize(%[[S]])
 // CHECK-NEXT:    llvm.call @mgpuStreamDestroy(%[[S]])
-// CHECK-NEXT:    llvm.call @mx_block_matmul_0_launch(
+// CHECK-NEXT:    llvm.call @mx_operand_0_launch(
 // CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_block_matmul_1_launch(
+// CHECK:         llvm.call @mx_operand_1_launch(
 // CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_block_matmul_2_launch(
+// CHECK:         llvm.call @block_matmul_2_launch(
 // CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_expert_matmul_3_launch(
+// CHECK:         llvm.call @mx_operand_3_launch(
 // CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_expert_matmul_4_launch(
+// CHECK:         llvm.call @mx_operand_4_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @block_matmul_5_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @mx_operand_6_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @mx_operand_7_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @block_matmul_8_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @mx_operand_9_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @mx_operand_10_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @expert_matmul_11_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @mx_operand_12_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @mx_operand_13_launch(
+// CHECK-NOT:     llvm.call @exp
+// CHECK:         llvm.call @expert_matmul_14_launch(
 // CHECK-NOT:     llvm.call @exp
 // CHECK:         llvm.return
 // CHECK-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
@@ -40,7 +61,7 @@
 //
 // A launch function on device arguments: descriptors over the arguments,
 // the kernel, the synchronization; nothing allocated, nothing copied.
-// CHECK-LABEL: llvm.func @mx_block_matmul_0_launch(
+// CHECK-LABEL: llvm.func @block_matmul_2_launch(
 // CHECK:         %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
 // CHECK-NOT:     llvm.call @mgpuMemAlloc
 // CHECK-NOT:     llvm.call @mgpuMemcpy
@@ -48,7 +69,7 @@
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuMemAlloc
-// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @moe_kernels::@mx_block_matmul_0
+// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @moe_kernels::@block_matmul_2
 // CHECK-NOT:     llvm.call @mgpuMemcpy
 // CHECK-NOT:     llvm.call @mgpuMemFree
 // CHECK:         llvm.call @mgpuStreamSynchronize(%[[STREAM]])

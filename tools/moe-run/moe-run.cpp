@@ -90,8 +90,8 @@ options:
   --warmup W           run W times first, untimed (default 0)
   --times-json FILE    write every timed run's call, run and copy seconds
                        to FILE as JSON (for benchmark drivers)
-  --mma-path P         sm90a: the MMA path of the MX GEMMs, fp8 or bf16
-                       (default: the target's, bf16)
+  --mma-path P         sm90a: the MMA path of the GEMMs, fp8, bf16 or
+                       bf16-operands (default: the target's, bf16-operands)
   --gpu-mode M         sm90a: resident (every phase on the GPU, buffers in
                        device memory) or hybrid (the GEMMs on the GPU, the
                        rest on the host); default resident unless the
@@ -239,9 +239,10 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                          "' for --check (expected refs or none)");
       opts.compare = value == "refs";
     } else if (name == "--mma-path") {
-      if (value != "fp8" && value != "bf16")
-        throw UsageError("invalid MMA path '" + value +
-                         "' for --mma-path (expected fp8 or bf16)");
+      if (value != "fp8" && value != "bf16" && value != "bf16-operands")
+        throw UsageError(
+            "invalid MMA path '" + value +
+            "' for --mma-path (expected fp8, bf16 or bf16-operands)");
       opts.mmaPath = value;
     } else if (name == "--gpu-mode") {
       if (value != "resident" && value != "hybrid")

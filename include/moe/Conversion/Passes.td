@@ -43,50 +43,57 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
   let summary = "Emit the GPU kernels of moe phase-level ops for an NVIDIA chip";
   let description = [{
     The GPU lowering, for the chip named by `chip` (its description:
-    moe/Conversion/MoeToNVGPU/TargetInfo.h). Handled so far: the MX GEMMs,
-    `moe.block_matmul` (recompute, P1, P2; no bias) and `moe.expert_matmul`
-    (P3, P4) whose operands are f8E4M3FN or f8E5M2 codes with E8M0 scales
-    along the contraction. For each one the pass adds a kernel to the
-    `gpu.module @moe_kernels` of the module (the exact-MXFP8 GEMM of the
-    MMA path, with the expert of each row block, or the slot range of each
-    expert, read from `block_to_expert`) and replaces the op by a call, on
-    buffers of its operands and a new result buffer, of a private host
-    function declared with the kernel's launch record:
+    moe/Conversion/MoeToNVGPU/TargetInfo.h). Handled so far: the GEMMs,
+    `moe.block_matmul` (recompute, P1, P2) and `moe.expert_matmul` (P3, P4)
+    whose operands are f8E4M3FN / f8E5M2 codes with E8M0 scales or bf16
+    values. For each one the pass adds kernels to the `gpu.module
+    @moe_kernels` of the module and replaces the op by calls, on buffers of
+    its operands and a new result buffer, of private host functions
+    declared with each kernel's launch record.
+
+    On the default path of sm_90a (`bf16-operands`) each operand first
+    becomes bf16 values with its contraction axis innermost, by an operand
+    kernel (moe/Conversion/MoeToNVGPU/MXOperandKernel.h): codes that a
+    `moe.mx_quantize` made are computed from its input (quantized along the
+    contraction and dequantized, exactly: the codes are never written),
+    other codes are dequantized, and bf16 values are transposed when their
+    contraction axis is not innermost (or used as they are). Then the GEMM
+    kernel streams both bf16 operands with TMA into bf16 wgmma, adds the
+    bias of `moe.block_matmul` if it has one, and stores f32:
 
     ```mlir
-    %b0 = bufferization.to_buffer %lhs read_only : ... to memref<512x256xf8E4M3FN>
+    call @mx_operand_0_launch(%x, %xq) : (memref<512x256xbf16>, memref<512x256xbf16>) -> ()
     ...
-    %out = memref.alloc() : memref<512x256xf32>
-    call @mx_block_matmul_0_launch(%b0, %b1, %b2, %b3, %b4, %out) : ...
-    %r = bufferization.to_tensor %out restrict writable : ...
+    call @block_matmul_2_launch(%xq, %wq, %blk, %out) : ...
 
-    func.func private @mx_block_matmul_0_launch(...) attributes {
-        moe.gpu_launch = {kernel = @moe_kernels::@mx_block_matmul_0,
-          grid = array<i64: 2, 4, 1>, block = array<i64: 512, 1, 1>,
-          dynamic_shared_memory = 230496 : i64,
-          tensor_map_args = array<i64: 0, 2>, tensor_map_types = [...],
-          pointer_args = array<i64: 1, 3, 5, 4>}}
+    func.func private @block_matmul_2_launch(...) attributes {
+        moe.gpu_launch = {kernel = @moe_kernels::@block_matmul_2,
+          grid = array<i64: 2, 4, 1>, block = array<i64: 384, 1, 1>,
+          dynamic_shared_memory = 197744 : i64,
+          tensor_map_args = array<i64: 0, 1>, tensor_map_types = [...],
+          pointer_args = array<i64: 3, 2>}}
     ```
 
-    The kernels read both operands K-major: a `transpose_rhs` weight and
-    the slot-major operands of `moe.expert_matmul` are transposed first
-    (`linalg.transpose` of codes and scales, on the host).
-    moe-lower-gpu-launches gives the function its body after bufferization
-    and buffer deallocation.
-    Other GEMMs (bf16 operands, a bias) are left as they are. An MX GEMM
-    the kernels cannot compute (a block size that is not a multiple of the
-    tile) is an error.
-
-    `mma-path` overrides the target's MMA path: `fp8` runs the e4m3 block
-    GEMMs whose shape the fp8 tiles divide with FP8 wgmma and per-32-block
-    promotion and the others with bf16 dequantization; `bf16` runs all
-    with bf16 dequantization.
+    The MX paths `fp8` and `bf16` (option `mma-path`) instead pass the codes
+    and scales of GEMMs with codes of one type on both sides and no bias to
+    kernels that decode them (`fp8`: FP8 wgmma with per-32-block
+    promotion, for the e4m3 block GEMMs whose shape its tiles divide;
+    `bf16`: producer warpgroups dequantize to bf16 in shared memory); those
+    kernels read codes K-major, so a `transpose_rhs` weight and the
+    slot-major operands of `moe.expert_matmul` are transposed first
+    (`linalg.transpose` of codes and scales). Every other GEMM runs on the
+    `bf16-operands` path.
+    moe-lower-gpu-launches gives the host functions their bodies after
+    bufferization and buffer deallocation. A GEMM the kernels cannot
+    compute (a block size that is not a multiple of the tile, an operand
+    whose contraction axis is not a multiple of 32) is an error.
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
            "The NVIDIA chip to generate code for (supported: sm_90a)">,
     Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
-           "The MMA path of MX GEMMs: fp8 or bf16 (default: the chip's)">
+           "The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
+           "(default: the chip's)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

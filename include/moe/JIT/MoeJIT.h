@@ -247,8 +247,10 @@ struct CompileOptions {
   std::string entry;
   /// LLVM optimization level of the generated code, 0..3.
   int optLevel = 2;
-  /// GPU targets: the MMA path of the MX GEMMs, "fp8" or "bf16"; empty for
-  /// the chip's default (bf16 on sm_90a, docs/results).
+  /// GPU targets: the MMA path of the GEMMs, "fp8", "bf16" or
+  /// "bf16-operands"; empty for the chip's default (bf16-operands on sm_90a:
+  /// each operand rounded to its MX values in bf16 by its own kernel, then
+  /// bf16 wgmma; docs/results).
   std::string mmaPath;
   /// GPU targets: where the phases other than the MX GEMMs run and the
   /// buffers live. "resident": every phase on the GPU, every buffer in

@@ -75,8 +75,8 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
       llvm::cl::init("sm_90a")};
   typename PassPipelineOptions<Derived>::template Option<std::string> mmaPath{
       *this, "mma-path",
-      llvm::cl::desc("The MMA path of MX GEMMs: fp8 or bf16 (default: the "
-                     "chip's, TargetInfo)"),
+      llvm::cl::desc("The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
+                     "(default: the chip's, TargetInfo)"),
       llvm::cl::init("")};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
@@ -157,16 +157,17 @@ struct GPUResidentPipelineOptions
 /// moe-gpu-loop-shape), buffers in device memory (moe-gpu-device-buffers),
 /// kernels outlined and serialized, gpu host ops async on one stream
 /// (moe-gpu-async-region). The calling convention is the host pipeline's,
-/// with device buffers unless host-arguments. Layers whose GEMMs stay on the
-/// host (bias, bf16 operands) do not lower: moe-gpu-device-buffers reports
-/// the host access (residentPipelineBlocker says so beforehand).
+/// with device buffers unless host-arguments. A GEMM whose operands the GPU
+/// kernels do not take (isGPUGemm) stays on the host and does not lower:
+/// moe-gpu-device-buffers reports the host access (residentPipelineBlocker
+/// says so beforehand).
 void buildGPUResidentPipeline(OpPassManager &pm,
                               const GPUResidentPipelineOptions &options);
 
 /// Why buildGPUResidentPipeline cannot lower `module`, or nothing when it
-/// can: every GEMM it holds must become a GPU kernel (moe.blockwise_bwd
-/// without bias and with MX quantization; moe.block_matmul and
-/// moe.expert_matmul as isGPUGemm says).
+/// can: every moe.block_matmul and moe.expert_matmul it holds must become a
+/// GPU kernel (isGPUGemm); every moe.blockwise_bwd decomposes into such
+/// GEMMs.
 std::optional<std::string> residentPipelineBlocker(ModuleOp module);
 
 /// Registers the named pipelines ("moe-host-pipeline",

@@ -241,18 +241,22 @@ LogicalResult emitLaunchBody(func::FuncOp func, DictionaryAttr record,
     if (!mapType)
       return func.emitError("tensor_map_types holds ") << type;
     auto argType = cast<MemRefType>(args[i]);
-    if (argType.getElementTypeBitWidth() != 8)
+    // The descriptor is over the bytes of the rows (FP8 codes, or bf16
+    // values two bytes each): ui8 [rows, bytes per row].
+    int64_t width = argType.getElementTypeBitWidth();
+    if (width != 8 && width != 16)
       return func.emitError("tensor map argument #")
-             << i << " must have one-byte elements, got " << argType;
+             << i << " must have one- or two-byte elements, got " << argType;
     ArrayRef<int64_t> shape = argType.getShape();
     int64_t rows = 1;
     for (int64_t size : shape.drop_back())
       rows *= size;
+    int64_t rowBytes = shape.back() * width / 8;
     auto ui8 = IntegerType::get(func.getContext(), 8, IntegerType::Unsigned);
     Value codes =
         deviceArguments
-            ? host.bytesOf(device[i], rows, shape.back())
-            : host.view(device[i], MemRefType::get({rows, shape.back()}, ui8));
+            ? host.bytesOf(device[i], rows, rowBytes)
+            : host.view(device[i], MemRefType::get({rows, rowBytes}, ui8));
     operands.push_back(host.tensorMap(codes, mapType));
   }
   for (int64_t i : pointerArgs.asArrayRef())

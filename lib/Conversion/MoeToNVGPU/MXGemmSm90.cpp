@@ -95,6 +95,16 @@ SmemLayout layoutOf(MXMmaPath path, const MXGemmConfig &cfg) {
   SmemLayout l = {};
   int64_t blocksPerTile = cfg.tileK / 32;
   l.a = 0;
+  if (path == MXMmaPath::Bf16Operands) {
+    // [stage][rows][128 B] bf16 panels, as the TMA writes them.
+    l.b = l.a + cfg.stages * cfg.tileM * kSwizzleBytes;
+    l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
+        l.b + cfg.stages * cfg.tileN * kSwizzleBytes;
+    l.barriers = l.counters + 16;
+    l.numBarriers = 2 * cfg.stages;
+    l.bytes = l.barriers + l.numBarriers * 8 + 1024;
+    return l;
+  }
   l.b = l.a + cfg.stages * cfg.tileM * cfg.tileK;
   l.scaleA = l.b + cfg.stages * cfg.tileN * cfg.tileK;
   if (path == MXMmaPath::Fp8WgmmaPromote) {
@@ -141,8 +151,9 @@ public:
     Attribute workgroup = gpu::AddressSpaceAttr::get(
         ctx, gpu::GPUDialect::getWorkgroupAddressSpace());
     barsT = nvgpu::MBarrierGroupType::get(ctx, workgroup, lay.numBarriers);
-    tileAT = smemType({cfg.tileM, cfg.tileK}, b.getI8Type());
-    tileBT = smemType({cfg.tileN, cfg.tileK}, b.getI8Type());
+    // One 128-byte row per tile row: tileK codes, or tileK / 2 bf16s.
+    tileAT = smemType({cfg.tileM, kSwizzleBytes}, b.getI8Type());
+    tileBT = smemType({cfg.tileN, kSwizzleBytes}, b.getI8Type());
     tmapAT = tensorMapType(tileAT);
     tmapBT = tensorMapType(tileBT);
   }
@@ -155,6 +166,9 @@ private:
   // Fragment registers of one m64nN f32 wgmma accumulator per thread.
   int64_t accLen() const { return cfg.mmaN / 2; }
   bool isFp8() const { return p.path == MXMmaPath::Fp8WgmmaPromote; }
+  bool isBf16Operands() const { return p.path == MXMmaPath::Bf16Operands; }
+  /// Bytes of one operand element in global and shared memory.
+  int64_t elementBytes() const { return isBf16Operands() ? 2 : 1; }
   // Rows of the rhs codes and scales.
   int64_t rowsB() const {
     return p.kind == MXGemmKind::Block ? p.numExperts * p.n : p.n;
@@ -280,7 +294,13 @@ private:
   void emitProducerFp8();
   void emitConsumerFp8();
   void emitProducerBf16();
-  void emitConsumerBf16();
+  void emitProducerBf16Operands();
+  /// The bf16 wgmma mainloop over a ring of bf16 K tiles: `depth` stages,
+  /// full barriers at `fullBase`, empty ones at `emptyBase`, each tile
+  /// `stride` bytes apart and `panels` 128-byte panels deep.
+  void emitConsumerBf16(int64_t depth, int64_t fullBase, int64_t emptyBase,
+                        int64_t offA, int64_t offB, int64_t strideA,
+                        int64_t strideB, int64_t panels);
   /// The bf16x2 words of 16 codes (one 16-byte chunk) times 2^(s - 127).
   SmallVector<Value> dequantizeChunk(Value chunk, ArrayRef<Value> factors);
   /// bf16x2 factors whose product is 2^(s - 127 + 127 - bias): one when the
@@ -300,7 +320,7 @@ private:
   nvgpu::TensorMapDescriptorType tmapAT, tmapBT;
 
   // Kernel arguments and the values both roles use.
-  Value tmapA, tmapB, scalesA, scalesB, result, blockToExpert;
+  Value tmapA, tmapB, scalesA, scalesB, result, blockToExpert, bias;
   Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
   // First K element (index) and number of K tiles (index) of this CTA.
   Value kBegin, kTiles;
@@ -350,12 +370,15 @@ Value KernelEmitter::pinRegisters(Value st) {
 }
 
 void KernelEmitter::loadTile(Value t, Value s) {
-  int64_t tileBytes = (cfg.tileM + cfg.tileN) * cfg.tileK;
+  // Tiles are one 128-byte row per operand row: tileK codes or bf16s.
+  int64_t rowBytes = cfg.tileK * elementBytes();
+  int64_t tileBytes = (cfg.tileM + cfg.tileN) * rowBytes;
   nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(tileBytes), s,
                                           /*predicate=*/Value());
-  Value kk = add(kBegin, mul(t, cfg.tileK));
-  Value stageA = add(add(alignPad, mul(s, cfg.tileM * cfg.tileK)), lay.a);
-  Value stageB = add(add(alignPad, mul(s, cfg.tileN * cfg.tileK)), lay.b);
+  // The tensor maps are over bytes: the K coordinate is a byte offset.
+  Value kk = mul(add(kBegin, mul(t, cfg.tileK)), elementBytes());
+  Value stageA = add(add(alignPad, mul(s, cfg.tileM * rowBytes)), lay.a);
+  Value stageB = add(add(alignPad, mul(s, cfg.tileN * rowBytes)), lay.b);
   Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
   Value vb = memref::ViewOp::create(b, loc, tileBT, smem, stageB, {});
   // Coordinates innermost first: [k, row].
@@ -488,6 +511,14 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
   bool guardCols = p.n % cfg.tileN != 0;
   Value n64 = i64(p.n);
   Value base = result;
+  // Block problems with a bias add bias[e, n] of the tile's expert.
+  Value biasRow;
+  if (bias) {
+    Value blockIdx = divu(toI64(m0), p.blockSize);
+    Value expert = toI64(
+        loadGlobal(i32T, globalElement(i32T, blockToExpert, blockIdx), 4));
+    biasRow = globalElement(p.biasType, bias, mul(expert, p.n));
+  }
   if (p.kind == MXGemmKind::Expert) {
     Value expert =
         indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
@@ -500,6 +531,15 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
   Value base0 = add(mul(row, n64), col);
   Value base1 = add(base0, 8 * p.n);
   auto vecT = VectorType::get({2}, f32T);
+  // The bias pair of column pair jb as f32 (bf16 widens exactly).
+  auto biasPair = [&](int64_t jb) -> Value {
+    Value ptr = globalElement(p.biasType, biasRow, add(col, 8 * jb));
+    if (p.biasType == f32T)
+      return loadGlobal(vecT, ptr, 8);
+    Value pair =
+        loadGlobal(VectorType::get({2}, p.biasType), ptr, 4);
+    return LLVM::FPExtOp::create(b, loc, vecT, pair);
+  };
   for (int64_t jb = 0; jb < accLen() / 4; ++jb) {
     for (int64_t r = 0; r < 2; ++r) {
       int64_t i = 4 * jb + 2 * r;
@@ -518,6 +558,8 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
       vec = LLVM::InsertElementOp::create(b, loc, vec, extract(acc, i), i32(0));
       vec = LLVM::InsertElementOp::create(b, loc, vec, extract(acc, i + 1),
                                           i32(1));
+      if (biasRow)
+        vec = LLVM::FAddOp::create(b, loc, vec, biasPair(jb));
       Value ix = add(r ? base1 : base0, 8 * jb);
       LLVM::StoreOp::create(b, loc, vec, globalElement(f32T, base, ix),
                             /*alignment=*/8);
@@ -831,12 +873,27 @@ void KernelEmitter::emitProducerBf16() {
   scf::YieldOp::create(b, loc, nextScales);
 }
 
-void KernelEmitter::emitConsumerBf16() {
-  int64_t S = cfg.stages;
-  int64_t SD = cfg.dequantStages;
+void KernelEmitter::emitProducerBf16Operands() {
+  // Thread 0 alone streams the K tiles through the ring; the others of the
+  // warpgroup have nothing to do.
+  auto ifOp = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value t = loop.getInductionVar();
+  auto [s, parity] = stageAndParity(t, cfg.stages, /*flip=*/true);
+  waitParity(add(s, cfg.stages), parity);
+  loadTile(t, s);
+}
+
+void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
+                                     int64_t emptyBase, int64_t offA,
+                                     int64_t offB, int64_t strideA,
+                                     int64_t strideB, int64_t panels) {
+  int64_t SD = depth;
   int64_t panelBytesA = cfg.tileM * kSwizzleBytes;
   int64_t panelBytesB = cfg.tileN * kSwizzleBytes;
-  int64_t panels = 2 * cfg.tileK / kSwizzleBytes;
   int64_t stepsPerPanel = kSwizzleBytes / 2 / cfg.mmaK;
   MLIRContext *ctx = b.getContext();
   ConsumerLane lane = consumerLane();
@@ -845,17 +902,14 @@ void KernelEmitter::emitConsumerBf16() {
       mul(toI64(lane.warpgroup), cfg.mmaM * kSwizzleBytes);
   auto shape = NVVM::MMAShapeAttr::get(ctx, cfg.mmaM, cfg.mmaN, cfg.mmaK);
 
-  // The 2 * tileK / 64 panels x 4 k16 steps of K tile t into acc; the
+  // The `panels` panels x 4 k16 steps of K tile t into acc; the
   // first wgmma of the first tile starts the accumulator (scale-d = 0).
   auto tile = [&](Value t, Value acc, bool first) {
     auto [d, parity] = stageAndParity(t, SD, /*flip=*/false);
-    waitParity(add(d, 2 * S), parity);
+    waitParity(add(d, fullBase), parity);
     Value d64 = indexToI64(d);
-    Value baseA = smemAddr(add(add(mul(d64, 2 * cfg.tileM * cfg.tileK),
-                                   aWarpgroupOff),
-                               lay.aDq));
-    Value baseB =
-        smemAddr(add(mul(d64, 2 * cfg.tileN * cfg.tileK), lay.bDq));
+    Value baseA = smemAddr(add(add(mul(d64, strideA), aWarpgroupOff), offA));
+    Value baseB = smemAddr(add(mul(d64, strideB), offB));
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     for (int64_t panel = 0; panel < panels; ++panel) {
       Value descA = matrixDescriptor(add(baseA, panel * panelBytesA));
@@ -879,7 +933,7 @@ void KernelEmitter::emitConsumerBf16() {
     if (!first) {
       // Tile t - 1's wgmmas are complete: hand its bf16 buffer back.
       Value previous = remu(sub(t, idx(1)), SD);
-      arrive(add(previous, 2 * S + SD));
+      arrive(add(previous, emptyBase));
     }
     return acc;
   };
@@ -918,10 +972,17 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   tmapB = UnrealizedConversionCastOp::create(b, loc, tmapBT,
                                              entry.getArgument(1))
               .getResult(0);
-  scalesA = entry.getArgument(2);
-  scalesB = entry.getArgument(3);
-  result = entry.getArgument(4);
-  blockToExpert = entry.getArgument(5);
+  if (isBf16Operands()) {
+    result = entry.getArgument(2);
+    blockToExpert = entry.getArgument(3);
+    if (p.biasType)
+      bias = entry.getArgument(4);
+  } else {
+    scalesA = entry.getArgument(2);
+    scalesB = entry.getArgument(3);
+    result = entry.getArgument(4);
+    blockToExpert = entry.getArgument(5);
+  }
 
   tid = indexToI32(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   n0 = mul(indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)),
@@ -965,10 +1026,12 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
         // full[s]: thread 0's expect_tx arrival plus the scale writers.
         initBarrier(s, producerThreads + 1);
       } else {
-        // full[s]: thread 0's expect_tx arrival; empty[s]: the converters.
+        // full[s]: thread 0's expect_tx arrival; empty[s]: the converters
+        // (Bf16Dequant) or the consumers (Bf16Operands).
         initBarrier(s, 1);
       }
-      initBarrier(S + s, isFp8() ? consumerThreads : producerThreads);
+      initBarrier(S + s, p.path == MXMmaPath::Bf16Dequant ? producerThreads
+                                                           : consumerThreads);
     }
     for (int64_t d = 0; d < cfg.dequantStages; ++d) {
       initBarrier(2 * S + d, producerThreads);
@@ -1012,14 +1075,24 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     }
     if (isFp8())
       emitProducerFp8();
+    else if (isBf16Operands())
+      emitProducerBf16Operands();
     else
       emitProducerBf16();
     b.setInsertionPointToStart(roles.elseBlock());
     setMaxRegisters(cfg.consumerRegisters);
+    int64_t S = cfg.stages, SD = cfg.dequantStages;
     if (isFp8())
       emitConsumerFp8();
+    else if (isBf16Operands())
+      emitConsumerBf16(S, /*fullBase=*/0, /*emptyBase=*/S, lay.a, lay.b,
+                       cfg.tileM * kSwizzleBytes, cfg.tileN * kSwizzleBytes,
+                       /*panels=*/1);
     else
-      emitConsumerBf16();
+      emitConsumerBf16(SD, /*fullBase=*/2 * S, /*emptyBase=*/2 * S + SD,
+                       lay.aDq, lay.bDq, 2 * cfg.tileM * cfg.tileK,
+                       2 * cfg.tileN * cfg.tileK,
+                       /*panels=*/2 * cfg.tileK / kSwizzleBytes);
   }
   gpu::ReturnOp::create(b, loc);
 }
@@ -1032,13 +1105,24 @@ static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
   StringRef path = stringifyMXMmaPath(problem.path);
   std::string why;
   llvm::raw_string_ostream os(why);
-  if (!isa<Float8E4M3FNType, Float8E5M2Type>(problem.elementType)) {
+  if (problem.path == MXMmaPath::Bf16Operands) {
+    // TMA rows must be 16-byte multiples.
+    if (problem.k % 8) {
+      os << "GEMM contraction size " << problem.k
+         << " is not a multiple of 8 (16-byte rows of bf16)";
+      return why;
+    }
+  } else if (problem.biasType) {
+    os << "the " << path << " MMA path of " << target.getChip()
+       << " takes no bias";
+    return why;
+  } else if (!isa<Float8E4M3FNType, Float8E5M2Type>(problem.elementType)) {
     os << "MX GEMM codes of type " << problem.elementType
        << " are not supported on " << target.getChip()
        << " (f8E4M3FN or f8E5M2)";
     return why;
   }
-  if (problem.k % 32) {
+  if (problem.path != MXMmaPath::Bf16Operands && problem.k % 32) {
     os << "MX GEMM contraction size " << problem.k
        << " is not a multiple of 32";
     return why;
@@ -1095,10 +1179,12 @@ MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
                                         const MXGemmProblem &problem,
                                         const TargetInfo &target) {
   const MXGemmConfig &cfg = target.getMXGemmConfig(problem.path);
-  assert(cfg.tileK == kSwizzleBytes && cfg.tileM == cfg.tileN &&
+  bool bf16Operands = problem.path == MXMmaPath::Bf16Operands;
+  assert(cfg.tileK * (bf16Operands ? 2 : 1) == kSwizzleBytes &&
+         cfg.tileM == cfg.tileN &&
          cfg.mmaM * cfg.consumerWarpgroups == cfg.tileM &&
          cfg.mmaN == cfg.tileN && "tile shapes of the MX GEMM kernels");
-  assert((problem.path == MXMmaPath::Fp8WgmmaPromote ||
+  assert((problem.path != MXMmaPath::Bf16Dequant ||
           cfg.producerWarpgroups == 2) &&
          "the bf16 path has one converting warpgroup per operand");
   MLIRContext *ctx = builder.getContext();
@@ -1117,7 +1203,10 @@ MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
 
   Type ptr = LLVM::LLVMPointerType::get(ctx);
   Type gptr = LLVM::LLVMPointerType::get(ctx, 1);
-  auto type = FunctionType::get(ctx, {ptr, ptr, gptr, gptr, gptr, gptr}, {});
+  SmallVector<Type> args = {ptr, ptr, gptr, gptr, gptr, gptr};
+  if (bf16Operands)
+    args.resize(problem.biasType ? 5 : 4);
+  auto type = FunctionType::get(ctx, args, {});
   auto func = gpu::GPUFuncOp::create(builder, loc, name, type);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                 builder.getUnitAttr());

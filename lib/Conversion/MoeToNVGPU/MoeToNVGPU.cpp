@@ -30,6 +30,7 @@
 #include "moe/Conversion/Passes.h"
 
 #include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+#include "moe/Conversion/MoeToNVGPU/MXOperandKernel.h"
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Dialect/Moe/IR/MoeOps.h"
 
@@ -95,15 +96,28 @@ gpu::GPUModuleOp getOrCreateKernelModule(OpBuilder &b, ModuleOp module) {
   return gpu::GPUModuleOp::create(b, module.getLoc(), kKernelModule);
 }
 
-/// Declares the host function that runs `launch` (its body comes from
-/// moe-lower-gpu-launches, after buffer deallocation) and replaces `op` by
-/// a call to it on buffers of `operands` (lhs codes and scales, rhs codes
-/// and scales, block_to_expert, all K-major), the result written into a
-/// new buffer.
-void replaceWithLaunch(OpBuilder &b, Operation *op, ValueRange operands,
-                       const MXGemmLaunch &launch) {
+/// A launch of a kernel built for one op: what the host function's
+/// `moe.gpu_launch` record holds.
+struct LaunchRecord {
+  gpu::GPUFuncOp kernel;
+  std::array<int64_t, 3> grid;
+  std::array<int64_t, 3> block;
+  int64_t dynamicSharedMemory = 0;
+  /// Host-function arguments that become TMA descriptors, with their
+  /// descriptor types, then those passed as global pointers, in the
+  /// kernel's argument order.
+  SmallVector<int64_t> tensorMapArgs;
+  SmallVector<Type> tensorMapTypes;
+  SmallVector<int64_t> pointerArgs;
+};
+
+/// Declares the host function that runs `record` (its body comes from
+/// moe-lower-gpu-launches, after buffer deallocation) and calls it on
+/// buffers of `operands`, the result written into a new buffer of
+/// `resultType`; returns the result as a tensor.
+Value emitLaunch(OpBuilder &b, Location loc, const LaunchRecord &record,
+                 ValueRange operands, RankedTensorType resultType) {
   MLIRContext *ctx = b.getContext();
-  Location loc = op->getLoc();
   auto memRefOf = [](Type type) {
     auto shaped = cast<ShapedType>(type);
     return MemRefType::get(shaped.getShape(), shaped.getElementType());
@@ -111,57 +125,285 @@ void replaceWithLaunch(OpBuilder &b, Operation *op, ValueRange operands,
   SmallVector<Type> argTypes;
   for (Value operand : operands)
     argTypes.push_back(memRefOf(operand.getType()));
-  Type tensorType = op->getResult(0).getType();
-  MemRefType resultType = memRefOf(tensorType);
-  argTypes.push_back(resultType);
+  MemRefType resultMemRef = memRefOf(resultType);
+  argTypes.push_back(resultMemRef);
 
-  gpu::GPUFuncOp kernel = launch.kernel;
+  gpu::GPUFuncOp kernel = record.kernel;
+  auto module = kernel->getParentOfType<gpu::GPUModuleOp>();
   func::FuncOp host;
   {
     OpBuilder::InsertionGuard guard(b);
     // Before the kernel module, so the host functions stay together.
-    b.setInsertionPoint(kernel->getParentOfType<gpu::GPUModuleOp>());
-    host = func::FuncOp::create(
-        b, loc, kernel.getName().str() + "_launch",
-        FunctionType::get(ctx, argTypes, {}));
+    b.setInsertionPoint(module);
+    host = func::FuncOp::create(b, loc, kernel.getName().str() + "_launch",
+                                FunctionType::get(ctx, argTypes, {}));
     host.setPrivate();
-    // Kernel arguments: tmapA (lhs codes), tmapB (rhs codes), then the
-    // global pointers sa, sb, c, blockToExpert.
     NamedAttribute fields[] = {
         b.getNamedAttr("kernel",
-                       SymbolRefAttr::get(
-                           kernel->getParentOfType<gpu::GPUModuleOp>()
-                               .getNameAttr(),
-                           {FlatSymbolRefAttr::get(kernel)})),
-        b.getNamedAttr("grid", b.getDenseI64ArrayAttr(launch.grid)),
-        b.getNamedAttr("block", b.getDenseI64ArrayAttr(launch.block)),
+                       SymbolRefAttr::get(module.getNameAttr(),
+                                          {FlatSymbolRefAttr::get(kernel)})),
+        b.getNamedAttr("grid", b.getDenseI64ArrayAttr(record.grid)),
+        b.getNamedAttr("block", b.getDenseI64ArrayAttr(record.block)),
         b.getNamedAttr("dynamic_shared_memory",
-                       b.getI64IntegerAttr(launch.dynamicSharedMemory)),
-        b.getNamedAttr("tensor_map_args", b.getDenseI64ArrayAttr({0, 2})),
+                       b.getI64IntegerAttr(record.dynamicSharedMemory)),
+        b.getNamedAttr("tensor_map_args",
+                       b.getDenseI64ArrayAttr(record.tensorMapArgs)),
         b.getNamedAttr("tensor_map_types",
-                       b.getTypeArrayAttr({launch.tensorMapA,
-                                           launch.tensorMapB})),
-        b.getNamedAttr("pointer_args", b.getDenseI64ArrayAttr({1, 3, 5, 4}))};
+                       b.getTypeArrayAttr(record.tensorMapTypes)),
+        b.getNamedAttr("pointer_args",
+                       b.getDenseI64ArrayAttr(record.pointerArgs))};
     host->setAttr(kGPULaunchAttr, b.getDictionaryAttr(fields));
   }
 
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(op);
   SmallVector<Value> args;
   for (Value operand : operands)
     args.push_back(bufferization::ToBufferOp::create(
         b, loc, memRefOf(operand.getType()), operand, /*read_only=*/true));
-  Value result = memref::AllocOp::create(b, loc, resultType);
+  Value result = memref::AllocOp::create(b, loc, resultMemRef);
   args.push_back(result);
   func::CallOp::create(b, loc, host, args);
-  Value tensor = bufferization::ToTensorOp::create(
-      b, loc, tensorType, result, /*restrict=*/true, /*writable=*/true);
-  op->getResult(0).replaceAllUsesWith(tensor);
-  op->erase();
+  return bufferization::ToTensorOp::create(b, loc, resultType, result,
+                                           /*restrict=*/true,
+                                           /*writable=*/true);
 }
 
-/// Emits the kernels of the module's MX GEMMs for one chip and replaces
-/// each GEMM by the host code that launches its kernel.
+/// Builds the kernels of the module's GPU GEMMs and the host code that
+/// launches them.
+class GemmLowering {
+public:
+  GemmLowering(OpBuilder &b, gpu::GPUModuleOp kernels,
+               const TargetInfo &target)
+      : b(b), kernels(kernels), target(target) {}
+
+  /// A fresh kernel name `prefix`<n>.
+  std::string freshName(StringRef prefix) {
+    std::string name;
+    do
+      name = (prefix + Twine(next++)).str();
+    while (SymbolTable::lookupSymbolIn(kernels, name));
+    return name;
+  }
+
+  /// `op` on one of the MX paths: codes and scales, K-major.
+  LogicalResult lowerMXCodes(Operation *op, MXMmaPath path);
+  /// `op` on the Bf16Operands path.
+  LogicalResult lowerBf16Operands(Operation *op);
+
+private:
+  /// The GEMM operand `data` (with `scales` for codes) as the Bf16Operands
+  /// kernels read it: bf16, its contraction axis `kAxis` innermost. Reuses
+  /// the operand already made for the same value and axis.
+  FailureOr<Value> prepareOperand(Operation *op, Value data, Value scales,
+                                  int64_t kAxis);
+
+  OpBuilder &b;
+  gpu::GPUModuleOp kernels;
+  const TargetInfo &target;
+  unsigned next = 0;
+  DenseMap<std::pair<Value, int64_t>, Value> prepared;
+};
+
+LogicalResult GemmLowering::lowerMXCodes(Operation *op, MXMmaPath path) {
+  b.setInsertionPoint(op);
+  Location loc = op->getLoc();
+  MXGemmProblem problem;
+  SmallVector<Value> operands;
+  StringRef prefix;
+  if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
+    ArrayRef<int64_t> rhs = gemm.getRhs().getType().getShape();
+    bool transposed = gemm.getTransposeRhs();
+    problem = {MXGemmKind::Block,
+               gemm.getLhs().getType().getDimSize(0),
+               transposed ? rhs[2] : rhs[1],
+               transposed ? rhs[1] : rhs[2],
+               rhs[0],
+               static_cast<int64_t>(gemm.getBlockSize()),
+               gemm.getBlockToExpert().getType().getDimSize(0),
+               mxElementType(gemm),
+               path};
+    Value rhsCodes = gemm.getRhs(), rhsScales = gemm.getRhsScales();
+    if (transposed) {
+      rhsCodes = transpose(b, loc, rhsCodes, {0, 2, 1});
+      rhsScales = transpose(b, loc, rhsScales, {0, 2, 1});
+    }
+    operands = {gemm.getLhs(), gemm.getLhsScales(), rhsCodes, rhsScales,
+                gemm.getBlockToExpert()};
+    prefix = "mx_block_matmul_";
+  } else {
+    auto expert = cast<ExpertMatmulOp>(op);
+    ArrayRef<int64_t> result = expert.getType().getShape();
+    problem = {MXGemmKind::Expert,
+               result[1],
+               result[2],
+               expert.getLhs().getType().getDimSize(0),
+               result[0],
+               static_cast<int64_t>(expert.getBlockSize()),
+               expert.getBlockToExpert().getType().getDimSize(0),
+               mxElementType(expert),
+               path};
+    operands = {transpose(b, loc, expert.getLhs(), {1, 0}),
+                transpose(b, loc, expert.getLhsScales(), {1, 0}),
+                transpose(b, loc, expert.getRhs(), {1, 0}),
+                transpose(b, loc, expert.getRhsScales(), {1, 0}),
+                expert.getBlockToExpert()};
+    prefix = "mx_expert_matmul_";
+  }
+  // The fp8 path covers e4m3 block GEMMs of whole tiles; the others
+  // dequantize to bf16.
+  if (problem.path == MXMmaPath::Fp8WgmmaPromote &&
+      !fitsMXGemmSm90(problem, target))
+    problem.path = MXMmaPath::Bf16Dequant;
+  if (failed(checkMXGemmSm90(problem, target,
+                             [&] { return op->emitOpError(); })))
+    return failure();
+  MXGemmLaunch launch = buildMXGemmSm90Kernel(
+      b, loc, kernels, freshName(prefix), problem, target);
+  // Kernel arguments: tmapA (lhs codes), tmapB (rhs codes), then the
+  // global pointers sa, sb, c, blockToExpert.
+  LaunchRecord record{launch.kernel,
+                      launch.grid,
+                      launch.block,
+                      launch.dynamicSharedMemory,
+                      {0, 2},
+                      {launch.tensorMapA, launch.tensorMapB},
+                      {1, 3, 5, 4}};
+  Value result = emitLaunch(b, loc, record, operands,
+                            cast<RankedTensorType>(op->getResult(0).getType()));
+  op->getResult(0).replaceAllUsesWith(result);
+  op->erase();
+  return success();
+}
+
+FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
+                                              Value scales, int64_t kAxis) {
+  // GEMMs of one block share operands (regions are isolated from above).
+  if (Value done = prepared.lookup({data, kAxis}))
+    if (done.getParentBlock() == op->getBlock())
+      return done;
+  auto type = cast<RankedTensorType>(data.getType());
+  int64_t rank = type.getRank();
+  ArrayRef<int64_t> shape = type.getShape();
+  MXOperandProblem problem;
+  problem.batch = rank == 3 ? shape[0] : 1;
+  problem.rows = shape[rank - 2];
+  problem.cols = shape[rank - 1];
+  problem.alongRows = kAxis == rank - 2;
+  problem.sourceType = type.getElementType();
+  Value source = data;
+  if (scales) {
+    // Codes an mx_quantize made along this axis: round its input instead,
+    // so the codes are never written.
+    auto quantize = data.getDefiningOp<MXQuantizeOp>();
+    if (quantize && quantize.getScales() == scales &&
+        static_cast<int64_t>(quantize.getAxis()) == kAxis) {
+      source = quantize.getInput();
+      problem.sourceType = quantize.getInput().getType().getElementType();
+      problem.quant = quantize.getQuant();
+      scales = Value();
+    }
+  } else if (problem.sourceType.isBF16() && !problem.alongRows) {
+    // bf16 values with K innermost already.
+    prepared[{data, kAxis}] = data;
+    return data;
+  }
+  if (failed(checkMXOperandKernel(problem, [&] { return op->emitOpError(); })))
+    return failure();
+
+  b.setInsertionPoint(op);
+  MXOperandLaunch launch = buildMXOperandKernel(
+      b, op->getLoc(), kernels, freshName("mx_operand_"), problem, target);
+  SmallVector<Value> operands = {source};
+  LaunchRecord record{launch.kernel, launch.grid, launch.block, 0, {}, {},
+                      {0, 1}};
+  if (scales) {
+    operands.push_back(scales);
+    record.pointerArgs = {0, 1, 2};
+  }
+  SmallVector<int64_t> outShape(shape);
+  if (problem.alongRows)
+    std::swap(outShape[rank - 2], outShape[rank - 1]);
+  auto outType = RankedTensorType::get(outShape, b.getBF16Type());
+  Value result = emitLaunch(b, op->getLoc(), record, operands, outType);
+  prepared[{data, kAxis}] = result;
+  return result;
+}
+
+LogicalResult GemmLowering::lowerBf16Operands(Operation *op) {
+  Location loc = op->getLoc();
+  MXGemmProblem problem;
+  FailureOr<Value> lhs, rhs;
+  Value bias, blocks;
+  StringRef prefix;
+  if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
+    ArrayRef<int64_t> rhsShape = gemm.getRhs().getType().getShape();
+    bool transposed = gemm.getTransposeRhs();
+    problem = {MXGemmKind::Block,
+               gemm.getLhs().getType().getDimSize(0),
+               transposed ? rhsShape[2] : rhsShape[1],
+               transposed ? rhsShape[1] : rhsShape[2],
+               rhsShape[0],
+               static_cast<int64_t>(gemm.getBlockSize()),
+               gemm.getBlockToExpert().getType().getDimSize(0),
+               Type(),
+               MXMmaPath::Bf16Operands};
+    lhs = prepareOperand(op, gemm.getLhs(), gemm.getLhsScales(), 1);
+    rhs = prepareOperand(op, gemm.getRhs(), gemm.getRhsScales(),
+                         transposed ? 1 : 2);
+    bias = gemm.getBias();
+    blocks = gemm.getBlockToExpert();
+    if (bias)
+      problem.biasType = cast<ShapedType>(bias.getType()).getElementType();
+    prefix = "block_matmul_";
+  } else {
+    auto expert = cast<ExpertMatmulOp>(op);
+    ArrayRef<int64_t> result = expert.getType().getShape();
+    problem = {MXGemmKind::Expert,
+               result[1],
+               result[2],
+               expert.getLhs().getType().getDimSize(0),
+               result[0],
+               static_cast<int64_t>(expert.getBlockSize()),
+               expert.getBlockToExpert().getType().getDimSize(0),
+               Type(),
+               MXMmaPath::Bf16Operands};
+    lhs = prepareOperand(op, expert.getLhs(), expert.getLhsScales(), 0);
+    rhs = prepareOperand(op, expert.getRhs(), expert.getRhsScales(), 0);
+    blocks = expert.getBlockToExpert();
+    prefix = "expert_matmul_";
+  }
+  if (failed(lhs) || failed(rhs))
+    return failure();
+  if (failed(checkMXGemmSm90(problem, target,
+                             [&] { return op->emitOpError(); })))
+    return failure();
+  b.setInsertionPoint(op);
+  MXGemmLaunch launch = buildMXGemmSm90Kernel(
+      b, loc, kernels, freshName(prefix), problem, target);
+  // Host arguments: lhs, rhs, block_to_expert (, bias), result. Kernel
+  // arguments: tmapA, tmapB, then the global pointers c, blockToExpert
+  // (, bias).
+  SmallVector<Value> operands = {*lhs, *rhs, blocks};
+  int64_t resultArg = bias ? 4 : 3;
+  LaunchRecord record{launch.kernel,
+                      launch.grid,
+                      launch.block,
+                      launch.dynamicSharedMemory,
+                      {0, 1},
+                      {launch.tensorMapA, launch.tensorMapB},
+                      {resultArg, 2}};
+  if (bias) {
+    operands.push_back(bias);
+    record.pointerArgs.push_back(3);
+  }
+  Value result = emitLaunch(b, loc, record, operands,
+                            cast<RankedTensorType>(op->getResult(0).getType()));
+  op->getResult(0).replaceAllUsesWith(result);
+  op->erase();
+  return success();
+}
+
+/// Emits the kernels of the module's GEMMs for one chip and replaces each
+/// GEMM by the host code that launches its kernels.
 struct ConvertMoeToNVGPUPass
     : moe::impl::ConvertMoeToNVGPUBase<ConvertMoeToNVGPUPass> {
   using ConvertMoeToNVGPUBase::ConvertMoeToNVGPUBase;
@@ -177,7 +419,7 @@ struct ConvertMoeToNVGPUPass
       std::optional<MXMmaPath> parsed = parseMXMmaPath(mmaPath);
       if (!parsed) {
         module.emitError() << "unknown MMA path '" << mmaPath
-                           << "' (expected fp8 or bf16)";
+                           << "' (expected fp8, bf16 or bf16-operands)";
         return signalPassFailure();
       }
       preferred = *parsed;
@@ -192,76 +434,38 @@ struct ConvertMoeToNVGPUPass
       return;
 
     OpBuilder b(&getContext());
-    gpu::GPUModuleOp kernels = getOrCreateKernelModule(b, module);
-    unsigned next = 0;
+    GemmLowering lowering(b, getOrCreateKernelModule(b, module), *target);
     for (Operation *op : gemms) {
-      b.setInsertionPoint(op);
-      Location loc = op->getLoc();
-      MXGemmProblem problem;
-      SmallVector<Value> operands;
-      StringRef prefix;
-      if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
-        ArrayRef<int64_t> rhs = gemm.getRhs().getType().getShape();
-        bool transposed = gemm.getTransposeRhs();
-        problem = {MXGemmKind::Block,
-                   gemm.getLhs().getType().getDimSize(0),
-                   transposed ? rhs[2] : rhs[1],
-                   transposed ? rhs[1] : rhs[2],
-                   rhs[0],
-                   static_cast<int64_t>(gemm.getBlockSize()),
-                   gemm.getBlockToExpert().getType().getDimSize(0),
-                   mxElementType(gemm),
-                   preferred};
-        Value rhsCodes = gemm.getRhs(), rhsScales = gemm.getRhsScales();
-        if (transposed) {
-          rhsCodes = transpose(b, loc, rhsCodes, {0, 2, 1});
-          rhsScales = transpose(b, loc, rhsScales, {0, 2, 1});
-        }
-        operands = {gemm.getLhs(), gemm.getLhsScales(), rhsCodes, rhsScales,
-                    gemm.getBlockToExpert()};
-        prefix = "mx_block_matmul_";
-      } else {
-        auto expert = cast<ExpertMatmulOp>(op);
-        ArrayRef<int64_t> result = expert.getType().getShape();
-        problem = {MXGemmKind::Expert,
-                   result[1],
-                   result[2],
-                   expert.getLhs().getType().getDimSize(0),
-                   result[0],
-                   static_cast<int64_t>(expert.getBlockSize()),
-                   expert.getBlockToExpert().getType().getDimSize(0),
-                   mxElementType(expert),
-                   preferred};
-        operands = {transpose(b, loc, expert.getLhs(), {1, 0}),
-                    transpose(b, loc, expert.getLhsScales(), {1, 0}),
-                    transpose(b, loc, expert.getRhs(), {1, 0}),
-                    transpose(b, loc, expert.getRhsScales(), {1, 0}),
-                    expert.getBlockToExpert()};
-        prefix = "mx_expert_matmul_";
-      }
-      // The fp8 path covers e4m3 block GEMMs of whole tiles; the others
-      // dequantize to bf16.
-      if (problem.path == MXMmaPath::Fp8WgmmaPromote &&
-          !fitsMXGemmSm90(problem, *target))
-        problem.path = MXMmaPath::Bf16Dequant;
-      if (failed(checkMXGemmSm90(problem, *target,
-                                 [&] { return op->emitOpError(); })))
+      // The MX paths take codes of one type on both sides; every other
+      // GEMM runs on bf16 operands.
+      bool mx = preferred != MXMmaPath::Bf16Operands && isMXCodesGemm(op);
+      if (failed(mx ? lowering.lowerMXCodes(op, preferred)
+                    : lowering.lowerBf16Operands(op)))
         return signalPassFailure();
-
-      std::string name;
-      do
-        name = (prefix + Twine(next++)).str();
-      while (SymbolTable::lookupSymbolIn(kernels, name));
-      MXGemmLaunch launch =
-          buildMXGemmSm90Kernel(b, loc, kernels, name, problem, *target);
-      replaceWithLaunch(b, op, operands, launch);
     }
   }
 };
 
 } // namespace
 
+/// Whether `data` (with `scales`) is an operand the GPU kernels take: FP8
+/// codes with scales, or bf16 values without.
+static bool isGPUOperand(Value data, Value scales) {
+  Type type = cast<ShapedType>(data.getType()).getElementType();
+  return scales ? isMXCodeType(type) : type.isBF16();
+}
+
 bool mlir::moe::isGPUGemm(Operation *op) {
+  if (auto block = dyn_cast<BlockMatmulOp>(op))
+    return isGPUOperand(block.getLhs(), block.getLhsScales()) &&
+           isGPUOperand(block.getRhs(), block.getRhsScales());
+  if (auto expert = dyn_cast<ExpertMatmulOp>(op))
+    return isGPUOperand(expert.getLhs(), expert.getLhsScales()) &&
+           isGPUOperand(expert.getRhs(), expert.getRhsScales());
+  return false;
+}
+
+bool mlir::moe::isMXCodesGemm(Operation *op) {
   if (auto block = dyn_cast<BlockMatmulOp>(op))
     return mxElementType(block) && !block.getBias();
   if (auto expert = dyn_cast<ExpertMatmulOp>(op))

@@ -23,13 +23,22 @@ using namespace mlir;
 using namespace mlir::moe;
 
 StringRef moe::stringifyMXMmaPath(MXMmaPath path) {
-  return path == MXMmaPath::Fp8WgmmaPromote ? "fp8" : "bf16";
+  switch (path) {
+  case MXMmaPath::Fp8WgmmaPromote:
+    return "fp8";
+  case MXMmaPath::Bf16Dequant:
+    return "bf16";
+  case MXMmaPath::Bf16Operands:
+    break;
+  }
+  return "bf16-operands";
 }
 
 std::optional<MXMmaPath> moe::parseMXMmaPath(StringRef name) {
   return llvm::StringSwitch<std::optional<MXMmaPath>>(name)
       .Case("fp8", MXMmaPath::Fp8WgmmaPromote)
       .Case("bf16", MXMmaPath::Bf16Dequant)
+      .Case("bf16-operands", MXMmaPath::Bf16Operands)
       .Default(std::nullopt);
 }
 
@@ -41,7 +50,7 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     info.chip = chip.str();
     // wgmma, setmaxnreg and the tensor-map TMA forms need PTX ISA 8.0.
     info.features = "+ptx80";
-    info.mxPath = MXMmaPath::Bf16Dequant;
+    info.mxPath = MXMmaPath::Bf16Operands;
     info.mxGemmFp8 = MXGemmConfig{/*tileM=*/128,
                                   /*tileN=*/128,
                                   /*tileK=*/128,
@@ -70,6 +79,23 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
                                    /*consumerRegisters=*/112,
                                    /*scaleTableStride=*/0,
                                    /*waitTicks=*/1000000};
+    // One 128B-swizzle panel (64 bf16) of K per stage; six stages of both
+    // 128-row tiles take 192 KB.
+    info.bf16Operands = MXGemmConfig{/*tileM=*/128,
+                                     /*tileN=*/128,
+                                     /*tileK=*/64,
+                                     /*mmaM=*/64,
+                                     /*mmaN=*/128,
+                                     /*mmaK=*/16,
+                                     /*stages=*/6,
+                                     /*dequantStages=*/0,
+                                     /*producerWarpgroups=*/1,
+                                     /*consumerWarpgroups=*/2,
+                                     /*producerRegisters=*/40,
+                                     /*consumerRegisters=*/232,
+                                     /*scaleTableStride=*/0,
+                                     /*waitTicks=*/1000000};
+    info.operandKernelThreads = 256;
     // 227 KB: the opt-in limit of one CTA on sm_90.
     info.maxDynamicSharedMemory = 232448;
     return info;

@@ -1,14 +1,14 @@
-// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu -verify-diagnostics | FileCheck %s
 // RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="mma-path=bf16" -verify-diagnostics | FileCheck %s
 // RUN: not moe-opt %s -convert-moe-to-nvgpu="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=CHIP
 // RUN: not moe-opt %s -convert-moe-to-nvgpu="mma-path=fp4" 2>&1 | FileCheck %s --check-prefix=PATH
 
-// The default MMA path of sm_90a (bf16 dequantization; the fp8 path has its
-// own test, convert-moe-to-nvgpu-fp8.mlir). The MX block GEMM: S = 256
-// slots in 2 blocks of 128, E = 2 experts, Nout = 256, K = 256.
+// The bf16-dequantization MMA path of sm_90a (mma-path=bf16; the default
+// path and the fp8 path have their own tests, convert-moe-to-nvgpu.mlir's
+// -bf16-operands and -fp8 siblings). The MX block GEMM: S = 256 slots in 2
+// blocks of 128, E = 2 experts, Nout = 256, K = 256.
 
 // CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a)
-// PATH: error: unknown MMA path 'fp4' (expected fp8 or bf16)
+// PATH: error: unknown MMA path 'fp4' (expected fp8, bf16 or bf16-operands)
 
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @mx_gemm(
@@ -207,32 +207,6 @@ func.func @expert(%lq: tensor<512x96xf8E4M3FN>, %ls: tensor<16x96xf8E8M0FNU>,
       experts(%blk : tensor<4xi32>) {block_size = 128 : i64}
       -> tensor<3x96x128xf32>
   return %r : tensor<3x96x128xf32>
-}
-
-// -----
-
-// GEMMs on bf16 operands and GEMMs with a bias stay for the host.
-
-// CHECK-LABEL: func.func @host_gemms
-// CHECK:         moe.block_matmul
-// CHECK:         moe.block_matmul
-// CHECK-NOT:     moe.gpu_launch
-// CHECK-NOT:     gpu.module
-func.func @host_gemms(%l: tensor<128x128xbf16>, %r: tensor<1x128x128xbf16>,
-                      %lq: tensor<128x128xf8E4M3FN>, %ls: tensor<128x4xf8E8M0FNU>,
-                      %rq: tensor<1x128x128xf8E4M3FN>, %rs: tensor<1x128x4xf8E8M0FNU>,
-                      %bias: tensor<1x128xf32>, %blk: tensor<1xi32>)
-    -> (tensor<128x128xf32>, tensor<128x128xf32>) {
-  %o = moe.block_matmul lhs(%l : tensor<128x128xbf16>)
-      rhs(%r : tensor<1x128x128xbf16>)
-      experts(%blk : tensor<1xi32>) {block_size = 128 : i64}
-      -> tensor<128x128xf32>
-  %b = moe.block_matmul
-      lhs(%lq : tensor<128x128xf8E4M3FN> scales %ls : tensor<128x4xf8E8M0FNU>)
-      rhs(%rq : tensor<1x128x128xf8E4M3FN> scales %rs : tensor<1x128x4xf8E8M0FNU>)
-      experts(%blk : tensor<1xi32>) bias(%bias : tensor<1x128xf32>)
-      {block_size = 128 : i64} -> tensor<128x128xf32>
-  return %o, %b : tensor<128x128xf32>, tensor<128x128xf32>
 }
 
 // -----

@@ -1,7 +1,7 @@
-// The PTX of the sm_90a MX block GEMM on the default (bf16 dequantization)
-// MMA path (moe-gpu-device-pipeline, format=isa; input:
+// The PTX of the sm_90a MX block GEMM on the bf16-dequantization MMA path
+// (moe-gpu-device-pipeline, format=isa, mma-path=bf16; input:
 // Inputs/mx-block-matmul.mlir, Nout = 128, K = 256: 2 K tiles).
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py | FileCheck %s
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=bf16" | %python %S/Inputs/extract-ptx.py | FileCheck %s
 
 // CHECK:       .target sm_90a
 // CHECK-LABEL: .visible .entry mx_block_matmul_0(

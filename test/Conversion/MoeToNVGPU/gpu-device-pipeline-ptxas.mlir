@@ -1,34 +1,50 @@
-// ptxas accepts the sm_90a MX GEMM kernels as the H200 prototype had them:
-// no spills, no stack, and no C75xx warning (C7508: setmaxnreg ignored;
-// C7514 / C7520: wgmma serialized). Both MMA paths on the block GEMM, and
-// the five kernels of the embedded example layer (recompute with a
-// transposed weight, P1, P2, and P3 / P4 as expert GEMMs) on the default
-// path.
+// ptxas accepts the sm_90a GEMM kernels: no spills, no stack, and no C75xx
+// warning (C7508: setmaxnreg ignored; C7514 / C7520: wgmma serialized).
+// Every MMA path on the block GEMM, and the kernels of the embedded example
+// layer on the default path: the five GEMMs (recompute with a transposed
+// weight, P1, P2, and P3 / P4 as expert GEMMs) and the ten operand kernels
+// that round their operands (rows and transposed columns, bf16 and f32
+// sources).
 // REQUIRES: ptxas
 // RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=fp8" | %python %S/Inputs/extract-ptx.py > %t.fp8.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.fp8.ptx -o %t.fp8.cubin 2>&1 | FileCheck %s --check-prefix=CHECK
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.bf16.ptx
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=bf16" | %python %S/Inputs/extract-ptx.py > %t.bf16.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.bf16.ptx -o %t.bf16.cubin 2>&1 | FileCheck %s --check-prefix=CHECK
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.ops.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.ops.ptx -o %t.ops.cubin 2>&1 | FileCheck %s --check-prefix=OPS
 // RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
-// RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefixes=CHECK,LAYER
+// RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin > %t.layer.log 2>&1
+// RUN: FileCheck %s --check-prefix=LAYER < %t.layer.log
+// RUN: FileCheck %s --check-prefix=SPILLS < %t.layer.log
 
 // CHECK-NOT:   warning
-// LAYER:       Compiling entry function 'mx_expert_matmul_4' for 'sm_90a'
 // LAYER-NOT:   warning
-// LAYER:       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// LAYER:       Compiling entry function 'expert_matmul_14' for 'sm_90a'
 // LAYER-NOT:   warning
-// LAYER:       Compiling entry function 'mx_expert_matmul_3' for 'sm_90a'
+// LAYER:       Compiling entry function 'expert_matmul_11' for 'sm_90a'
 // LAYER-NOT:   warning
-// LAYER:       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// LAYER:       Compiling entry function 'block_matmul_8' for 'sm_90a'
 // LAYER-NOT:   warning
-// LAYER:       Compiling entry function 'mx_block_matmul_2' for 'sm_90a'
+// LAYER:       Compiling entry function 'block_matmul_5' for 'sm_90a'
 // LAYER-NOT:   warning
-// LAYER:       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// LAYER:       Compiling entry function 'block_matmul_2' for 'sm_90a'
 // LAYER-NOT:   warning
-// LAYER:       Compiling entry function 'mx_block_matmul_1' for 'sm_90a'
+// LAYER:       Compiling entry function 'mx_operand_0' for 'sm_90a'
 // LAYER-NOT:   warning
-// LAYER:       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-// LAYER-NOT:   warning
+// LAYER-NOT:   Compiling
+// SPILLS-COUNT-15: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// SPILLS-NOT:  bytes stack frame
+
+// OPS-NOT:     warning
+// OPS:         Compiling entry function 'block_matmul_2' for 'sm_90a'
+// OPS-NOT:     warning
+// OPS:         0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// OPS:         Compiling entry function 'mx_operand_1' for 'sm_90a'
+// OPS:         0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// OPS:         Compiling entry function 'mx_operand_0' for 'sm_90a'
+// OPS:         0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// OPS-NOT:     warning
+
 // CHECK:       Compiling entry function 'mx_block_matmul_0' for 'sm_90a'
 // CHECK-NOT:   warning
 // CHECK:       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

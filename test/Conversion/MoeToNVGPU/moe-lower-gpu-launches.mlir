@@ -1,5 +1,6 @@
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu -moe-lower-gpu-launches | FileCheck %s
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=DEV
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu=mma-path=bf16 -moe-lower-gpu-launches | FileCheck %s
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu=mma-path=bf16 -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=DEV
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=OPS
 // RUN: moe-opt %s -split-input-file -moe-lower-gpu-launches -verify-diagnostics
 
 // The launch function of the MX block GEMM of Inputs/mx-block-matmul.mlir
@@ -87,6 +88,21 @@
 // DEV:         gpu.wait [%[[TL]]]
 // DEV-NEXT:    return
 
+// On the default path the GEMM reads bf16 operands: each descriptor covers
+// the rows' bytes, ui8 [rows, 2 * K] (the lhs [256, 256] bf16 and the rhs
+// [2 * 128, 256] bf16 that the operand kernels wrote). The operand kernels
+// take global pointers only.
+// OPS-LABEL: func.func private @mx_operand_0_launch(
+// OPS-NOT:     nvgpu.tma.create.descriptor
+// OPS:         gpu.launch_func async [%{{.*}}] @moe_kernels::@mx_operand_0
+// OPS-LABEL: func.func private @block_matmul_2_launch(
+// OPS-SAME:      memref<256x256xbf16>, %{{[^:]*}}: memref<2x128x256xbf16>, %{{[^:]*}}: memref<2xi32>, %{{[^:]*}}: memref<256x128xf32>)
+// OPS:         to memref<256x512xui8>
+// OPS:         nvgpu.tma.create.descriptor
+// OPS:         to memref<256x512xui8>
+// OPS:         nvgpu.tma.create.descriptor
+// OPS:         gpu.launch_func async [%{{.*}}] @moe_kernels::@block_matmul_2
+
 // -----
 
 // expected-error @below {{malformed moe.gpu_launch record {kernel = @k}}}
@@ -106,8 +122,8 @@ func.func private @bad_signature(memref<?xf32>, memref<4xf32>)
 
 // -----
 
-// A TMA descriptor covers one-byte codes only.
-// expected-error @below {{tensor map argument #0 must have one-byte elements, got 'memref<128x128xf32>'}}
+// A TMA descriptor covers one-byte codes and two-byte bf16 values only.
+// expected-error @below {{tensor map argument #0 must have one- or two-byte elements, got 'memref<128x128xf32>'}}
 func.func private @wide_map(memref<128x128xf32>, memref<4xf32>)
     attributes {moe.gpu_launch = {kernel = @m::@k, grid = array<i64: 1, 1, 1>,
                                   block = array<i64: 128, 1, 1>,

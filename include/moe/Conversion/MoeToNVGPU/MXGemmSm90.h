@@ -56,10 +56,15 @@ struct MXGemmProblem {
   int64_t blockSize;
   /// Entries of block_to_expert.
   int64_t numBlocks;
-  /// The code type of both operands: f8E4M3FN or f8E5M2.
+  /// The code type of both operands: f8E4M3FN or f8E5M2 (unused by the
+  /// Bf16Operands path, whose operands are bf16 values).
   Type elementType;
   /// The MMA path the kernel uses.
   MXMmaPath path;
+  /// The element type (bf16 or f32) of bias[e, n] [E, N] that the result
+  /// adds, or null without a bias (Block problems on the Bf16Operands path
+  /// only).
+  Type biasType;
 };
 
 /// What the host needs to launch a built kernel.
@@ -71,6 +76,13 @@ struct MXGemmProblem {
 /// aligned): A over [M, K] and B over [rows, K] ui8 codes, box tileK x tile
 /// rows (innermost first), 128-byte swizzle, 256-byte L2 promotion, zero
 /// fill. sa, sb are the scale bytes, c the f32 result, blockToExpert i32.
+///
+/// The Bf16Operands path takes bf16 operands and no scales:
+///   (!llvm.ptr tmapA, !llvm.ptr tmapB, !llvm.ptr<1> c,
+///    !llvm.ptr<1> blockToExpert[, !llvm.ptr<1> bias])
+/// with the tensor maps over the operands' bytes (ui8 [rows, 2 K], box 128
+/// bytes = 64 bf16 x tile rows) and bias [E, N] (bf16 or f32) when the
+/// problem has a biasType.
 struct MXGemmLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;
@@ -82,10 +94,15 @@ struct MXGemmLaunch {
 };
 
 /// Whether convert-moe-to-nvgpu turns `op` into a GPU kernel: a
-/// moe.block_matmul without bias or a moe.expert_matmul whose operands are
-/// codes of one FP8 type (f8E4M3FN or f8E5M2) with scales on both sides.
-/// Other GEMMs stay in the host lowering.
+/// moe.block_matmul or moe.expert_matmul each of whose operands is either
+/// FP8 codes (f8E4M3FN or f8E5M2) with scales or bf16 values without. The
+/// MX paths fp8 and bf16 take codes of one type on both sides and no bias;
+/// every other GPU GEMM runs on the Bf16Operands path.
 bool isGPUGemm(Operation *op);
+
+/// Whether the MX paths (fp8, bf16) can run `op`: codes of one FP8 type on
+/// both sides, no bias.
+bool isMXCodesGemm(Operation *op);
 
 /// Whether the kernels of `target` can compute `problem`.
 bool fitsMXGemmSm90(const MXGemmProblem &problem, const TargetInfo &target);

@@ -33,9 +33,14 @@ enum class MXMmaPath {
   /// Producer warpgroups dequantize the codes exactly to bf16 (q * 2^(s -
   /// 127)) in shared memory; bf16 wgmma accumulates straight into fp32.
   Bf16Dequant,
+  /// Each operand is rounded to its MX values once, by a memory-bound
+  /// kernel that writes them as bf16 (exact) in the K-major layout; the
+  /// GEMM kernel streams those bf16 tiles with TMA straight into bf16
+  /// wgmma. The same kernels run bf16 (quant = none) GEMMs and biases.
+  Bf16Operands,
 };
 
-/// The option spelling of `path` ("fp8" or "bf16").
+/// The option spelling of `path` ("fp8", "bf16" or "bf16-operands").
 StringRef stringifyMXMmaPath(MXMmaPath path);
 /// The path an option spells, or nullopt.
 std::optional<MXMmaPath> parseMXMmaPath(StringRef name);
@@ -54,7 +59,7 @@ struct MXGemmConfig {
   int64_t mmaK;
   int64_t stages;
   /// Depth of the ring of dequantized bf16 tiles (Bf16Dequant; 0 for the
-  /// fp8 path, which feeds the tensor cores from the TMA ring).
+  /// other paths, which feed the tensor cores from the TMA ring).
   int64_t dequantStages;
   int64_t producerWarpgroups;
   int64_t consumerWarpgroups;
@@ -95,8 +100,18 @@ public:
   MXMmaPath getMXMmaPath() const { return mxPath; }
   /// The kernel shape of `path` on this chip.
   const MXGemmConfig &getMXGemmConfig(MXMmaPath path) const {
-    return path == MXMmaPath::Fp8WgmmaPromote ? mxGemmFp8 : mxGemmBf16;
+    switch (path) {
+    case MXMmaPath::Fp8WgmmaPromote:
+      return mxGemmFp8;
+    case MXMmaPath::Bf16Dequant:
+      return mxGemmBf16;
+    case MXMmaPath::Bf16Operands:
+      break;
+    }
+    return bf16Operands;
   }
+  /// Threads per block of the operand rounding kernels.
+  int64_t getOperandKernelThreads() const { return operandKernelThreads; }
   /// The most dynamic shared memory one CTA may request (bytes).
   int64_t getMaxDynamicSharedMemory() const { return maxDynamicSharedMemory; }
 
@@ -108,6 +123,8 @@ private:
   MXMmaPath mxPath = MXMmaPath::Bf16Dequant;
   MXGemmConfig mxGemmFp8 = {};
   MXGemmConfig mxGemmBf16 = {};
+  MXGemmConfig bf16Operands = {};
+  int64_t operandKernelThreads = 0;
   int64_t maxDynamicSharedMemory = 0;
 };
 

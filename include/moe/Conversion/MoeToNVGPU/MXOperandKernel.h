@@ -1,0 +1,83 @@
+//===- MXOperandKernel.h - GEMM operands as exact bf16 values ---*- C++ -*-===//
+//
+// Builds the memory-bound kernels that turn a GEMM operand into what the
+// Bf16Operands GEMM kernels stream with TMA: bf16 values, K contiguous.
+//
+//   values  [batch, rows, cols] bf16 or f32, MX-quantized along `cols` or
+//           `rows` in blocks of 32 (the GEMM's contraction axis) and
+//           dequantized again: the exact values the MX GEMM multiplies,
+//           which bf16 holds exactly (docs/numerics.md). Without a
+//           quantization the values are only rounded to bf16.
+//   codes   [batch, rows, cols] FP8 codes with their E8M0 scales (weights
+//           quantized by the caller): dequantized.
+//
+//   out     bf16 [batch, rows, cols] (along cols) or [batch, cols, rows]
+//           (along rows: written transposed, so K is contiguous)
+//
+// One thread handles one 32-element block along cols, or two neighbouring
+// columns of a 32-row block along rows (so a warp reads 128 contiguous
+// bytes of each row and writes 64 contiguous bytes per column). The block
+// scale comes from the shared MX builders (amax, scale rule, E8M0 decode);
+// the elements round with the hardware conversion cvt.rn.satfinite to
+// e4m3x2 / e5m2x2, which is round-to-nearest-even with saturation to the
+// largest finite value, the rounding of buildEncodeFP8, and convert back
+// exactly through f16x2.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_CONVERSION_MOETONVGPU_MXOPERANDKERNEL_H
+#define MOE_CONVERSION_MOETONVGPU_MXOPERANDKERNEL_H
+
+#include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
+#include "moe/Dialect/Moe/IR/MoeDialect.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+#include <array>
+
+namespace mlir::moe {
+
+/// The static problem of one operand kernel.
+struct MXOperandProblem {
+  int64_t batch;
+  int64_t rows;
+  int64_t cols;
+  /// The contraction (quantization) axis: rows (the output is transposed)
+  /// or cols.
+  bool alongRows;
+  /// bf16 or f32 values, or FP8 codes (f8E4M3FN / f8E5M2) that come with
+  /// E8M0 scales [batch, rows, cols / 32] (along cols) or [batch, rows / 32,
+  /// cols] (along rows).
+  Type sourceType;
+  /// The quantization of values (none or null: round to bf16 only). Unused
+  /// for codes.
+  MXQuantAttr quant;
+};
+
+/// What the host needs to launch a built operand kernel. Kernel ABI, in
+/// order: (!llvm.ptr<1> source[, !llvm.ptr<1> scales], !llvm.ptr<1> out),
+/// scales for codes only.
+struct MXOperandLaunch {
+  gpu::GPUFuncOp kernel;
+  std::array<int64_t, 3> grid;
+  std::array<int64_t, 3> block;
+};
+
+/// Whether `sourceType` is an FP8 code type the kernels dequantize.
+bool isMXCodeType(Type sourceType);
+
+/// Whether an operand kernel can compute `problem`; explains why not
+/// through `emitError`.
+LogicalResult checkMXOperandKernel(const MXOperandProblem &problem,
+                                   function_ref<InFlightDiagnostic()> emitError);
+
+/// Builds the kernel `name` for `problem` at the end of `module`. The
+/// problem must pass checkMXOperandKernel.
+MXOperandLaunch buildMXOperandKernel(OpBuilder &builder, Location loc,
+                                     gpu::GPUModuleOp module, StringRef name,
+                                     const MXOperandProblem &problem,
+                                     const TargetInfo &target);
+
+} // namespace mlir::moe
+
+#endif // MOE_CONVERSION_MOETONVGPU_MXOPERANDKERNEL_H

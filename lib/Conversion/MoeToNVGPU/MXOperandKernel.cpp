@@ -1,0 +1,323 @@
+//===- MXOperandKernel.cpp - GEMM operands as exact bf16 values -----------===//
+//
+// The kernels of MXOperandKernel.h. A thread's work, along cols (row r,
+// elements 32 j .. 32 j + 31, contiguous):
+//
+//   4 x 16-byte loads (bf16; 8 for f32, 2 for codes + 1 scale byte)
+//   amax -> scale byte -> 2^(127 - byte), 2^(byte - 127)   (MXBuilders)
+//   per pair: cvt.rn.satfinite.e4m3x2.f32(x * 2^(127-byte))  -> codes
+//             cvt.rn.f16x2.e4m3x2 -> f32 * 2^(byte - 127) -> bf16
+//   4 x 16-byte stores
+//
+// and along rows (columns c, c + 1 of rows 32 i .. 32 i + 31): 32 loads of
+// one element pair, the same rounding per column, and per column 4 x
+// 16-byte stores into the transposed output, whose rows are the columns.
+//
+// The products x * 2^(127 - byte) and code * 2^(byte - 127) are single IEEE
+// fp32 multiplies by powers of two, as in buildEncodeFP8 and
+// buildDequantize, and the NVPTX lowering flushes no subnormal, so the
+// codes are those of the host lowering and the values exact. A block
+// holding NaN or Inf has scale byte 0xFF, whose decoded factor is NaN: all
+// its values come out NaN, as dequantizing its NaN codes gives.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Conversion/MoeToNVGPU/MXOperandKernel.h"
+
+#include "moe/Dialect/Moe/Utils/MXBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+bool moe::isMXCodeType(Type sourceType) {
+  return isa<Float8E4M3FNType, Float8E5M2Type>(sourceType);
+}
+
+namespace {
+
+/// Elements of one MX block.
+constexpr int64_t kBlock = 32;
+
+/// Emits the body of one operand kernel.
+class OperandEmitter {
+public:
+  OperandEmitter(OpBuilder &b, Location loc, const MXOperandProblem &p)
+      : b(b), loc(loc), p(p), i8T(b.getI8Type()), i32T(b.getI32Type()),
+        i64T(b.getI64Type()), f16T(b.getF16Type()), f32T(b.getF32Type()),
+        bf16T(b.getBF16Type()),
+        gptrT(LLVM::LLVMPointerType::get(b.getContext(), 1)),
+        codes(isMXCodeType(p.sourceType)),
+        quantized(!codes && p.quant && p.quant.isQuantized()) {}
+
+  /// The number of threads with work.
+  int64_t workItems() const {
+    return p.alongRows ? p.batch * (p.rows / kBlock) * (p.cols / 2)
+                       : p.batch * p.rows * (p.cols / kBlock);
+  }
+
+  void emit(gpu::GPUFuncOp func, int64_t threads);
+
+private:
+  Value i64(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value add(Value x, int64_t y) { return add(x, i64(y)); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value mul(Value x, int64_t y) { return mul(x, i64(y)); }
+  Value divu(Value x, int64_t y) {
+    return arith::DivUIOp::create(b, loc, x, i64(y));
+  }
+  Value remu(Value x, int64_t y) {
+    return arith::RemUIOp::create(b, loc, x, i64(y));
+  }
+
+  /// `base` + `bytes` as a global pointer.
+  Value byteAddress(Value base, Value bytes) {
+    return LLVM::GEPOp::create(b, loc, gptrT, i8T, base, ValueRange{bytes});
+  }
+  Value load(Type type, Value base, Value bytes, unsigned alignment) {
+    return LLVM::LoadOp::create(b, loc, type, byteAddress(base, bytes),
+                                alignment, /*isVolatile=*/false,
+                                /*isNonTemporal=*/false,
+                                /*isInvariant=*/true);
+  }
+  void store(Value value, Value base, Value bytes, unsigned alignment) {
+    LLVM::StoreOp::create(b, loc, value, byteAddress(base, bytes), alignment);
+  }
+  Value element(Value vector, int64_t i) {
+    return LLVM::ExtractElementOp::create(
+        b, loc, vector, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
+  }
+
+  /// The source elements [first, first + count) at byte offset `bytes`
+  /// (contiguous), as f32 values, or as i8 codes.
+  void loadContiguous(Value bytes, int64_t count, SmallVectorImpl<Value> &out);
+  /// One element pair at byte offset `bytes`.
+  std::pair<Value, Value> loadPair(Value bytes);
+
+  /// The bf16 values of one block: `xs` holds 32 f32 values (or i8 codes
+  /// with their scale byte `codeScale`).
+  SmallVector<Value> roundBlock(ArrayRef<Value> xs, Value codeScale);
+  /// Stores 32 bf16 values contiguously at byte offset `bytes` of out.
+  void storeBlock(ArrayRef<Value> values, Value bytes);
+
+  OpBuilder &b;
+  Location loc;
+  const MXOperandProblem &p;
+  Type i8T, i32T, i64T, f16T, f32T, bf16T, gptrT;
+  bool codes, quantized;
+  Value source, scales, out;
+};
+
+} // namespace
+
+void OperandEmitter::loadContiguous(Value bytes, int64_t count,
+                                    SmallVectorImpl<Value> &out) {
+  Type type = p.sourceType;
+  int64_t width = codes ? 1 : type.getIntOrFloatBitWidth() / 8;
+  int64_t perLoad = 16 / width;
+  auto vecT = VectorType::get({perLoad}, codes ? i8T : type);
+  for (int64_t i = 0; i < count; i += perLoad) {
+    Value v = load(vecT, source, add(bytes, i * width), 16);
+    for (int64_t j = 0; j < perLoad; ++j) {
+      Value x = element(v, j);
+      if (!codes && type != f32T)
+        x = arith::ExtFOp::create(b, loc, f32T, x);
+      out.push_back(x);
+    }
+  }
+}
+
+std::pair<Value, Value> OperandEmitter::loadPair(Value bytes) {
+  int64_t width = codes ? 1 : p.sourceType.getIntOrFloatBitWidth() / 8;
+  auto vecT = VectorType::get({2}, codes ? i8T : p.sourceType);
+  Value v = load(vecT, source, bytes, 2 * width);
+  Value x0 = element(v, 0), x1 = element(v, 1);
+  if (!codes && p.sourceType != f32T) {
+    x0 = arith::ExtFOp::create(b, loc, f32T, x0);
+    x1 = arith::ExtFOp::create(b, loc, f32T, x1);
+  }
+  return {x0, x1};
+}
+
+SmallVector<Value> OperandEmitter::roundBlock(ArrayRef<Value> xs,
+                                              Value codeScale) {
+  SmallVector<Value> values;
+  if (!codes && !quantized) {
+    for (Value x : xs)
+      values.push_back(arith::TruncFOp::create(b, loc, bf16T, x));
+    return values;
+  }
+  MLIRContext *ctx = b.getContext();
+  Type codeType = codes ? p.sourceType
+                        : getMXElementType(ctx, p.quant.getElement());
+  auto pairI8T = VectorType::get({2}, i8T);
+  auto pairF16T = VectorType::get({2}, f16T);
+  Value scaleByte = codeScale, inverse;
+  if (!codes) {
+    Value amax = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+    for (Value x : xs)
+      amax = buildAmaxStep(b, loc, amax, x);
+    scaleByte = buildScaleByte(b, loc, amax, p.quant.getElement(),
+                               p.quant.getRule());
+    inverse = buildInverseScale(b, loc, scaleByte);
+  }
+  // NaN for 0xFF: every value of a NaN/Inf block comes out NaN.
+  Value factor = buildDecodeE8M0(b, loc, scaleByte);
+  for (size_t i = 0; i < xs.size(); i += 2) {
+    Value pair;
+    if (codes) {
+      Value v = LLVM::UndefOp::create(b, loc, pairI8T);
+      for (int64_t j = 0; j < 2; ++j)
+        v = LLVM::InsertElementOp::create(
+            b, loc, v, xs[i + j],
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j)));
+      pair = v;
+    } else {
+      Value y0 = arith::MulFOp::create(b, loc, xs[i], inverse);
+      Value y1 = arith::MulFOp::create(b, loc, xs[i + 1], inverse);
+      // The first operand lands in the upper byte, element 1.
+      pair = NVVM::ConvertF32x2ToF8x2Op::create(
+          b, loc, pairI8T, y1, y0, NVVM::FPRoundingMode::RN,
+          NVVM::SaturationMode::SATFINITE, /*relu=*/false, codeType);
+    }
+    Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+        b, loc, pairF16T, pair, b.getBoolAttr(false), TypeAttr::get(codeType));
+    for (int64_t j = 0; j < 2; ++j) {
+      Value v = arith::ExtFOp::create(b, loc, f32T, element(halves, j));
+      v = arith::MulFOp::create(b, loc, v, factor);
+      values.push_back(arith::TruncFOp::create(b, loc, bf16T, v));
+    }
+  }
+  return values;
+}
+
+void OperandEmitter::storeBlock(ArrayRef<Value> values, Value bytes) {
+  auto vecT = VectorType::get({8}, bf16T);
+  for (int64_t i = 0; i < kBlock; i += 8) {
+    Value v = LLVM::UndefOp::create(b, loc, vecT);
+    for (int64_t j = 0; j < 8; ++j)
+      v = LLVM::InsertElementOp::create(
+          b, loc, v, values[i + j],
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j)));
+    store(v, out, add(bytes, 2 * i), 16);
+  }
+}
+
+void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  source = entry.getArgument(0);
+  scales = codes ? entry.getArgument(1) : Value();
+  out = entry.getArgument(codes ? 2 : 1);
+
+  auto toI64 = [&](Value index) {
+    return arith::IndexCastOp::create(b, loc, i64T, index);
+  };
+  Value item = add(mul(toI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)),
+                       threads),
+                   toI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x)));
+  Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, item,
+                                       i64(workItems()));
+  auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  int64_t width = codes ? 1 : p.sourceType.getIntOrFloatBitWidth() / 8;
+
+  if (!p.alongRows) {
+    // Block `item` holds elements 32 item .. 32 item + 31 of the source
+    // and of the output alike; its scale byte is scales[item].
+    Value first = mul(item, kBlock);
+    SmallVector<Value> xs;
+    loadContiguous(mul(first, width), kBlock, xs);
+    Value codeScale;
+    if (codes)
+      codeScale = load(i8T, scales, item, 1);
+    storeBlock(roundBlock(xs, codeScale), mul(first, 2));
+  } else {
+    // Columns c, c + 1 of rows 32 g .. 32 g + 31 of batch t; neighbouring
+    // threads take neighbouring column pairs.
+    int64_t pairs = p.cols / 2, groups = p.rows / kBlock;
+    Value c = mul(remu(item, pairs), 2);
+    Value rest = divu(item, pairs);
+    Value g = remu(rest, groups);
+    Value t = divu(rest, groups);
+    Value row0 = add(mul(t, p.rows), mul(g, kBlock));
+    SmallVector<Value> columns[2];
+    for (int64_t j = 0; j < kBlock; ++j) {
+      Value at = add(mul(add(row0, j), p.cols), c);
+      auto [x0, x1] = loadPair(mul(at, width));
+      columns[0].push_back(x0);
+      columns[1].push_back(x1);
+    }
+    Value codeScales[2];
+    if (codes) {
+      // scales [batch, rows / 32, cols]: bytes (t, g, c) and (t, g, c + 1).
+      Value at = add(mul(add(mul(t, groups), g), p.cols), c);
+      Value v = load(VectorType::get({2}, i8T), scales, at, 2);
+      codeScales[0] = element(v, 0);
+      codeScales[1] = element(v, 1);
+    }
+    for (int64_t q = 0; q < 2; ++q) {
+      // Output row t * cols + c + q, elements 32 g .. 32 g + 31.
+      Value at = add(mul(add(mul(t, p.cols), add(c, q)), p.rows),
+                     mul(g, kBlock));
+      storeBlock(roundBlock(columns[q], codeScales[q]), mul(at, 2));
+    }
+  }
+  b.setInsertionPointAfter(ifOp);
+  gpu::ReturnOp::create(b, loc);
+}
+
+LogicalResult
+moe::checkMXOperandKernel(const MXOperandProblem &problem,
+                          function_ref<InFlightDiagnostic()> emitError) {
+  Type type = problem.sourceType;
+  if (!isMXCodeType(type) && !type.isBF16() && !type.isF32())
+    return emitError() << "GEMM operand of element type " << type
+                       << " is not supported on the GPU (bf16, f32 or FP8 "
+                          "codes with scales)";
+  int64_t along = problem.alongRows ? problem.rows : problem.cols;
+  int64_t across = problem.alongRows ? problem.cols : problem.rows;
+  // Whole 32-element blocks along the contraction axis (the unquantized
+  // forms too: they share the thread mapping), and column pairs for the
+  // transposed form, keep every access in bounds and aligned.
+  if (along % kBlock || (problem.alongRows && across % 2))
+    return emitError() << "GEMM operand [" << problem.batch << ", "
+                       << problem.rows << ", " << problem.cols
+                       << "] needs a multiple of 32 along its contraction axis"
+                       << (problem.alongRows ? " and an even number of columns"
+                                             : "");
+  return success();
+}
+
+MXOperandLaunch moe::buildMXOperandKernel(OpBuilder &builder, Location loc,
+                                          gpu::GPUModuleOp module,
+                                          StringRef name,
+                                          const MXOperandProblem &problem,
+                                          const TargetInfo &target) {
+  MLIRContext *ctx = builder.getContext();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToEnd(module.getBody());
+  Type gptr = LLVM::LLVMPointerType::get(ctx, 1);
+  SmallVector<Type> args = {gptr, gptr};
+  if (isMXCodeType(problem.sourceType))
+    args.push_back(gptr);
+  auto func = gpu::GPUFuncOp::create(builder, loc, name,
+                                     FunctionType::get(ctx, args, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                builder.getUnitAttr());
+  int64_t threads = target.getOperandKernelThreads();
+  func->setAttr("nvvm.maxntid",
+                builder.getDenseI32ArrayAttr(
+                    {static_cast<int32_t>(threads), 1, 1}));
+  OperandEmitter emitter(builder, loc, problem);
+  emitter.emit(func, threads);
+  int64_t blocks = (emitter.workItems() + threads - 1) / threads;
+  return MXOperandLaunch{func, {blocks, 1, 1}, {threads, 1, 1}};
+}
