@@ -20,7 +20,11 @@
 // resolves them; its global constructor loads the kernels (cubin, or PTX
 // without ptxas). A run fails with the runtime's sticky error, if any, and
 // ends with moeCudaRuntimeReset() so that nothing stays allocated between
-// runs.
+// runs (the runtime's stream-ordered pool keeps the memory for the next).
+// A resident run copies the caller's buffers to the device on a stream of
+// the run, passes that stream to the compiled call (which queues all its
+// work there and never synchronizes), then synchronizes with it: the one
+// host synchronization of the backward, outside the compiled code.
 //
 // Calling convention (the contract of include/moe/Pipelines/Pipelines.h):
 // after the host pipeline the entry `@f(tensor inputs...) -> (tensor
@@ -28,7 +32,8 @@
 // each desc is a StridedMemRefType {allocated, aligned, offset, sizes[R],
 // strides[R]} with identity layout. Executable::run builds one descriptor
 // per caller buffer and calls the packed wrapper the ExecutionEngine
-// generates, so outputs are written in place into the caller's memory.
+// generates, so outputs are written in place into the caller's memory. The
+// resident pipeline's entry takes one more pointer, last: the CUstream.
 // Entry arguments are marked `bufferization.writable = false` before the
 // pipeline, so the code never writes into an input buffer.
 //
@@ -162,6 +167,7 @@ struct CudaRuntimeApi {
   const char *(*getLastError)() = nullptr;
   void (*clearError)() = nullptr;
   void (*reset)() = nullptr;
+  void (*setCallStream)(void *) = nullptr;
   // The mgpu* entry points that move a resident run's buffers.
   void *(*streamCreate)() = nullptr;
   void (*streamSynchronize)(void *) = nullptr;
@@ -220,6 +226,7 @@ Expected<const CudaRuntimeApi *> loadCudaRuntime() {
           lookup(loaded.getLastError, "moeCudaRuntimeGetLastError") &&
           lookup(loaded.clearError, "moeCudaRuntimeClearError") &&
           lookup(loaded.reset, "moeCudaRuntimeReset") &&
+          lookup(loaded.setCallStream, "moeCudaRuntimeSetCallStream") &&
           lookup(loaded.streamCreate, "mgpuStreamCreate") &&
           lookup(loaded.streamSynchronize, "mgpuStreamSynchronize") &&
           lookup(loaded.memAlloc, "mgpuMemAlloc") &&
@@ -590,9 +597,10 @@ LogicalResult analyze(ModuleOp module, const CompileOptions &options,
 /// Error unless `module` is all LLVM dialect (plus, for a GPU target, the
 /// gpu.binary and gpu.launch_func ops that the translation lowers) and
 /// exports the C interface of `entry` with one pointer argument per input
-/// and output.
+/// and output, and the stream last with `streamArgument`.
 Status checkLowered(ModuleOp module, const Signature &signature,
-                    const std::string &sourceName, Target target) {
+                    const std::string &sourceName, Target target,
+                    bool streamArgument) {
   Operation *stray = nullptr;
   module.walk([&](Operation *op) {
     bool gpuOp = target != Target::Host &&
@@ -612,7 +620,8 @@ Status checkLowered(ModuleOp module, const Signature &signature,
   }
   std::string name = "_mlir_ciface_" + signature.function;
   auto cface = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
-  size_t want = signature.inputs.size() + signature.outputs.size();
+  size_t want = signature.inputs.size() + signature.outputs.size() +
+                (streamArgument ? 1 : 0);
   if (!cface || cface.isExternal())
     return Status::error(sourceName + ": the host pipeline did not define " +
                          name + " (the C interface of @" + signature.function +
@@ -625,11 +634,12 @@ Status checkLowered(ModuleOp module, const Signature &signature,
     std::string got;
     llvm::raw_string_ostream os(got);
     os << type;
-    return Status::error(sourceName + ": " + name + " has type " + got +
-                         "; the calling convention needs " +
-                         std::to_string(want) +
-                         " pointer arguments (inputs, then one out-param per "
-                         "result) and no result");
+    return Status::error(
+        sourceName + ": " + name + " has type " + got +
+        "; the calling convention needs " + std::to_string(want) +
+        " pointer arguments (inputs, then one out-param per "
+        "result" +
+        (streamArgument ? ", then the stream" : "") + ") and no result");
   }
   return Status();
 }
@@ -921,8 +931,21 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
     descriptorPointers[i] = desc.data();
     args[i] = &descriptorPointers[i];
   }
+  // The resident entry queues everything on the run's stream, last, and
+  // returns without waiting: the synchronization that makes the results
+  // readable is here, and callSeconds includes it, so it is the time of the
+  // backward on the GPU, not of queuing it.
+  if (impl.deviceArguments)
+    args.push_back(&stream);
   Clock::time_point callStart = Clock::now();
-  impl.packed(args.data());
+  if (impl.deviceArguments) {
+    impl.cuda->setCallStream(stream);
+    impl.packed(args.data());
+    impl.cuda->setCallStream(nullptr);
+    impl.cuda->streamSynchronize(stream);
+  } else {
+    impl.packed(args.data());
+  }
   stats->callSeconds = secondsSince(callStart);
   if (!impl.cuda)
     return Status();
@@ -1088,7 +1111,8 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   if (lowered) {
     info.source = CompileInfo::Source::DiskCache;
     if (Status s = checkLowered(*lowered, impl->signature, cachePath,
-                                 options.target); !s)
+                                options.target, impl->deviceArguments);
+        !s)
       return s;
   } else {
     Clock::time_point pipelineStart = Clock::now();
@@ -1126,7 +1150,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
                                         : text);
     }
     if (Status s = checkLowered(*module, impl->signature, options.sourceName,
-                                 options.target);
+                                options.target, impl->deviceArguments);
         !s)
       return s;
     lowered = std::move(module);

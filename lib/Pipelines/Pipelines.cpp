@@ -49,13 +49,17 @@
 //     moe-decompose-bwd (no fusion)
 //     convert-moe-to-nvgpu{chip}, kernel lowering and serialization (GEMMs)
 //     convert-moe-to-linalg{parallel-slot-ops}, bufferization, deallocation
-//     moe-lower-gpu-launches{device-arguments}
 //     moe-gpu-reductions-innermost, convert-linalg-to-parallel-loops,
 //     moe-gpu-loop-shape, gpu-map-parallel-loops,
 //     convert-parallel-loops-to-gpu        one gpu.launch per loop nest
 //     moe-gpu-device-buffers               gpu.alloc / gpu.memcpy
 //     gpu-launch-sink-index-computations, gpu-kernel-outlining,
-//     moe-gpu-async-region                 one stream in the entry
+//     moe-lower-gpu-launches{device-arguments}
+//                                          GEMM launches at their calls
+//     moe-gpu-async-region{caller-stream}  everything on the caller's
+//                                          stream, no synchronization
+//                                          (host-arguments: upstream
+//                                          gpu-async-region)
 //     in the new gpu.modules: arith-expand (bf16), lower-affine, gpu-to-nvvm
 //       ..., then nvvm-attach-target, gpu-module-to-binary
 //     the host pipeline's LLVM conversions with gpu-to-llvm
@@ -208,7 +212,14 @@ void addResidentLowering(OpPassManager &pm,
   func.addPass(createCanonicalizerPass());
   func.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
-  pm.addNestedPass<func::FuncOp>(createMoeGPUAsyncRegion());
+  // The GEMM launches join the entry only now: moe-gpu-device-buffers
+  // tells an argument written in place by the calls.
+  LowerMoeGPULaunchesOptions launches;
+  launches.deviceArguments = true;
+  pm.addPass(createLowerMoeGPULaunches(launches));
+  MoeGPUAsyncRegionOptions async;
+  async.callerStream = !options.hostArguments;
+  pm.addNestedPass<func::FuncOp>(createMoeGPUAsyncRegion(async));
   addKernelSerialization(pm, target, options.format, options.toolkit,
                          /*elementwise=*/true);
 }
@@ -248,11 +259,8 @@ void addHostLowering(OpPassManager &pm, HostLowering mode,
   pm.addPass(createConvertBufferizationToMemRefPass());
   // The launch functions get their bodies only now: buffer deallocation
   // cannot handle gpu host ops.
-  if (gpu) {
-    LowerMoeGPULaunchesOptions launches;
-    launches.deviceArguments = mode == HostLowering::Resident;
-    pm.addPass(createLowerMoeGPULaunches(launches));
-  }
+  if (mode == HostLowering::Hybrid)
+    pm.addPass(createLowerMoeGPULaunches());
   if (mode == HostLowering::Resident)
     addResidentLowering(pm, *resident, *target);
 

@@ -2,79 +2,90 @@
 // phase on the GPU: the five MX GEMMs as in the hybrid pipeline, and the
 // gathers, quantizations, activation backward, affinity gradient and dx
 // sums as outlined kernels (one gpu.binary each, cubin: ptxas runs), all
-// on one stream of the entry with the buffers in device memory. The entry
-// takes device buffers: no host computation, no copy of an argument, and
-// the launch functions build their TMA descriptors over the buffers they
-// get (a memref descriptor of ui8 over the aligned pointer) without
-// allocating or copying. Same layer as gpu-hybrid-pipeline.mlir.
+// on the caller's stream with the buffers in device memory. The entry
+// takes device buffers and, last, the stream: no host computation, no copy
+// of an argument, no stream of its own, no host synchronization; its
+// workspace is allocated and freed on the stream, and the GEMM launches
+// build their TMA descriptors over the buffers they get (a memref
+// descriptor of ui8 over the aligned pointer) in the entry, in program
+// order. Same layer as gpu-hybrid-pipeline.mlir.
 // REQUIRES: ptxas
 // RUN: moe-opt %s -moe-gpu-pipeline="toolkit=%cuda_root" | FileCheck %s --implicit-check-not=moe.
 // RUN: moe-opt %s -moe-gpu-pipeline="format=isa host-arguments=1" | FileCheck %s --check-prefix=HOST
 // RUN: not moe-opt %s -moe-gpu-pipeline="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=CHIP
 
-// The entry: elementwise kernels on its stream, a host synchronization
-// before each launch function (its own stream), no host math. Each GEMM
-// follows the operand kernels that round its two operands.
+// The entry: every allocation, kernel and free on the stream argument,
+// the GEMMs in program order among the elementwise kernels, each after the
+// operand kernels that round its two operands, no host math.
 // CHECK-LABEL: llvm.func @moe_layer_bwd(
+// CHECK-SAME:      %[[S:[^:]*]]: !llvm.ptr) attributes {llvm.emit_c_interface} {
 // CHECK-NOT:     llvm.call @exp
-// CHECK:         %[[S:.*]] = llvm.call @mgpuStreamCreate()
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK-NOT:     llvm.call @mgpuEvent
+// CHECK:         llvm.call @mgpuMemAlloc(%{{.*}}, %[[S]], %{{.*}})
 // CHECK-NOT:     llvm.call @mgpuMemcpy
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_layer_bwd_kernel::@moe_layer_bwd_kernel
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mgpuStreamSynchronize(%[[S]])
-// CHECK-NEXT:    llvm.call @mgpuStreamDestroy(%[[S]])
-// CHECK-NEXT:    llvm.call @mx_operand_0_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_operand_1_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @block_matmul_2_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_operand_3_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_operand_4_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @block_matmul_5_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_operand_6_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_operand_7_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @block_matmul_8_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_operand_9_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_operand_10_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @expert_matmul_11_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_operand_12_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @mx_operand_13_launch(
-// CHECK-NOT:     llvm.call @exp
-// CHECK:         llvm.call @expert_matmul_14_launch(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_0
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_1
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_2
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_3
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_4
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_5
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_6
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_7
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_8
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_9
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_10
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@expert_matmul_11
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_12
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_13
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@expert_matmul_14
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK-NOT:     llvm.call @mgpuEvent
+// CHECK:         llvm.call @mgpuMemFree(%{{.*}}, %[[S]])
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK-NOT:     llvm.call @mgpuEvent
 // CHECK-NOT:     llvm.call @exp
 // CHECK:         llvm.return
+// CHECK-NEXT:  }
 // CHECK-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
+// CHECK-SAME:      %{{[^:]*}}: !llvm.ptr, %[[CS:[^:]*]]: !llvm.ptr) attributes {llvm.emit_c_interface} {
+// CHECK:         llvm.call @moe_layer_bwd({{.*}}, %[[CS]]) :
 //
-// The elementwise kernels, cubins (the GEMM kernels further down).
+// The elementwise kernels, cubins (the GEMM kernels further down). No
+// launch function is left.
 // CHECK:       gpu.binary @moe_layer_bwd_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, bin = "\7FELF\02\01\01A
-//
-// A launch function on device arguments: descriptors over the arguments,
-// the kernel, the synchronization; nothing allocated, nothing copied.
-// CHECK-LABEL: llvm.func @block_matmul_2_launch(
-// CHECK:         %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
-// CHECK-NOT:     llvm.call @mgpuMemAlloc
-// CHECK-NOT:     llvm.call @mgpuMemcpy
-// CHECK:         llvm.insertvalue
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK-NOT:     llvm.call @mgpuMemAlloc
-// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @moe_kernels::@block_matmul_2
-// CHECK-NOT:     llvm.call @mgpuMemcpy
-// CHECK-NOT:     llvm.call @mgpuMemFree
-// CHECK:         llvm.call @mgpuStreamSynchronize(%[[STREAM]])
-// CHECK-NEXT:    llvm.call @mgpuStreamDestroy(%[[STREAM]])
-// CHECK-NEXT:    llvm.return
+// CHECK-NOT:   _launch(
 
 // With host arguments the entry copies its inputs in first.
 // HOST-LABEL: llvm.func @moe_layer_bwd(

@@ -24,15 +24,16 @@ std::set<std::string> driverSymbols() {
 TEST(CudaDriverTable, UsesTheVersionedSymbols) {
   const std::set<std::string> symbols = driverSymbols();
   EXPECT_EQ(symbols.size(), kNumDriverSymbols);
-  EXPECT_EQ(kNumDriverSymbols, 34u);
+  EXPECT_EQ(kNumDriverSymbols, 40u);
   for (const char *versioned :
        {"cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2",
-        "cuMemHostRegister_v2", "cuStreamDestroy_v2", "cuEventDestroy_v2",
-        "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2"})
+        "cuMemcpyHtoDAsync_v2", "cuMemHostRegister_v2", "cuStreamDestroy_v2",
+        "cuEventDestroy_v2", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2"})
     EXPECT_EQ(symbols.count(versioned), 1u) << versioned;
   for (const char *plain :
        {"cuInit", "cuLaunchKernel", "cuLaunchKernelEx", "cuModuleLoadDataEx",
-        "cuMemcpyAsync", "cuTensorMapEncodeTiled", "cuMemHostUnregister"})
+        "cuMemcpyAsync", "cuTensorMapEncodeTiled", "cuMemHostUnregister",
+        "cuMemPoolCreate", "cuMemAllocFromPoolAsync", "cuMemFreeAsync"})
     EXPECT_EQ(symbols.count(plain), 1u) << plain;
   for (const std::string &symbol : symbols) {
     EXPECT_EQ(symbol.find("_ptsz"), std::string::npos) << symbol;

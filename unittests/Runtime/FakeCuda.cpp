@@ -3,10 +3,11 @@
 // Built as a shared library that exports the driver functions the runtime
 // resolves, under the same (versioned) names, defined with cuda.h's own
 // prototypes. "Device" memory is host memory, so copies and fills can be
-// checked; modules, functions, streams and events are counted objects.
-// Every call is counted, any call can be made to fail once, and the arguments
-// of the last launch and tensor-map encode are kept, all reachable through
-// the fakeCuda* control functions declared in FakeCuda.h.
+// checked; modules, functions, streams, events and memory pools are counted
+// objects. Every call is counted and logged in order with its stream, any
+// call can be made to fail once, and the arguments of the last launch and
+// tensor-map encode are kept, all reachable through the fakeCuda* control
+// functions declared in FakeCuda.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,16 +21,18 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace {
 
 struct FakeState {
   std::mutex mutex;
   std::map<std::string, int> calls;
+  std::vector<FakeCall> log;
   std::map<std::string, CUresult> pendingFailures;
   std::set<void *> allocations;
   std::set<void *> hostRegistrations;
-  std::set<uintptr_t> modules, streams, events;
+  std::set<uintptr_t> modules, streams, events, pools;
   uintptr_t nextHandle = 0x1000;
   FakeLaunch lastLaunch = {};
   FakeTensorMapCall lastTensorMap = {};
@@ -37,6 +40,7 @@ struct FakeState {
   int64_t lastSmemAttribute = -1;
   int64_t lastHostRegisterBytes = -1;
   int64_t tensorMapEncodes = 0;
+  uint64_t lastReleaseThreshold = 0;
 };
 
 FakeState &state() {
@@ -51,11 +55,13 @@ CUcontext primaryContext() {
   return reinterpret_cast<CUcontext>(uintptr_t(0xc0de));
 }
 
-/// Counts a call of `symbol` and returns the failure queued for it, if any.
-CUresult enter(const char *symbol) {
+/// Counts and logs a call of `symbol` on `stream` and returns the failure
+/// queued for it, if any.
+CUresult enter(const char *symbol, CUstream stream = nullptr) {
   FakeState &fake = state();
   std::lock_guard<std::mutex> lock(fake.mutex);
   ++fake.calls[symbol];
+  fake.log.push_back({symbol, reinterpret_cast<uintptr_t>(stream)});
   auto pending = fake.pendingFailures.find(symbol);
   if (pending == fake.pendingFailures.end())
     return CUDA_SUCCESS;
@@ -82,6 +88,10 @@ CUresult dropHandle(std::set<uintptr_t> &from, uintptr_t handle) {
 #define FAKE_ENTER(fn)                                                         \
   if (CUresult injected = enter(#fn))                                          \
     return injected;
+/// As FAKE_ENTER, for a call that takes a stream.
+#define FAKE_ENTER_ON(fn, stream)                                              \
+  if (CUresult injected = enter(#fn, stream))                                  \
+    return injected;
 
 } // namespace
 
@@ -93,6 +103,7 @@ extern "C" void fakeCudaReset() {
   FakeState &fake = state();
   std::lock_guard<std::mutex> lock(fake.mutex);
   fake.calls.clear();
+  fake.log.clear();
   fake.pendingFailures.clear();
   fake.lastLaunch = {};
   fake.lastTensorMap = {};
@@ -100,6 +111,7 @@ extern "C" void fakeCudaReset() {
   fake.lastSmemAttribute = -1;
   fake.lastHostRegisterBytes = -1;
   fake.tensorMapEncodes = 0;
+  fake.lastReleaseThreshold = 0;
 }
 
 extern "C" void fakeCudaFailNext(const char *symbol, int result) {
@@ -115,12 +127,33 @@ extern "C" int fakeCudaCalls(const char *symbol) {
   return found == fake.calls.end() ? 0 : found->second;
 }
 
+extern "C" int fakeCudaCallCount() {
+  FakeState &fake = state();
+  std::lock_guard<std::mutex> lock(fake.mutex);
+  return int(fake.log.size());
+}
+
+extern "C" FakeCall fakeCudaCallAt(int index) {
+  FakeState &fake = state();
+  std::lock_guard<std::mutex> lock(fake.mutex);
+  return fake.log.at(size_t(index));
+}
+
+extern "C" uint64_t fakeCudaLastReleaseThreshold() {
+  FakeState &fake = state();
+  std::lock_guard<std::mutex> lock(fake.mutex);
+  return fake.lastReleaseThreshold;
+}
+
 extern "C" FakeLiveObjects fakeCudaLive() {
   FakeState &fake = state();
   std::lock_guard<std::mutex> lock(fake.mutex);
-  return {int(fake.modules.size()), int(fake.streams.size()),
-          int(fake.events.size()), int(fake.allocations.size()),
-          int(fake.hostRegistrations.size())};
+  return {int(fake.modules.size()),
+          int(fake.streams.size()),
+          int(fake.events.size()),
+          int(fake.allocations.size()),
+          int(fake.hostRegistrations.size()),
+          int(fake.pools.size())};
 }
 
 extern "C" FakeLaunch fakeCudaLastLaunch() {
@@ -310,7 +343,7 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gridX, unsigned gridY,
                         unsigned gridZ, unsigned blockX, unsigned blockY,
                         unsigned blockZ, unsigned smem, CUstream stream,
                         void **, void **) {
-  FAKE_ENTER(cuLaunchKernel);
+  FAKE_ENTER_ON(cuLaunchKernel, stream);
   FakeState &fake = state();
   std::lock_guard<std::mutex> lock(fake.mutex);
   fake.lastLaunch = {reinterpret_cast<uintptr_t>(function),
@@ -324,7 +357,7 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gridX, unsigned gridY,
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction function,
                           void **, void **) {
-  FAKE_ENTER(cuLaunchKernelEx);
+  FAKE_ENTER_ON(cuLaunchKernelEx, config->hStream);
   FakeState &fake = state();
   std::lock_guard<std::mutex> lock(fake.mutex);
   fake.lastLaunch = {reinterpret_cast<uintptr_t>(function),
@@ -350,17 +383,17 @@ CUresult cuStreamCreate(CUstream *stream, unsigned int) {
 }
 
 CUresult cuStreamDestroy(CUstream stream) {
-  FAKE_ENTER(cuStreamDestroy_v2);
+  FAKE_ENTER_ON(cuStreamDestroy_v2, stream);
   return dropHandle(state().streams, reinterpret_cast<uintptr_t>(stream));
 }
 
-CUresult cuStreamSynchronize(CUstream) {
-  FAKE_ENTER(cuStreamSynchronize);
+CUresult cuStreamSynchronize(CUstream stream) {
+  FAKE_ENTER_ON(cuStreamSynchronize, stream);
   return CUDA_SUCCESS;
 }
 
-CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int) {
-  FAKE_ENTER(cuStreamWaitEvent);
+CUresult cuStreamWaitEvent(CUstream stream, CUevent, unsigned int) {
+  FAKE_ENTER_ON(cuStreamWaitEvent, stream);
   return CUDA_SUCCESS;
 }
 
@@ -375,8 +408,8 @@ CUresult cuEventDestroy(CUevent event) {
   return dropHandle(state().events, reinterpret_cast<uintptr_t>(event));
 }
 
-CUresult cuEventRecord(CUevent, CUstream) {
-  FAKE_ENTER(cuEventRecord);
+CUresult cuEventRecord(CUevent, CUstream stream) {
+  FAKE_ENTER_ON(cuEventRecord, stream);
   return CUDA_SUCCESS;
 }
 
@@ -418,10 +451,70 @@ CUresult cuMemFree(CUdeviceptr pointer) {
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
-                       CUstream) {
-  FAKE_ENTER(cuMemcpyAsync);
+                       CUstream stream) {
+  FAKE_ENTER_ON(cuMemcpyAsync, stream);
   std::memcpy(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src),
               bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+  FAKE_ENTER(cuMemPoolCreate);
+  if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      props->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      props->location.id != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pool = reinterpret_cast<CUmemoryPool>(newHandle(state().pools));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  FAKE_ENTER(cuMemPoolDestroy);
+  return dropHandle(state().pools, reinterpret_cast<uintptr_t>(pool));
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute,
+                               void *value) {
+  FAKE_ENTER(cuMemPoolSetAttribute);
+  FakeState &fake = state();
+  std::lock_guard<std::mutex> lock(fake.mutex);
+  if (!fake.pools.count(reinterpret_cast<uintptr_t>(pool)))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (attribute == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    fake.lastReleaseThreshold = *static_cast<cuuint64_t *>(value);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *pointer, size_t bytes,
+                                 CUmemoryPool pool, CUstream stream) {
+  FAKE_ENTER_ON(cuMemAllocFromPoolAsync, stream);
+  void *memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  FakeState &fake = state();
+  std::lock_guard<std::mutex> lock(fake.mutex);
+  if (!fake.pools.count(reinterpret_cast<uintptr_t>(pool))) {
+    std::free(memory);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  fake.allocations.insert(memory);
+  *pointer = reinterpret_cast<CUdeviceptr>(memory);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
+  FAKE_ENTER_ON(cuMemFreeAsync, stream);
+  void *memory = reinterpret_cast<void *>(pointer);
+  FakeState &fake = state();
+  std::lock_guard<std::mutex> lock(fake.mutex);
+  if (!fake.allocations.erase(memory))
+    return CUDA_ERROR_INVALID_VALUE;
+  std::free(memory);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes,
+                           CUstream stream) {
+  FAKE_ENTER_ON(cuMemcpyHtoDAsync_v2, stream);
+  std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
   return CUDA_SUCCESS;
 }
 
@@ -432,8 +525,8 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes) {
 }
 
 CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count,
-                          CUstream) {
-  FAKE_ENTER(cuMemsetD32Async);
+                          CUstream stream) {
+  FAKE_ENTER_ON(cuMemsetD32Async, stream);
   auto *words = reinterpret_cast<uint32_t *>(dst);
   for (size_t i = 0; i < count; ++i)
     words[i] = value;
@@ -441,8 +534,8 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count,
 }
 
 CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short value, size_t count,
-                          CUstream) {
-  FAKE_ENTER(cuMemsetD16Async);
+                          CUstream stream) {
+  FAKE_ENTER_ON(cuMemsetD16Async, stream);
   auto *halves = reinterpret_cast<uint16_t *>(dst);
   for (size_t i = 0; i < count; ++i)
     halves[i] = value;

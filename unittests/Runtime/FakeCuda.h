@@ -33,7 +33,14 @@ struct FakeTensorMapCall {
 
 /// Objects the fake driver holds now.
 struct FakeLiveObjects {
-  int modules, streams, events, allocations, hostRegistrations;
+  int modules, streams, events, allocations, hostRegistrations, pools;
+};
+
+/// One driver call: its exported name, and its stream argument (0 for the
+/// legacy stream and for calls that take none).
+struct FakeCall {
+  const char *symbol;
+  uintptr_t stream;
 };
 
 extern "C" {
@@ -43,6 +50,12 @@ void fakeCudaReset();
 /// `result`.
 void fakeCudaFailNext(const char *symbol, int result);
 int fakeCudaCalls(const char *symbol);
+/// The calls made since fakeCudaReset, in order (all but cuGetErrorName and
+/// cuGetErrorString).
+int fakeCudaCallCount();
+FakeCall fakeCudaCallAt(int index);
+/// CU_MEMPOOL_ATTR_RELEASE_THRESHOLD of the last pool it was set on, or 0.
+uint64_t fakeCudaLastReleaseThreshold();
 FakeLiveObjects fakeCudaLive();
 FakeLaunch fakeCudaLastLaunch();
 FakeTensorMapCall fakeCudaLastTensorMap();

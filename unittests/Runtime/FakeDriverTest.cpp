@@ -59,10 +59,12 @@ protected:
   /// The fake's live objects minus those at the start of the test.
   FakeLiveObjects held() {
     FakeLiveObjects now = fakeCudaLive();
-    return {now.modules - baseline.modules, now.streams - baseline.streams,
+    return {now.modules - baseline.modules,
+            now.streams - baseline.streams,
             now.events - baseline.events,
             now.allocations - baseline.allocations,
-            now.hostRegistrations - baseline.hostRegistrations};
+            now.hostRegistrations - baseline.hostRegistrations,
+            now.pools - baseline.pools};
   }
 
   /// Loads a module and looks up kernel `name` in it.
@@ -100,7 +102,7 @@ TEST_F(CudaRuntimeFakeDriver, CopiesAndFillsThroughTheDriver) {
   EXPECT_EQ(host[3], 0x12341234u);
   EXPECT_EQ(host[4], 0x89abcdefu);
   EXPECT_EQ(host[15], 0x89abcdefu);
-  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemAllocFromPoolAsync"), 1);
   EXPECT_EQ(fakeCudaCalls("cuMemcpyAsync"), 1);
 
   mgpuMemFree(device, stream);
@@ -110,6 +112,72 @@ TEST_F(CudaRuntimeFakeDriver, CopiesAndFillsThroughTheDriver) {
   EXPECT_EQ(stats().streams, 0);
   EXPECT_EQ(held().allocations, 0);
   EXPECT_EQ(held().streams, 0);
+}
+
+/// The index of the first call of `symbol` in the fake's log, or -1.
+int firstCall(const char *symbol) {
+  for (int i = 0; i < fakeCudaCallCount(); ++i)
+    if (std::string(fakeCudaCallAt(i).symbol) == symbol)
+      return i;
+  return -1;
+}
+
+TEST_F(CudaRuntimeFakeDriver, MemoryOnAStreamIsStreamOrderedFromAPool) {
+  void *stream = mgpuStreamCreate();
+  void *first = mgpuMemAlloc(1024, stream, 0);
+  void *second = mgpuMemAlloc(64, stream, 0);
+  ASSERT_NE(first, nullptr) << lastError();
+  ASSERT_NE(second, nullptr) << lastError();
+  // One pool for the context, keeping all freed memory cached.
+  EXPECT_EQ(fakeCudaCalls("cuMemPoolCreate"), 1);
+  EXPECT_EQ(fakeCudaLastReleaseThreshold(), UINT64_MAX);
+  EXPECT_EQ(held().pools, 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemAllocFromPoolAsync"), 2);
+  int alloc = firstCall("cuMemAllocFromPoolAsync");
+  ASSERT_GE(alloc, 0);
+  EXPECT_EQ(fakeCudaCallAt(alloc).stream, reinterpret_cast<uintptr_t>(stream));
+  EXPECT_EQ(stats().allocatedBytes, 1088);
+
+  // Freed in stream order: no host synchronization, no cuMemFree.
+  mgpuMemFree(first, stream);
+  mgpuMemFree(second, stream);
+  EXPECT_EQ(fakeCudaCalls("cuMemFreeAsync"), 2);
+  int release = firstCall("cuMemFreeAsync");
+  ASSERT_GE(release, 0);
+  EXPECT_EQ(fakeCudaCallAt(release).stream,
+            reinterpret_cast<uintptr_t>(stream));
+  EXPECT_EQ(fakeCudaCalls("cuStreamSynchronize"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 0);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 0);
+  EXPECT_EQ(held().allocations, 0);
+
+  // Without a stream: cuMemAlloc, and cuMemFree after the device is done.
+  void *plain = mgpuMemAlloc(64, nullptr, 0);
+  EXPECT_EQ(fakeCudaCalls("cuMemAlloc_v2"), 1);
+  mgpuMemFree(plain, nullptr);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 0);
+  // Pool memory freed without a stream: cuMemFree does not wait for the
+  // device then, so the runtime does.
+  void *pooled = mgpuMemAlloc(64, stream, 0);
+  mgpuMemFree(pooled, nullptr);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemFree_v2"), 2);
+  mgpuStreamDestroy(stream);
+  EXPECT_EQ(fakeCudaCalls("cuMemPoolCreate"), 1);
+  EXPECT_EQ(moeCudaRuntimeHasError(), 0) << lastError();
+}
+
+TEST_F(CudaRuntimeFakeDriver, PoolFailuresAreRecorded) {
+  void *stream = mgpuStreamCreate();
+  fakeCudaFailNext("cuMemAllocFromPoolAsync", CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(mgpuMemAlloc(1 << 20, stream, 0), nullptr);
+  EXPECT_EQ(lastError(),
+            "moe-cuda-runtime: mgpuMemAlloc: cuMemAllocFromPoolAsync failed "
+            "with CUDA_ERROR_OUT_OF_MEMORY (out of memory): 1048576 bytes");
+  moeCudaRuntimeClearError();
+  mgpuStreamDestroy(stream);
+  EXPECT_EQ(held().allocations, 0);
 }
 
 TEST_F(CudaRuntimeFakeDriver, EmptyTransfersNeedNoDriver) {
@@ -444,6 +512,64 @@ TEST_F(CudaRuntimeFakeDriver, TensorMapIsEncodedOnceAndCopiedToTheDevice) {
   EXPECT_EQ(counted.tensorMaps, 0);
   EXPECT_EQ(counted.tensorMapEncodes, 0);
   EXPECT_EQ(counted.tensorMapCacheHits, 0);
+  EXPECT_EQ(moeCudaRuntimeHasError(), 0) << lastError();
+}
+
+TEST_F(CudaRuntimeFakeDriver, TensorMapOnTheCallStreamIsUploadedInOrder) {
+  void *stream = mgpuStreamCreate();
+  void *buffer = mgpuMemAlloc(4096, stream, 0);
+  MemRef<2> memref = {buffer, buffer, 0, {32, 128}, {128, 1}};
+  int64_t box[2] = {16, 64};
+  moeCudaRuntimeSetCallStream(stream);
+  fakeCudaReset();
+  void *map = mgpuTensorMapEncodeTiledMemref(
+      2, &memref, CU_TENSOR_MAP_DATA_TYPE_UINT8, 0, 0, 0, 0, box);
+  ASSERT_NE(map, nullptr) << lastError();
+  // From the pool, uploaded on the call stream: no allocation outside the
+  // pool, no synchronization.
+  EXPECT_EQ(fakeCudaCalls("cuMemAllocFromPoolAsync"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemcpyHtoDAsync_v2"), 1);
+  int upload = firstCall("cuMemcpyHtoDAsync_v2");
+  ASSERT_GE(upload, 0);
+  EXPECT_EQ(fakeCudaCallAt(upload).stream, reinterpret_cast<uintptr_t>(stream));
+  for (const char *symbol : {"cuMemAlloc_v2", "cuMemcpyHtoD_v2",
+                             "cuCtxSynchronize", "cuStreamSynchronize"})
+    EXPECT_EQ(fakeCudaCalls(symbol), 0) << symbol;
+  uint64_t copied[2];
+  std::memcpy(copied, map, sizeof(copied));
+  EXPECT_EQ(copied[1], reinterpret_cast<uintptr_t>(buffer));
+  EXPECT_EQ(mgpuTensorMapEncodeTiledMemref(
+                2, &memref, CU_TENSOR_MAP_DATA_TYPE_UINT8, 0, 0, 0, 0, box),
+            map);
+  EXPECT_EQ(stats().tensorMapCacheHits, 1);
+
+  fakeCudaFailNext("cuMemcpyHtoDAsync_v2", CUDA_ERROR_ILLEGAL_ADDRESS);
+  int64_t otherBox[2] = {8, 64};
+  EXPECT_EQ(mgpuTensorMapEncodeTiledMemref(2, &memref,
+                                           CU_TENSOR_MAP_DATA_TYPE_UINT8, 0, 0,
+                                           0, 0, otherBox),
+            nullptr);
+  EXPECT_EQ(lastError(), "moe-cuda-runtime: mgpuTensorMapEncodeTiledMemref: "
+                         "cuMemcpyHtoDAsync_v2 failed with "
+                         "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory "
+                         "access was encountered): tensor map");
+  moeCudaRuntimeClearError();
+
+  // Reset synchronizes, frees the copy and forgets the call stream: the
+  // next descriptor is uploaded synchronously.
+  moeCudaRuntimeReset();
+  EXPECT_EQ(held().allocations, 0);
+  buffer = mgpuMemAlloc(4096, nullptr, 0);
+  memref = {buffer, buffer, 0, {32, 128}, {128, 1}};
+  fakeCudaReset();
+  EXPECT_NE(mgpuTensorMapEncodeTiledMemref(
+                2, &memref, CU_TENSOR_MAP_DATA_TYPE_UINT8, 0, 0, 0, 0, box),
+            nullptr);
+  EXPECT_EQ(fakeCudaCalls("cuMemcpyHtoD_v2"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuCtxSynchronize"), 1);
+  EXPECT_EQ(fakeCudaCalls("cuMemcpyHtoDAsync_v2"), 0);
+  moeCudaRuntimeReset();
+  EXPECT_EQ(held().allocations, 0);
   EXPECT_EQ(moeCudaRuntimeHasError(), 0) << lastError();
 }
 

@@ -121,7 +121,11 @@ def LowerMoeGPULaunches : Pass<"moe-lower-gpu-launches", "::mlir::ModuleOp"> {
     back, every buffer freed and the stream synchronized. Runs after buffer
     deallocation, which cannot handle gpu host ops. With
     `device-arguments` the arguments are device buffers: the kernel reads
-    and writes them in place, without allocations or copies.
+    and writes them in place, without allocations or copies, and the
+    launch (descriptors and `gpu.launch_func` in synchronous form) replaces
+    each call of the function, which is erased, so that the caller's
+    `moe-gpu-async-region` queues it on the caller's stream: no stream of
+    its own, no host synchronization.
   }];
   let options = [
     Option<"deviceArguments", "device-arguments", "bool", /*default=*/"false",
@@ -191,7 +195,7 @@ def MoeGPUDeviceBuffers : Pass<"moe-gpu-device-buffers", "::mlir::func::FuncOp">
 }
 
 def MoeGPUAsyncRegion : Pass<"moe-gpu-async-region", "::mlir::func::FuncOp"> {
-  let summary = "gpu-async-region on the public functions only";
+  let summary = "Queue a public function's gpu host ops on one stream";
   let description = [{
     Runs upstream `gpu-async-region` on public functions with a body, so
     that their gpu host ops (allocations, copies, launches) run in order
@@ -200,9 +204,26 @@ def MoeGPUAsyncRegion : Pass<"moe-gpu-async-region", "::mlir::func::FuncOp"> {
     the return. Private functions are left alone: the launch functions of
     `moe-lower-gpu-launches` thread their own stream already, and a second
     token dependency on their launches would not lower.
+
+    With `caller-stream` the function queues its work on the caller's
+    stream instead, and returns with it queued: it gets a trailing
+    `!llvm.ptr` argument, the stream, and every gpu host op of its body
+    becomes asynchronous on one token chain rooted at that stream (which
+    gpu-to-llvm lowers to the stream itself). No stream is created and
+    nothing synchronizes, not even at the return: the caller synchronizes
+    before it reads a result. The other host ops stay where they are, as
+    they touch no device memory (`moe-gpu-device-buffers` checked); a
+    call, whose callee might, is an error, as is a gpu op in a nested
+    region or one that is asynchronous already.
   }];
+  let options = [
+    Option<"callerStream", "caller-stream", "bool", /*default=*/"false",
+           "Queue the work on the stream passed as a trailing !llvm.ptr "
+           "argument and return without synchronizing">
+  ];
   let dependentDialects = [
-    "::mlir::async::AsyncDialect", "::mlir::gpu::GPUDialect"
+    "::mlir::async::AsyncDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect"
   ];
 }
 

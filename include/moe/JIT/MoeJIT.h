@@ -284,10 +284,13 @@ MOE_JIT_EXPORT const char *toString(CompileInfo::Source source);
 
 /// What one Executable::run cost, in wall-clock seconds.
 struct RunStats {
-  /// The compiled function alone, from its entry to its return (on a GPU
-  /// target it returns after synchronizing with the device), without the
-  /// argument checks and, for gpuMode resident, without the copies of the
-  /// caller's buffers to and from device memory.
+  /// The compiled function alone, without the argument checks and, for
+  /// gpuMode resident, without the copies of the caller's buffers to and
+  /// from device memory. Host time from its entry until its work is done on
+  /// the device: the hybrid function synchronizes before it returns; the
+  /// resident one returns with its work queued on the run's stream, and
+  /// the time runs to the synchronization with that stream that follows
+  /// the call.
   double callSeconds = 0;
   /// gpuMode resident: the device allocations and copies around the call.
   double copySeconds = 0;

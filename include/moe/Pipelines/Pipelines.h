@@ -155,10 +155,18 @@ struct GPUResidentPipelineOptions
 /// (convert-moe-to-linalg{parallel-slot-ops}), then linalg -> scf.parallel
 /// -> gpu.launch (reductions innermost, one thread per output element,
 /// moe-gpu-loop-shape), buffers in device memory (moe-gpu-device-buffers),
-/// kernels outlined and serialized, gpu host ops async on one stream
-/// (moe-gpu-async-region). The calling convention is the host pipeline's,
-/// with device buffers unless host-arguments. A GEMM whose operands the GPU
-/// kernels do not take (isGPUGemm) stays on the host and does not lower:
+/// kernels outlined and serialized, the GEMM launches emitted at their calls
+/// (moe-lower-gpu-launches{device-arguments}) and every gpu host op queued
+/// in program order on one stream (moe-gpu-async-region). The calling
+/// convention is the host pipeline's with device buffers and one more
+/// argument, last: the stream (a CUstream, as !llvm.ptr) on which the
+/// function queues all its work, allocations and frees (stream-ordered)
+/// included. It creates no stream and never synchronizes: the results are
+/// ready once the caller has synchronized with that stream. With
+/// host-arguments the buffers are host memory and the function
+/// synchronizes before it returns, on a stream of its own, as the host
+/// pipeline's convention needs. A GEMM whose operands the GPU kernels do
+/// not take (isGPUGemm) stays on the host and does not lower:
 /// moe-gpu-device-buffers reports the host access (residentPipelineBlocker
 /// says so beforehand).
 void buildGPUResidentPipeline(OpPassManager &pm,

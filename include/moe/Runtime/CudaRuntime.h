@@ -66,10 +66,17 @@ MOE_CUDA_RUNTIME_EXPORT void mgpuEventRecord(void *event, void *stream);
 /*===-- Memory ------------------------------------------------------------===*/
 
 /// Device memory, or managed memory when `isHostShared` is non-zero. Zero
-/// bytes give a null pointer without an error.
+/// bytes give a null pointer without an error. On a stream, device memory
+/// comes from the context's stream-ordered pool (cuMemAllocFromPoolAsync),
+/// usable by the work queued on the stream after the call; the pool keeps
+/// freed memory cached, so this needs no host synchronization and, once
+/// the pool has grown, no OS allocation. Without a stream: cuMemAlloc.
 MOE_CUDA_RUNTIME_EXPORT void *mgpuMemAlloc(int64_t sizeBytes, void *stream,
                                            int8_t isHostShared);
-/// Frees after the work queued on `stream` has completed.
+/// Frees after the work queued on `stream` has completed: pool memory
+/// freed on a stream goes back to the pool in stream order
+/// (cuMemFreeAsync, no host synchronization); anything else waits for the
+/// stream (the device without one) and is freed with cuMemFree.
 MOE_CUDA_RUNTIME_EXPORT void mgpuMemFree(void *ptr, void *stream);
 MOE_CUDA_RUNTIME_EXPORT void mgpuMemcpy(void *dst, void *src, int64_t sizeBytes,
                                         void *stream);
@@ -98,7 +105,10 @@ MOE_CUDA_RUNTIME_EXPORT void mgpuSetDefaultDevice(int32_t device);
 /// dimensions and byte strides come from the memref's sizes and strides,
 /// the address includes its offset. Descriptors are cached per argument
 /// set; the device copies belong to the cache, which
-/// moeCudaRuntimeReset() empties. A new descriptor's copy is complete on
+/// moeCudaRuntimeReset() empties. While a call stream is set
+/// (moeCudaRuntimeSetCallStream), a new descriptor's copy comes from the
+/// pool and is uploaded on that stream, so a launch queued on it later sees
+/// it, with no host synchronization. Otherwise the copy is complete on
 /// return (the context is synchronized), so a launch on any stream sees it.
 MOE_CUDA_RUNTIME_EXPORT void *mgpuTensorMapEncodeTiledMemref(
     int64_t rank, void *descriptor, int64_t dataType, int64_t interleave,
@@ -134,9 +144,16 @@ MOE_CUDA_RUNTIME_EXPORT const char *moeCudaRuntimeGetLastError(void);
 /// Forgets the recorded error so that the entry points work again.
 MOE_CUDA_RUNTIME_EXPORT void moeCudaRuntimeClearError(void);
 MOE_CUDA_RUNTIME_EXPORT void moeCudaRuntimeGetStats(MoeCudaRuntimeStats *stats);
+/// Names the stream that the compiled call about to run queues its work on
+/// (null: none). mgpuTensorMapEncodeTiledMemref, whose signature carries no
+/// stream, then uploads new descriptors on it instead of synchronizing.
+/// The stream must outlive the call; moeCudaRuntimeReset() forgets it.
+MOE_CUDA_RUNTIME_EXPORT void moeCudaRuntimeSetCallStream(void *stream);
 /// Ends a run: waits for the device, then destroys the streams and events,
-/// frees the device allocations, unregisters the host memory and frees the
-/// tensor-map descriptors that are still held, and zeroes the counters.
+/// frees the device allocations (pool memory goes back to the pool, which
+/// keeps it for the next run), unregisters the host memory and frees the
+/// tensor-map descriptors that are still held, forgets the call stream and
+/// zeroes the counters.
 /// Modules stay loaded: the JIT-compiled code unloads them in its global
 /// destructors. Call it after the run's results have been copied out. The
 /// recorded error, if any, stays until moeCudaRuntimeClearError().
@@ -178,6 +195,7 @@ MOE_CUDA_RUNTIME_EXPORT void moeCudaRuntimeReset(void);
   X(moeCudaRuntimeGetLastError)                                                \
   X(moeCudaRuntimeClearError)                                                  \
   X(moeCudaRuntimeGetStats)                                                    \
+  X(moeCudaRuntimeSetCallStream)                                               \
   X(moeCudaRuntimeReset)
 
 #endif /* MOE_RUNTIME_CUDARUNTIME_H */

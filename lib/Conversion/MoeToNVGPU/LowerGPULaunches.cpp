@@ -25,12 +25,23 @@
 //
 // With device-arguments (the device-resident pipeline) the arguments are
 // device buffers already: no allocation and no copy, the descriptors are
-// built over the arguments and the kernel writes the result in place.
+// built over the arguments and the kernel writes the result in place. The
+// launch is then emitted where the function is called, without a stream of
+// its own, and the declaration goes away:
 //
-// Every step depends on the previous one through the async token, so all
-// run in program order on the stream. The descriptors are built on ui8
-// views: MLIR 22's nvgpu lowering passes any other byte type to the runtime
-// as bf16 (lib/Runtime/CUDA/TensorMap.h).
+//   call @k_launch(%in0, ..., %out)
+//     ->
+//   per tensor_map_args: nvgpu.tma.create.descriptor over the argument
+//   gpu.launch_func @kernel (...)                     (synchronous form)
+//
+// so that the caller's moe-gpu-async-region queues it on the caller's
+// stream, in program order with everything else the call does, with no
+// stream created and no host synchronization per launch.
+//
+// With a stream of its own, every step depends on the previous one through
+// the async token, so all run in program order on the stream. The
+// descriptors are built on ui8 views: MLIR 22's nvgpu lowering passes any
+// other byte type to the runtime as bf16 (lib/Runtime/CUDA/TensorMap.h).
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
@@ -42,6 +53,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_LOWERMOEGPULAUNCHES
@@ -56,13 +68,16 @@ namespace {
 constexpr StringLiteral kGPULaunchAttr = "moe.gpu_launch";
 
 /// Emits the host side of one kernel launch at the builder's insertion
-/// point, threading one async token through every step.
+/// point: on a stream of its own, threading one async token through every
+/// step, or with synchronous-form ops for the caller to queue on its
+/// stream.
 class HostLauncher {
 public:
-  HostLauncher(OpBuilder &b, Location loc)
+  HostLauncher(OpBuilder &b, Location loc, bool ownStream)
       : b(b), loc(loc), ctx(b.getContext()),
         tokenT(gpu::AsyncTokenType::get(ctx)) {
-    token = gpu::WaitOp::create(b, loc, tokenT, ValueRange()).getAsyncToken();
+    if (ownStream)
+      token = gpu::WaitOp::create(b, loc, tokenT, ValueRange()).getAsyncToken();
   }
 
   /// A device buffer as large as the memref `type`; returns its bytes.
@@ -156,6 +171,11 @@ public:
     };
     Value smem = arith::ConstantIntOp::create(b, loc, b.getI32Type(),
                                               dynamicSharedMemory);
+    if (!token) {
+      gpu::LaunchFuncOp::create(b, loc, kernel, dim3(grid), dim3(block), smem,
+                                operands);
+      return;
+    }
     auto op = gpu::LaunchFuncOp::create(b, loc, kernel, dim3(grid),
                                         dim3(block), smem, operands, tokenT,
                                         ValueRange{token});
@@ -181,21 +201,30 @@ private:
   SmallVector<Value> buffers;
 };
 
-/// Checks the record of `func` and emits its body; `deviceArguments`: the
-/// arguments are device buffers already, so the kernel reads and writes
-/// them in place.
-LogicalResult emitLaunchBody(func::FuncOp func, DictionaryAttr record,
-                             bool deviceArguments) {
-  auto kernel = record.getAs<SymbolRefAttr>("kernel");
-  auto grid = record.getAs<DenseI64ArrayAttr>("grid");
-  auto block = record.getAs<DenseI64ArrayAttr>("block");
-  auto smem = record.getAs<IntegerAttr>("dynamic_shared_memory");
-  auto mapArgs = record.getAs<DenseI64ArrayAttr>("tensor_map_args");
-  auto mapTypes = record.getAs<ArrayAttr>("tensor_map_types");
-  auto pointerArgs = record.getAs<DenseI64ArrayAttr>("pointer_args");
-  if (!kernel || !grid || grid.size() != 3 || !block || block.size() != 3 ||
-      !smem || !mapArgs || !mapTypes || mapArgs.size() != mapTypes.size() ||
-      !pointerArgs)
+/// The launch a `moe.gpu_launch` record describes.
+struct LaunchRecord {
+  SymbolRefAttr kernel;
+  DenseI64ArrayAttr grid, block;
+  IntegerAttr smem;
+  DenseI64ArrayAttr mapArgs;
+  ArrayAttr mapTypes;
+  DenseI64ArrayAttr pointerArgs;
+};
+
+/// Reads and checks the record of `func` against its signature.
+FailureOr<LaunchRecord> readRecord(func::FuncOp func, DictionaryAttr record) {
+  LaunchRecord r;
+  r.kernel = record.getAs<SymbolRefAttr>("kernel");
+  r.grid = record.getAs<DenseI64ArrayAttr>("grid");
+  r.block = record.getAs<DenseI64ArrayAttr>("block");
+  r.smem = record.getAs<IntegerAttr>("dynamic_shared_memory");
+  r.mapArgs = record.getAs<DenseI64ArrayAttr>("tensor_map_args");
+  r.mapTypes = record.getAs<ArrayAttr>("tensor_map_types");
+  r.pointerArgs = record.getAs<DenseI64ArrayAttr>("pointer_args");
+  if (!r.kernel || !r.grid || r.grid.size() != 3 || !r.block ||
+      r.block.size() != 3 || !r.smem || !r.mapArgs || !r.mapTypes ||
+      static_cast<size_t>(r.mapArgs.size()) != r.mapTypes.size() ||
+      !r.pointerArgs)
     return func.emitError("malformed ")
            << kGPULaunchAttr << " record " << record;
   ArrayRef<Type> args = func.getArgumentTypes();
@@ -209,78 +238,135 @@ LogicalResult emitLaunchBody(func::FuncOp func, DictionaryAttr record,
                       return m && m.hasStaticShape() &&
                              m.getLayout().isIdentity() && m.getRank() > 0;
                     }) ||
-      !llvm::all_of(mapArgs.asArrayRef(), argIndexValid) ||
-      !llvm::all_of(pointerArgs.asArrayRef(), argIndexValid))
+      !llvm::all_of(r.mapArgs.asArrayRef(), argIndexValid) ||
+      !llvm::all_of(r.pointerArgs.asArrayRef(), argIndexValid))
     return func.emitError("a ")
            << kGPULaunchAttr
            << " function must be a declaration taking static identity-layout "
               "memrefs (inputs, then the result) and returning nothing";
+  for (auto [i, type] : llvm::zip(r.mapArgs.asArrayRef(), r.mapTypes)) {
+    if (!isa<nvgpu::TensorMapDescriptorType>(cast<TypeAttr>(type).getValue()))
+      return func.emitError("tensor_map_types holds ") << type;
+    // The descriptor is over the bytes of the rows: FP8 codes, or bf16
+    // values two bytes each.
+    auto argType = cast<MemRefType>(args[i]);
+    int64_t width = argType.getElementTypeBitWidth();
+    if (width != 8 && width != 16)
+      return func.emitError("tensor map argument #")
+             << i << " must have one- or two-byte elements, got " << argType;
+  }
+  return r;
+}
 
-  OpBuilder b(func.getContext());
-  Block *body = func.addEntryBlock();
-  b.setInsertionPointToStart(body);
-  HostLauncher host(b, func.getLoc());
+/// Emits the launch of `r` on `args` (values of the launch function's
+/// argument types) with `host`; `deviceArguments`: the arguments are device
+/// buffers already, so the kernel reads and writes them in place, else
+/// they are copied to device buffers and the result back.
+void emitLaunch(OpBuilder &b, HostLauncher &host, const LaunchRecord &r,
+                ValueRange args, bool deviceArguments) {
+  MLIRContext *ctx = b.getContext();
   // The buffers the kernel sees: the arguments themselves, or device
   // copies (as i8 bytes) of them.
   SmallVector<Value> device;
-  for (BlockArgument arg : body->getArguments()) {
+  for (auto [i, arg] : llvm::enumerate(args)) {
     if (deviceArguments) {
       device.push_back(arg);
       continue;
     }
     auto type = cast<MemRefType>(arg.getType());
     Value bytes = host.allocate(type);
-    if (arg.getArgNumber() + 1 < body->getNumArguments())
+    if (i + 1 < args.size())
       host.copy(host.view(bytes, type), arg);
     device.push_back(bytes);
   }
   SmallVector<Value> operands;
-  for (auto [i, type] : llvm::zip(mapArgs.asArrayRef(), mapTypes)) {
-    auto mapType = dyn_cast<nvgpu::TensorMapDescriptorType>(
-        cast<TypeAttr>(type).getValue());
-    if (!mapType)
-      return func.emitError("tensor_map_types holds ") << type;
-    auto argType = cast<MemRefType>(args[i]);
-    // The descriptor is over the bytes of the rows (FP8 codes, or bf16
-    // values two bytes each): ui8 [rows, bytes per row].
-    int64_t width = argType.getElementTypeBitWidth();
-    if (width != 8 && width != 16)
-      return func.emitError("tensor map argument #")
-             << i << " must have one- or two-byte elements, got " << argType;
+  for (auto [i, type] : llvm::zip(r.mapArgs.asArrayRef(), r.mapTypes)) {
+    auto mapType =
+        cast<nvgpu::TensorMapDescriptorType>(cast<TypeAttr>(type).getValue());
+    auto argType = cast<MemRefType>(args[i].getType());
     ArrayRef<int64_t> shape = argType.getShape();
     int64_t rows = 1;
     for (int64_t size : shape.drop_back())
       rows *= size;
-    int64_t rowBytes = shape.back() * width / 8;
-    auto ui8 = IntegerType::get(func.getContext(), 8, IntegerType::Unsigned);
+    // ui8 [rows, bytes per row] (checked: one- or two-byte elements).
+    int64_t rowBytes = shape.back() * argType.getElementTypeBitWidth() / 8;
+    auto ui8 = IntegerType::get(ctx, 8, IntegerType::Unsigned);
     Value codes =
         deviceArguments
             ? host.bytesOf(device[i], rows, rowBytes)
             : host.view(device[i], MemRefType::get({rows, rowBytes}, ui8));
     operands.push_back(host.tensorMap(codes, mapType));
   }
-  for (int64_t i : pointerArgs.asArrayRef())
+  for (int64_t i : r.pointerArgs.asArrayRef())
     operands.push_back(host.globalPointer(device[i]));
-  host.launch(kernel, grid, block, smem.getInt(), operands);
+  host.launch(r.kernel, r.grid, r.block, r.smem.getInt(), operands);
   if (!deviceArguments) {
-    BlockArgument out = body->getArguments().back();
+    Value out = args.back();
     host.copy(out, host.view(device.back(), cast<MemRefType>(out.getType())));
   }
+}
+
+/// Gives `func` its body: the launch on a stream of its own, synchronized
+/// at the end.
+void emitLaunchBody(func::FuncOp func, const LaunchRecord &r) {
+  OpBuilder b(func.getContext());
+  Block *body = func.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  HostLauncher host(b, func.getLoc(), /*ownStream=*/true);
+  emitLaunch(b, host, r, body->getArguments(), /*deviceArguments=*/false);
   host.finish();
   func::ReturnOp::create(b, func.getLoc());
   func->removeAttr(kGPULaunchAttr);
+}
+
+/// Replaces every call of `func` with the launch on the call's device
+/// arguments, for the caller to queue on its stream, and erases `func`.
+LogicalResult emitLaunchesAtCalls(func::FuncOp func, const LaunchRecord &r,
+                                  ModuleOp module) {
+  std::optional<SymbolTable::UseRange> uses =
+      SymbolTable::getSymbolUses(func, module);
+  if (!uses)
+    return func.emitError("has uses that are not calls");
+  SmallVector<func::CallOp> calls;
+  for (const SymbolTable::SymbolUse &use : *uses) {
+    auto call = dyn_cast<func::CallOp>(use.getUser());
+    if (!call)
+      return use.getUser()->emitError("uses kernel launch function @")
+             << func.getSymName() << " other than by func.call";
+    calls.push_back(call);
+  }
+  for (func::CallOp call : calls) {
+    OpBuilder b(call);
+    HostLauncher host(b, call.getLoc(), /*ownStream=*/false);
+    emitLaunch(b, host, r, call.getOperands(), /*deviceArguments=*/true);
+    call.erase();
+  }
+  func.erase();
   return success();
 }
 
-/// Emits the bodies of the module's kernel launch functions.
+/// Emits the module's kernel launches: the bodies of the launch functions,
+/// or with device arguments the launches at their calls.
 struct LowerMoeGPULaunchesPass
     : moe::impl::LowerMoeGPULaunchesBase<LowerMoeGPULaunchesPass> {
   using LowerMoeGPULaunchesBase::LowerMoeGPULaunchesBase;
   void runOnOperation() override {
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (auto record = func->getAttrOfType<DictionaryAttr>(kGPULaunchAttr))
-        if (failed(emitLaunchBody(func, record, deviceArguments)))
-          return signalPassFailure();
+    ModuleOp module = getOperation();
+    for (auto func :
+         llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+      auto record = func->getAttrOfType<DictionaryAttr>(kGPULaunchAttr);
+      if (!record)
+        continue;
+      FailureOr<LaunchRecord> r = readRecord(func, record);
+      if (failed(r))
+        return signalPassFailure();
+      if (!deviceArguments) {
+        emitLaunchBody(func, *r);
+        continue;
+      }
+      if (failed(emitLaunchesAtCalls(func, *r, module)))
+        return signalPassFailure();
+    }
   }
 };
 

@@ -55,8 +55,14 @@ namespace moe::cudart {
   X(cuMemAlloc)                                                                \
   X(cuMemAllocManaged)                                                         \
   X(cuMemFree)                                                                 \
+  X(cuMemPoolCreate)                                                           \
+  X(cuMemPoolDestroy)                                                          \
+  X(cuMemPoolSetAttribute)                                                     \
+  X(cuMemAllocFromPoolAsync)                                                   \
+  X(cuMemFreeAsync)                                                            \
   X(cuMemcpyAsync)                                                             \
   X(cuMemcpyHtoD)                                                              \
+  X(cuMemcpyHtoDAsync)                                                         \
   X(cuMemsetD32Async)                                                          \
   X(cuMemsetD16Async)                                                          \
   X(cuMemHostRegister)                                                         \

@@ -27,6 +27,14 @@
 // descriptor to device memory and never frees it; here the cache owns the
 // copies.
 //
+// Memory asked for on a stream comes from a stream-ordered pool per context
+// (cuMemAllocFromPoolAsync / cuMemFreeAsync) whose release threshold keeps
+// freed memory cached, so that a compiled call, which allocates and frees
+// its workspace on its stream, makes no cuMemAlloc, no cuMemFree and no host
+// synchronization once the pool has grown to its size. The tensor-map entry
+// point, whose signature carries no stream, uses the stream the host named
+// with moeCudaRuntimeSetCallStream the same way.
+//
 //===----------------------------------------------------------------------===//
 
 #include "moe/Runtime/CudaRuntime.h"
@@ -39,6 +47,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -81,6 +90,16 @@ template <typename T> std::string joined(const T *values, uint32_t count) {
 struct Allocation {
   CUcontext context;
   int64_t bytes;
+  /// From the context's pool (mgpuMemAlloc on a stream).
+  bool streamOrdered;
+};
+
+/// The device copy of a cached tensor map, and the host copy it was
+/// uploaded from: an upload on the call stream may still read it, so it
+/// lives as long as the cache entry.
+struct TensorMapCopy {
+  CUdeviceptr device;
+  std::unique_ptr<CUtensorMap> host;
 };
 
 /// The context a registered handle was created in, from its registry entry.
@@ -89,9 +108,6 @@ CUcontext contextOf(const Allocation &allocation) { return allocation.context; }
 
 /// A registered handle as printed by %p.
 const void *asPointer(const void *handle) { return handle; }
-const void *asPointer(CUdeviceptr handle) {
-  return reinterpret_cast<const void *>(handle);
-}
 
 /// Which tensor maps were built, per context: the key is every argument of
 /// cuTensorMapEncodeTiled, the value the device copy that kernels read.
@@ -242,7 +258,7 @@ public:
   std::unordered_map<CUevent, CUcontext> events;
   std::unordered_map<CUdeviceptr, Allocation> allocations;
   std::unordered_map<void *, CUcontext> hostRegistrations;
-  std::map<TensorMapCacheKey, CUdeviceptr> tensorMaps;
+  std::map<TensorMapCacheKey, TensorMapCopy> tensorMaps;
   int64_t tensorMapEncodes = 0;
   int64_t tensorMapCacheHits = 0;
   int64_t launches = 0;
@@ -273,6 +289,28 @@ public:
     out.suppressedErrors = suppressedErrors;
   }
 
+  //===-- Stream-ordered memory ------------------------------------------===//
+
+  /// The stream of the compiled call in progress, or null.
+  CUstream callStream() const { return stream.load(std::memory_order_acquire); }
+  void setCallStream(CUstream callStream) {
+    stream.store(callStream, std::memory_order_release);
+  }
+
+  /// The device ordinal whose primary context `context` is; -1 if none.
+  int32_t deviceOf(CUcontext context) {
+    std::lock_guard<std::mutex> lock(contextMutex);
+    for (const auto &entry : contexts)
+      if (entry.second == context)
+        return entry.first;
+    return -1;
+  }
+
+  /// Guards `pools`.
+  std::mutex poolMutex;
+  /// The stream-ordered pool of each context, created at its first use.
+  std::unordered_map<CUcontext, CUmemoryPool> pools;
+
   void reset();
   void resetForTesting(const char *library);
 
@@ -294,6 +332,7 @@ private:
   DriverApi api;
 
   std::atomic<int32_t> device{0};
+  std::atomic<CUstream> stream{nullptr};
   std::mutex contextMutex;
   bool initialized = false;
   std::map<int32_t, CUcontext> contexts;
@@ -395,6 +434,37 @@ void inContextOf(EntryScope &scope, CUcontext context, Fn fn) {
   ContextGuard guard(scope.rt());
   if (guard.enter(scope.name(), context))
     fn();
+}
+
+/// The stream-ordered pool of the scope's context, created on first use on
+/// its device with a release threshold that keeps all freed memory cached:
+/// the default of zero would hand it back to the OS at every
+/// synchronization, and the next call would map it again. Null, with the
+/// error recorded, when the driver refuses.
+CUmemoryPool memoryPool(EntryScope &scope) {
+  Runtime &rt = scope.rt();
+  std::lock_guard<std::mutex> lock(rt.poolMutex);
+  auto found = rt.pools.find(scope.context());
+  if (found != rt.pools.end())
+    return found->second;
+  const int32_t device = rt.deviceOf(scope.context());
+  CUmemPoolProps props = {};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  CUmemoryPool pool = nullptr;
+  if (!scope.check(scope.api().cuMemPoolCreate(&pool, &props),
+                   MOE_CU_SYMBOL(cuMemPoolCreate), format("device %d", device)))
+    return nullptr;
+  cuuint64_t keepAll = UINT64_MAX;
+  if (!scope.check(scope.api().cuMemPoolSetAttribute(
+                       pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keepAll),
+                   MOE_CU_SYMBOL(cuMemPoolSetAttribute), "release threshold")) {
+    scope.api().cuMemPoolDestroy(pool);
+    return nullptr;
+  }
+  rt.pools.emplace(scope.context(), pool);
+  return pool;
 }
 
 /// Records `handle` in `registry` as created in the scope's context.
@@ -594,7 +664,8 @@ void Runtime::reset() {
   std::unordered_map<CUevent, CUcontext> heldEvents;
   std::unordered_map<CUdeviceptr, Allocation> heldAllocations;
   std::unordered_map<void *, CUcontext> heldRegistrations;
-  std::map<TensorMapCacheKey, CUdeviceptr> heldTensorMaps;
+  std::map<TensorMapCacheKey, TensorMapCopy> heldTensorMaps;
+  setCallStream(nullptr);
   {
     std::lock_guard<std::mutex> lock(mutex);
     heldStreams.swap(streams);
@@ -617,7 +688,9 @@ void Runtime::reset() {
     ContextGuard guard(*this);
     if (!guard.enter(entry, context))
       continue;
-    // Kernels may still read the descriptors and buffers about to be freed.
+    // Kernels may still read the descriptors and buffers about to be freed
+    // (cuMemFree does not wait for pool memory), and uploads may still read
+    // the tensor maps' host copies.
     check(api.cuCtxSynchronize(), entry, MOE_CU_SYMBOL(cuCtxSynchronize), "");
     // Releases the handles of `registry` created in this context.
     auto releaseHeld = [&](const auto &registry, auto release,
@@ -634,13 +707,20 @@ void Runtime::reset() {
                 MOE_CU_SYMBOL(cuMemHostUnregister));
     for (const auto &tensorMap : heldTensorMaps)
       if (tensorMap.first.first == context)
-        check(api.cuMemFree(tensorMap.second), entry, MOE_CU_SYMBOL(cuMemFree),
-              "");
+        check(api.cuMemFree(tensorMap.second.device), entry,
+              MOE_CU_SYMBOL(cuMemFree), "");
   }
 }
 
 void Runtime::resetForTesting(const char *library) {
   reset();
+  {
+    std::lock_guard<std::mutex> lock(poolMutex);
+    for (const auto &entry : pools)
+      check(api.cuMemPoolDestroy(entry.second), "setDriverLibraryForTesting",
+            MOE_CU_SYMBOL(cuMemPoolDestroy), "");
+    pools.clear();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex);
     modules.clear();
@@ -936,7 +1016,7 @@ extern "C" void mgpuEventRecord(void *event, void *stream) {
 // Memory
 //===----------------------------------------------------------------------===//
 
-extern "C" void *mgpuMemAlloc(int64_t sizeBytes, void * /*stream*/,
+extern "C" void *mgpuMemAlloc(int64_t sizeBytes, void *stream,
                               int8_t isHostShared) {
   EntryScope scope("mgpuMemAlloc");
   if (!scope)
@@ -949,10 +1029,20 @@ extern "C" void *mgpuMemAlloc(int64_t sizeBytes, void * /*stream*/,
     return nullptr;
   CUdeviceptr pointer = 0;
   const std::string detail = format("%" PRId64 " bytes", sizeBytes);
+  // On a stream the allocation is ordered on it, like the gpu.alloc it
+  // lowers: it comes from the pool, without a host synchronization.
+  const bool streamOrdered = stream && !isHostShared;
   if (isHostShared) {
     if (!scope.check(scope.api().cuMemAllocManaged(&pointer, size_t(sizeBytes),
                                                    CU_MEM_ATTACH_GLOBAL),
                      MOE_CU_SYMBOL(cuMemAllocManaged), detail))
+      return nullptr;
+  } else if (streamOrdered) {
+    CUmemoryPool pool = memoryPool(scope);
+    if (!pool || !scope.check(scope.api().cuMemAllocFromPoolAsync(
+                                  &pointer, size_t(sizeBytes), pool,
+                                  static_cast<CUstream>(stream)),
+                              MOE_CU_SYMBOL(cuMemAllocFromPoolAsync), detail))
       return nullptr;
   } else if (!scope.check(scope.api().cuMemAlloc(&pointer, size_t(sizeBytes)),
                           MOE_CU_SYMBOL(cuMemAlloc), detail)) {
@@ -960,7 +1050,8 @@ extern "C" void *mgpuMemAlloc(int64_t sizeBytes, void * /*stream*/,
   }
   Runtime &rt = scope.rt();
   std::lock_guard<std::mutex> lock(rt.mutex);
-  rt.allocations.emplace(pointer, Allocation{scope.context(), sizeBytes});
+  rt.allocations.emplace(pointer,
+                         Allocation{scope.context(), sizeBytes, streamOrdered});
   return reinterpret_cast<void *>(pointer);
 }
 
@@ -968,19 +1059,39 @@ extern "C" void mgpuMemFree(void *ptr, void *stream) {
   EntryScope scope("mgpuMemFree", EntryScope::Kind::Release);
   if (!scope || !ptr)
     return;
-  releaseHandle(
-      scope, scope.rt().allocations, reinterpret_cast<CUdeviceptr>(ptr),
-      "%p was not allocated by mgpuMemAlloc or is freed already",
-      [&](CUdeviceptr pointer) {
-        // gpu.dealloc is ordered after the work queued on the stream;
-        // cuMemFree promises nothing about it.
-        if (stream)
-          scope.check(
-              scope.api().cuStreamSynchronize(static_cast<CUstream>(stream)),
-              MOE_CU_SYMBOL(cuStreamSynchronize));
-        return scope.api().cuMemFree(pointer);
-      },
-      MOE_CU_SYMBOL(cuMemFree), format("%p", ptr));
+  Runtime &rt = scope.rt();
+  const auto pointer = reinterpret_cast<CUdeviceptr>(ptr);
+  Allocation allocation = {};
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    auto found = rt.allocations.find(pointer);
+    if (found == rt.allocations.end()) {
+      scope.fail(format(
+          "%p was not allocated by mgpuMemAlloc or is freed already", ptr));
+      return;
+    }
+    allocation = found->second;
+    rt.allocations.erase(found);
+  }
+  const std::string detail = format("%p", ptr);
+  const DriverApi &api = scope.api();
+  inContextOf(scope, allocation.context, [&] {
+    if (allocation.streamOrdered && stream) {
+      // Back to the pool once the work queued on the stream is done.
+      scope.check(api.cuMemFreeAsync(pointer, static_cast<CUstream>(stream)),
+                  MOE_CU_SYMBOL(cuMemFreeAsync), detail);
+      return;
+    }
+    // gpu.dealloc is ordered after the work queued on the stream;
+    // cuMemFree promises nothing about it (and for pool memory does not
+    // even wait for the device).
+    if (stream)
+      scope.check(api.cuStreamSynchronize(static_cast<CUstream>(stream)),
+                  MOE_CU_SYMBOL(cuStreamSynchronize));
+    else if (allocation.streamOrdered)
+      scope.check(api.cuCtxSynchronize(), MOE_CU_SYMBOL(cuCtxSynchronize));
+    scope.check(api.cuMemFree(pointer), MOE_CU_SYMBOL(cuMemFree), detail);
+  });
 }
 
 extern "C" void mgpuMemcpy(void *dst, void *src, int64_t sizeBytes,
@@ -1090,12 +1201,12 @@ extern "C" void *mgpuTensorMapEncodeTiledMemref(
     auto found = rt.tensorMaps.find(key);
     if (found != rt.tensorMaps.end()) {
       ++rt.tensorMapCacheHits;
-      return reinterpret_cast<void *>(found->second);
+      return reinterpret_cast<void *>(found->second.device);
     }
   }
-  CUtensorMap tensorMap;
+  auto tensorMap = std::make_unique<CUtensorMap>();
   CUresult result = scope.api().cuTensorMapEncodeTiled(
-      &tensorMap, CUtensorMapDataType(args.dataType), args.rank,
+      tensorMap.get(), CUtensorMapDataType(args.dataType), args.rank,
       args.globalAddress, args.globalDim, args.globalStrides, args.boxDim,
       args.elementStrides, CUtensorMapInterleave(args.interleave),
       CUtensorMapSwizzle(args.swizzle),
@@ -1114,13 +1225,43 @@ extern "C" void *mgpuTensorMapEncodeTiledMemref(
   }
   // Kernels take the descriptor by generic address, so it lives in device
   // memory.
+  if (CUstream stream = rt.callStream()) {
+    // In a compiled call: the copy comes from the pool and is uploaded on
+    // the call's stream, ahead of the launch that reads it, without a host
+    // synchronization. The upload reads the host copy, which the cache
+    // keeps until moeCudaRuntimeReset has synchronized. The lock is held
+    // so that no other thread uploads the same descriptor meanwhile.
+    CUmemoryPool pool = memoryPool(scope);
+    if (!pool)
+      return nullptr;
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    auto found = rt.tensorMaps.find(key);
+    if (found != rt.tensorMaps.end()) {
+      ++rt.tensorMapCacheHits;
+      return reinterpret_cast<void *>(found->second.device);
+    }
+    CUdeviceptr device = 0;
+    if (!scope.check(scope.api().cuMemAllocFromPoolAsync(
+                         &device, sizeof(CUtensorMap), pool, stream),
+                     MOE_CU_SYMBOL(cuMemAllocFromPoolAsync), "tensor map"))
+      return nullptr;
+    if (!scope.check(scope.api().cuMemcpyHtoDAsync(device, tensorMap.get(),
+                                                   sizeof(CUtensorMap), stream),
+                     MOE_CU_SYMBOL(cuMemcpyHtoDAsync), "tensor map")) {
+      scope.api().cuMemFreeAsync(device, stream);
+      return nullptr;
+    }
+    rt.tensorMaps.emplace(key, TensorMapCopy{device, std::move(tensorMap)});
+    ++rt.tensorMapEncodes;
+    return reinterpret_cast<void *>(device);
+  }
   CUdeviceptr device = 0;
-  if (!scope.check(scope.api().cuMemAlloc(&device, sizeof(tensorMap)),
+  if (!scope.check(scope.api().cuMemAlloc(&device, sizeof(CUtensorMap)),
                    MOE_CU_SYMBOL(cuMemAlloc), "tensor map"))
     return nullptr;
-  if (!scope.check(
-          scope.api().cuMemcpyHtoD(device, &tensorMap, sizeof(tensorMap)),
-          MOE_CU_SYMBOL(cuMemcpyHtoD), "tensor map")) {
+  if (!scope.check(scope.api().cuMemcpyHtoD(device, tensorMap.get(),
+                                            sizeof(CUtensorMap)),
+                   MOE_CU_SYMBOL(cuMemcpyHtoD), "tensor map")) {
     scope.api().cuMemFree(device);
     return nullptr;
   }
@@ -1133,12 +1274,13 @@ extern "C" void *mgpuTensorMapEncodeTiledMemref(
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(rt.mutex);
-  auto inserted = rt.tensorMaps.emplace(key, device);
+  auto inserted =
+      rt.tensorMaps.emplace(key, TensorMapCopy{device, std::move(tensorMap)});
   if (!inserted.second) {
     // Another thread built the same descriptor meanwhile; keep one.
     scope.api().cuMemFree(device);
     ++rt.tensorMapCacheHits;
-    return reinterpret_cast<void *>(inserted.first->second);
+    return reinterpret_cast<void *>(inserted.first->second.device);
   }
   ++rt.tensorMapEncodes;
   return reinterpret_cast<void *>(device);
@@ -1165,6 +1307,10 @@ extern "C" void moeCudaRuntimeClearError() { Runtime::get().clearError(); }
 extern "C" void moeCudaRuntimeGetStats(MoeCudaRuntimeStats *stats) {
   if (stats)
     Runtime::get().stats(*stats);
+}
+
+extern "C" void moeCudaRuntimeSetCallStream(void *stream) {
+  Runtime::get().setCallStream(static_cast<CUstream>(stream));
 }
 
 extern "C" void moeCudaRuntimeReset() { Runtime::get().reset(); }

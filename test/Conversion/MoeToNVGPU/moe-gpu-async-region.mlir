@@ -1,4 +1,5 @@
 // RUN: moe-opt %s -pass-pipeline="builtin.module(func.func(moe-gpu-async-region))" | FileCheck %s
+// RUN: moe-opt %S/Inputs/caller-stream.mlir -split-input-file -verify-diagnostics -pass-pipeline="builtin.module(func.func(moe-gpu-async-region{caller-stream}))" | FileCheck %S/Inputs/caller-stream.mlir
 
 // The public function's gpu host ops become asynchronous on one stream,
 // with a host synchronization before the call (an op with side effects)

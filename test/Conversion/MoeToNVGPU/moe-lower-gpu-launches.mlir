@@ -61,10 +61,19 @@
 // With device arguments (the resident pipeline) the kernel works on the
 // arguments themselves: no buffer, no copy; each TMA descriptor covers its
 // argument seen as ui8 [rows, last dimension] through a memref descriptor
-// built over the aligned pointer.
-// DEV-LABEL: func.func private @mx_block_matmul_0_launch(
-// DEV-SAME:      %[[LQ:[^:]*]]: memref<256x256xf8E4M3FN>, %[[LS:[^:]*]]: memref<256x8xf8E8M0FNU>, %[[RQ:[^:]*]]: memref<2x128x256xf8E4M3FN>, %[[RS:[^:]*]]: memref<2x128x8xf8E8M0FNU>, %[[BLK:[^:]*]]: memref<2xi32>, %[[OUT:[^:]*]]: memref<256x128xf32>) {
-// DEV:         %[[T0:.*]] = gpu.wait async
+// built over the aligned pointer. The launch replaces the call, as a
+// synchronous gpu.launch_func without a stream of its own (the caller's
+// moe-gpu-async-region queues it on the caller's stream), and the launch
+// function is gone.
+// DEV-LABEL: func.func @mx_gemm(
+// DEV:         %[[LQ:.*]] = bufferization.to_buffer %arg0
+// DEV:         %[[LS:.*]] = bufferization.to_buffer %arg1
+// DEV:         %[[RQ:.*]] = bufferization.to_buffer %arg2
+// DEV:         %[[RS:.*]] = bufferization.to_buffer %arg3
+// DEV:         %[[BLK:.*]] = bufferization.to_buffer %arg4
+// DEV:         %[[OUT:.*]] = memref.alloc() : memref<256x128xf32>
+// DEV-NOT:     call
+// DEV-NOT:     gpu.wait
 // DEV-NOT:     gpu.alloc
 // DEV-NOT:     gpu.memcpy
 // DEV:         %[[AQ:.*]] = memref.extract_aligned_pointer_as_index %[[LQ]]
@@ -82,26 +91,30 @@
 // DEV:         memref.extract_aligned_pointer_as_index %[[RS]]
 // DEV:         memref.extract_aligned_pointer_as_index %[[OUT]]
 // DEV:         memref.extract_aligned_pointer_as_index %[[BLK]]
-// DEV:         %[[TL:.*]] = gpu.launch_func async [%[[T0]]] @moe_kernels::@mx_block_matmul_0
+// DEV-NOT:     gpu.wait
+// DEV:         gpu.launch_func @moe_kernels::@mx_block_matmul_0 blocks in
 // DEV-NOT:     gpu.memcpy
 // DEV-NOT:     gpu.dealloc
-// DEV:         gpu.wait [%[[TL]]]
+// DEV-NOT:     gpu.wait
+// DEV:         bufferization.to_tensor %[[OUT]]
 // DEV-NEXT:    return
+// DEV-NOT:     func.func private @mx_block_matmul_0_launch
 
 // On the default path the GEMM reads bf16 operands: each descriptor covers
 // the rows' bytes, ui8 [rows, 2 * K] (the lhs [256, 256] bf16 and the rhs
 // [2 * 128, 256] bf16 that the operand kernels wrote). The operand kernels
-// take global pointers only.
-// OPS-LABEL: func.func private @mx_operand_0_launch(
+// (here: dequantizing the codes with their scales) take global pointers
+// only.
+// OPS-LABEL: func.func @mx_gemm(
 // OPS-NOT:     nvgpu.tma.create.descriptor
-// OPS:         gpu.launch_func async [%{{.*}}] @moe_kernels::@mx_operand_0
-// OPS-LABEL: func.func private @block_matmul_2_launch(
-// OPS-SAME:      memref<256x256xbf16>, %{{[^:]*}}: memref<2x128x256xbf16>, %{{[^:]*}}: memref<2xi32>, %{{[^:]*}}: memref<256x128xf32>)
+// OPS:         gpu.launch_func @moe_kernels::@mx_operand_0 {{.*}} args({{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>, {{.*}} : !llvm.ptr<1>)
+// OPS-NOT:     nvgpu.tma.create.descriptor
+// OPS:         gpu.launch_func @moe_kernels::@mx_operand_1
 // OPS:         to memref<256x512xui8>
 // OPS:         nvgpu.tma.create.descriptor
 // OPS:         to memref<256x512xui8>
 // OPS:         nvgpu.tma.create.descriptor
-// OPS:         gpu.launch_func async [%{{.*}}] @moe_kernels::@block_matmul_2
+// OPS:         gpu.launch_func @moe_kernels::@block_matmul_2
 
 // -----
 

@@ -1,0 +1,199 @@
+//===- ResidentCallTest.cpp - what a resident call asks of the driver ------===//
+//
+// Compiles a layer for sm90a in the resident mode and runs it against the
+// fake libcuda of unittests/Runtime, which logs every driver call with its
+// stream (it runs no kernel, so the outputs are not checked). The compiled
+// call must make no allocation or release outside the stream-ordered pool,
+// no host synchronization and no stream or event of its own: everything it
+// does is queued on the run's stream. A second run of the same executable
+// holds to the same.
+//
+// The test needs that fake as libcuda.so.1: test/Runtime/CUDA/
+// resident-call-fake-driver.test runs it with LD_LIBRARY_PATH set so (it
+// is not one of the *Tests binaries the unit suite runs without a driver).
+//
+// Where the call begins and ends in the log: Executable::run synchronizes
+// the run's stream after copying the inputs in, right after the call (which
+// makes the results readable), and after copying the outputs out; nothing
+// else synchronizes. So the call is what lies between the first two
+// cuStreamSynchronize, and a run with more than three has synchronized
+// inside the call.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moe/JIT/MoeJIT.h"
+#include "moe/Reference/Model.h"
+
+#include "../Runtime/FakeCuda.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace moe::jit;
+
+namespace {
+
+/// The fake's log, read through the libcuda.so.1 that the runtime loaded.
+class FakeDriverLog {
+public:
+  FakeDriverLog() {
+    handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!handle)
+      return;
+    count = reinterpret_cast<decltype(count)>(
+        dlsym(handle, "fakeCudaCallCount"));
+    at = reinterpret_cast<decltype(at)>(dlsym(handle, "fakeCudaCallAt"));
+    reset = reinterpret_cast<decltype(reset)>(dlsym(handle, "fakeCudaReset"));
+  }
+  ~FakeDriverLog() {
+    if (handle)
+      dlclose(handle);
+  }
+  bool loaded() const { return count && at && reset; }
+  std::vector<FakeCall> calls() const {
+    std::vector<FakeCall> out;
+    for (int i = 0; i < count(); ++i)
+      out.push_back(at(i));
+    return out;
+  }
+
+  int (*count)() = nullptr;
+  FakeCall (*at)(int) = nullptr;
+  void (*reset)() = nullptr;
+
+private:
+  void *handle = nullptr;
+};
+
+/// The driver calls a compiled call must not make.
+const std::set<std::string> &forbiddenInCall() {
+  static const std::set<std::string> symbols = {
+      "cuMemAlloc_v2",       "cuMemFree_v2",       "cuMemAllocManaged",
+      "cuMemcpyHtoD_v2",     "cuStreamSynchronize", "cuCtxSynchronize",
+      "cuEventSynchronize",  "cuStreamCreate",      "cuStreamDestroy_v2",
+      "cuEventCreate",       "cuEventDestroy_v2",   "cuEventRecord",
+      "cuStreamWaitEvent",   "cuMemPoolCreate",     "cuModuleLoadDataEx"};
+  return symbols;
+}
+
+class ResidentCall : public ::testing::Test {
+protected:
+  void SetUp() override {
+    desc = *parseLayerDesc("T=256,H=256,I=128,E=2,K=1,B=128");
+    moe::ref::LayerConfig cfg;
+    cfg.T = desc.T;
+    cfg.H = desc.H;
+    cfg.I = desc.I;
+    cfg.E = desc.E;
+    cfg.K = desc.K;
+    cfg.B = desc.B;
+    ref = moe::ref::makeInputs(cfg, /*seed=*/5);
+    x.assign(ref.x.size(), 0x3f80);
+    dy.assign(ref.dy.size(), 0x3f80);
+    wgu.assign(ref.wgu.size(), 0x3f80);
+    wd.assign(ref.wd.size(), 0x3f80);
+    aff.assign(ref.affinities.begin(), ref.affinities.end());
+    tok = ref.routing.tokenPositionToId;
+    blk = ref.routing.blockToExpert;
+    dx.assign(desc.T * desc.H, 0);
+    da.assign(desc.T * desc.E, 0);
+    dwgu.assign(desc.E * desc.H * 2 * desc.I, 0);
+    dwd.assign(desc.E * desc.I * desc.H, 0);
+  }
+
+  std::vector<ConstTensorRef> inputs(const Signature &sig) const {
+    const void *data[] = {x.data(),  dy.data(),  aff.data(), wgu.data(),
+                          wd.data(), tok.data(), blk.data()};
+    std::vector<ConstTensorRef> refs;
+    for (size_t i = 0; i < sig.inputs.size(); ++i)
+      refs.push_back({data[i], sig.inputs[i].dtype, sig.inputs[i].shape});
+    return refs;
+  }
+  std::vector<TensorRef> outputs(const Signature &sig) {
+    void *data[] = {dx.data(), da.data(), dwgu.data(), dwd.data()};
+    std::vector<TensorRef> refs;
+    for (size_t i = 0; i < sig.outputs.size(); ++i)
+      refs.push_back({data[i], sig.outputs[i].dtype, sig.outputs[i].shape});
+    return refs;
+  }
+
+  LayerDesc desc;
+  moe::ref::LayerInputs ref;
+  std::vector<uint16_t> x, dy, wgu, wd, dx;
+  std::vector<float> aff, da, dwgu, dwd;
+  std::vector<int32_t> tok, blk;
+};
+
+/// Checks the log of one run: see the file comment.
+void expectOneStreamNoSynchronization(const std::vector<FakeCall> &log) {
+  std::vector<size_t> syncs;
+  for (size_t i = 0; i < log.size(); ++i)
+    if (std::string(log[i].symbol) == "cuStreamSynchronize")
+      syncs.push_back(i);
+  ASSERT_EQ(syncs.size(), 3u)
+      << "the run synchronizes after the copies in, after the call and "
+         "after the copies out, and nowhere else";
+  const uintptr_t stream = log[syncs[0]].stream;
+  ASSERT_NE(stream, 0u);
+  EXPECT_EQ(log[syncs[1]].stream, stream);
+  std::map<std::string, int> inCall;
+  for (size_t i = syncs[0] + 1; i < syncs[1]; ++i) {
+    const std::string symbol = log[i].symbol;
+    ++inCall[symbol];
+    EXPECT_EQ(forbiddenInCall().count(symbol), 0u)
+        << symbol << " during the compiled call (call #" << i << ")";
+    if (log[i].stream) {
+      EXPECT_EQ(log[i].stream, stream)
+          << symbol << " on another stream during the compiled call";
+    }
+  }
+  // The call is not empty: its workspace comes from the pool and goes
+  // back to it on the stream, the kernels (elementwise and the five GEMMs,
+  // clusters or not) are launched on the stream, and the GEMMs' tensor maps
+  // are encoded and uploaded on it.
+  EXPECT_GT(inCall["cuMemAllocFromPoolAsync"], 0);
+  EXPECT_EQ(inCall["cuMemAllocFromPoolAsync"] - inCall["cuMemcpyHtoDAsync_v2"],
+            inCall["cuMemFreeAsync"])
+      << "every workspace buffer is freed in the call (descriptor copies "
+         "stay with the runtime's cache)";
+  EXPECT_GE(inCall["cuLaunchKernel"] + inCall["cuLaunchKernelEx"], 6);
+  EXPECT_GT(inCall["cuTensorMapEncodeTiled"], 0);
+  EXPECT_EQ(inCall["cuMemcpyHtoDAsync_v2"], inCall["cuTensorMapEncodeTiled"]);
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i].stream) {
+      EXPECT_EQ(log[i].stream, stream)
+          << log[i].symbol << " (call #" << i << ") is not on the run's stream";
+    }
+  }
+}
+
+TEST_F(ResidentCall, QueuesEverythingOnTheRunStreamWithoutSynchronizing) {
+  Compiler compiler;
+  CompileOptions options;
+  options.target = Target::Sm90a;
+  options.optLevel = 0;
+  Expected<Executable> exe = compiler.compileLayer(desc, options);
+  ASSERT_TRUE(exe) << exe.message();
+  ASSERT_EQ(exe->compileInfo().gpuMode, "resident");
+  FakeDriverLog fake;
+  ASSERT_TRUE(fake.loaded())
+      << "libcuda.so.1 is not the fake driver (run through lit)";
+  const Signature &sig = exe->signature();
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    fake.reset();
+    RunStats stats;
+    Status status = exe->run(inputs(sig), outputs(sig), &stats);
+    ASSERT_TRUE(status) << status.message();
+    EXPECT_GT(stats.callSeconds, 0.0);
+    expectOneStreamNoSynchronization(fake.calls());
+  }
+}
+
+} // namespace
