@@ -1,0 +1,549 @@
+// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu -verify-diagnostics | FileCheck %s --enable-var-scope
+
+// The bf16-operands MMA path of sm_90a, the default: every GEMM operand is
+// first made bf16 with its contraction axis innermost by an operand kernel
+// (@mx_operand_<n>: codes of an mx_quantize recomputed from its input, codes
+// given as arguments dequantized, bf16 transposed when K is not innermost),
+// then a GEMM kernel streams the bf16 tiles with TMA into bf16 wgmma (384
+// threads: one TMA producer warpgroup, two consumer warpgroups, 6 stages).
+
+// A block GEMM whose lhs [S, K] and rhs [E, N, K] come from mx_quantize
+// along K (e4m3, RCEIL): two row-mode operand kernels (one thread per
+// 32-element block: 256 x 8 and 2 x 128 x 8 blocks, grid 8 of 256 threads)
+// that round the quantizations' inputs, and the GEMM reads their bf16
+// results. S = 256 slots in 2 blocks, N = 128, K = 256: 4 K tiles of 64.
+
+// CHECK-LABEL: func.func @quantized_k_innermost(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<256x256xbf16>, %[[W:[^:]*]]: tensor<2x128x256xbf16>, %[[BLK:[^:]*]]: tensor<2xi32>)
+// CHECK-NOT:     moe.block_matmul
+// CHECK:         %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<256x256xbf16> to memref<256x256xbf16>
+// CHECK:         %[[XO:.*]] = memref.alloc() : memref<256x256xbf16>
+// CHECK:         call @mx_operand_0_launch(%[[XB]], %[[XO]]) : (memref<256x256xbf16>, memref<256x256xbf16>) -> ()
+// CHECK:         %[[XV:.*]] = bufferization.to_tensor %[[XO]] restrict writable
+// CHECK:         %[[WB:.*]] = bufferization.to_buffer %[[W]] read_only : tensor<2x128x256xbf16> to memref<2x128x256xbf16>
+// CHECK:         %[[WO:.*]] = memref.alloc() : memref<2x128x256xbf16>
+// CHECK:         call @mx_operand_1_launch(%[[WB]], %[[WO]]) : (memref<2x128x256xbf16>, memref<2x128x256xbf16>) -> ()
+// CHECK:         %[[WV:.*]] = bufferization.to_tensor %[[WO]] restrict writable
+// CHECK:         %[[A:.*]] = bufferization.to_buffer %[[XV]] read_only
+// CHECK:         %[[B:.*]] = bufferization.to_buffer %[[WV]] read_only
+// CHECK:         %[[E:.*]] = bufferization.to_buffer %[[BLK]] read_only
+// CHECK:         %[[OUT:.*]] = memref.alloc() : memref<256x128xf32>
+// CHECK:         call @block_matmul_2_launch(%[[A]], %[[B]], %[[E]], %[[OUT]]) : (memref<256x256xbf16>, memref<2x128x256xbf16>, memref<2xi32>, memref<256x128xf32>) -> ()
+// CHECK:         %[[R:.*]] = bufferization.to_tensor %[[OUT]] restrict writable : memref<256x128xf32> to tensor<256x128xf32>
+// CHECK-NOT:     moe.block_matmul
+// CHECK:         return %[[R]]
+//
+// CHECK-LABEL: func.func private @mx_operand_0_launch(memref<256x256xbf16>, memref<256x256xbf16>)
+// CHECK-SAME:      block = array<i64: 256, 1, 1>, dynamic_shared_memory = 0 : i64, grid = array<i64: 8, 1, 1>,
+// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_0, pointer_args = array<i64: 0, 1>, tensor_map_args = array<i64>, tensor_map_types = []
+// CHECK-LABEL: func.func private @mx_operand_1_launch(memref<2x128x256xbf16>, memref<2x128x256xbf16>)
+// CHECK-SAME:      grid = array<i64: 8, 1, 1>, kernel = @moe_kernels::@mx_operand_1, pointer_args = array<i64: 0, 1>
+// Host arguments lhs, rhs, block_to_expert, result; kernel arguments tmapA,
+// tmapB, c (host 3), blockToExpert (host 2). 6 stages of two 16 KiB panels,
+// 16 bytes of counters, 12 barriers and 1 KiB of alignment slack.
+// CHECK-LABEL: func.func private @block_matmul_2_launch(memref<256x256xbf16>, memref<2x128x256xbf16>, memref<2xi32>, memref<256x128xf32>)
+// CHECK-SAME:      attributes {moe.gpu_launch = {block = array<i64: 384, 1, 1>,
+// CHECK-SAME:        dynamic_shared_memory = 197744 : i64,
+// CHECK-SAME:        grid = array<i64: 1, 2, 1>,
+// CHECK-SAME:        kernel = @moe_kernels::@block_matmul_2,
+// CHECK-SAME:        pointer_args = array<i64: 3, 2>,
+// CHECK-SAME:        tensor_map_args = array<i64: 0, 1>,
+// CHECK-SAME:        tensor_map_types = [!nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>]}}
+//
+// The lhs operand kernel: thread `item` < 2048 loads its 32 bf16 values
+// (4 x 16 bytes), takes their amax on the magnitude bits, derives the RCEIL
+// scale byte from amax / 448, and rounds each pair with the hardware
+// conversion (the first value in the upper byte), then back to f16x2
+// exactly, times 2^(byte - 127), as bf16; 4 x 16-byte stores.
+// CHECK-LABEL: gpu.func @mx_operand_0(
+// CHECK-SAME:      %[[SRC:[^:]*]]: !llvm.ptr<1>, %[[DST:[^:]*]]: !llvm.ptr<1>) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>}
+// CHECK:           %[[ITEM:.*]] = arith.addi
+// CHECK:           %[[IN:.*]] = arith.cmpi ult, %[[ITEM]], %c2048_i64 : i64
+// CHECK:           scf.if %[[IN]] {
+// CHECK:             llvm.getelementptr %[[SRC]]
+// CHECK:             %[[V0:.*]] = llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// CHECK:             %[[E0:.*]] = llvm.extractelement %[[V0]][%{{.*}} : i32] : vector<8xbf16>
+// CHECK-NEXT:        %[[X0:.*]] = arith.extf %[[E0]] : bf16 to f32
+// CHECK:             %[[E1:.*]] = llvm.extractelement %[[V0]][%{{.*}} : i32] : vector<8xbf16>
+// CHECK-NEXT:        %[[X1:.*]] = arith.extf %[[E1]] : bf16 to f32
+// CHECK-COUNT-3:     llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// CHECK-NOT:         llvm.load
+// CHECK:             %[[BITS0:.*]] = arith.bitcast %[[X0]] : f32 to i32
+// CHECK-NEXT:        %[[MASK:.*]] = arith.constant 2147483647 : i32
+// CHECK-NEXT:        %[[MAG0:.*]] = arith.andi %[[BITS0]], %[[MASK]] : i32
+// CHECK:             arith.maxui %{{.*}}, %[[MAG0]] : i32
+// CHECK-COUNT-31:    arith.maxui
+// CHECK-NOT:         arith.maxui
+// CHECK:             %[[EMAX:.*]] = arith.constant 4.480000e+02 : f32
+// CHECK:             arith.divf %{{.*}}, %[[EMAX]] : f32
+// CHECK:             %[[INV:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK:             %[[FACTOR:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK-NEXT:        %[[Y0:.*]] = arith.mulf %[[X0]], %[[INV]] : f32
+// CHECK-NEXT:        %[[Y1:.*]] = arith.mulf %[[X1]], %[[INV]] : f32
+// CHECK-NEXT:        %[[P:.*]] = nvvm.convert.f32x2.to.f8x2 %[[Y1]], %[[Y0]] {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>} : vector<2xi8>(f8E4M3FN)
+// CHECK-NEXT:        %[[H:.*]] = nvvm.convert.f8x2.to.f16x2 %[[P]] : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
+// CHECK:             %[[H0:.*]] = llvm.extractelement %[[H]][%{{.*}} : i32] : vector<2xf16>
+// CHECK-NEXT:        %[[F0:.*]] = arith.extf %[[H0]] : f16 to f32
+// CHECK-NEXT:        %[[D0:.*]] = arith.mulf %[[F0]], %[[FACTOR]] : f32
+// CHECK-NEXT:        arith.truncf %[[D0]] : f32 to bf16
+// CHECK-COUNT-15:    nvvm.convert.f32x2.to.f8x2 %{{.*}}, %{{.*}} {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>} : vector<2xi8>(f8E4M3FN)
+// CHECK-NOT:         nvvm.convert.f32x2.to.f8x2
+// CHECK-COUNT-4:     llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-NOT:         llvm.store
+// CHECK:           gpu.return
+// CHECK-LABEL: gpu.func @mx_operand_1(
+// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E4M3FN)
+// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+//
+// The GEMM kernel.
+// CHECK-LABEL: gpu.func @block_matmul_2(
+// CHECK-SAME:      %[[TMA:[^:]*]]: !llvm.ptr, %[[TMB:[^:]*]]: !llvm.ptr, %[[C:[^:]*]]: !llvm.ptr<1>, %[[BLKP:[^:]*]]: !llvm.ptr<1>) kernel
+// CHECK-SAME:      nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
+// CHECK:           %[[DA:.*]] = builtin.unrealized_conversion_cast %[[TMA]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>
+// CHECK:           %[[DB:.*]] = builtin.unrealized_conversion_cast %[[TMB]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>
+// CHECK:           %[[BV:.*]] = memref.view {{.*}} to memref<12xi64, 3>
+// CHECK:           %[[BARS:.*]] = builtin.unrealized_conversion_cast %[[BV]] : memref<12xi64, 3> to !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 12>
+// full[s] (thread 0's expect_tx) and empty[s] (the 256 consumers), 6 stages.
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK-NOT:       nvgpu.mbarrier.init
+// CHECK:           nvgpu.tma.prefetch.descriptor %[[DA]]
+// CHECK-NEXT:      nvgpu.tma.prefetch.descriptor %[[DB]]
+// CHECK:           gpu.barrier
+// Producer warpgroup: fewer registers; thread 0 alone streams the 4 K tiles
+// of its block's expert (rows expert * 128 + n0 of the rhs).
+// CHECK:           nvvm.setmaxregister decrease 40
+// CHECK:           llvm.getelementptr %[[BLKP]]
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %c4 step
+// CHECK:             nvgpu.mbarrier.try_wait.parity %[[BARS]]
+// CHECK:             nvgpu.mbarrier.arrive.expect_tx %[[BARS]][%{{.*}}], %c32768
+// CHECK:             nvgpu.tma.async.load %[[DA]]
+// CHECK:             nvgpu.tma.async.load %[[DB]]
+// Consumers: 4 k16 bf16 wgmmas per 64-wide K tile; the first starts the
+// accumulator; each later tile releases the previous one's stage.
+// CHECK:           nvvm.setmaxregister increase 232
+// CHECK:           nvgpu.mbarrier.try_wait.parity %[[BARS]]
+// CHECK:           nvvm.wgmma.fence.aligned
+// CHECK:           nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-3:   nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-NEXT:      nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:      nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK:           scf.for %{{.*}} = %c1{{.*}} to %c4 step
+// CHECK:             nvgpu.mbarrier.try_wait.parity %[[BARS]]
+// CHECK:             nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4:     nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-NEXT:        nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK:             nvgpu.mbarrier.arrive %[[BARS]]
+// CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
+// Whole tiles: 32 unguarded f32 pair stores per thread.
+// CHECK-NOT:       scf.if
+// CHECK-COUNT-32:  llvm.store %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// CHECK-NOT:       llvm.store
+// CHECK:           gpu.return
+func.func @quantized_k_innermost(%x: tensor<256x256xbf16>,
+                                 %w: tensor<2x128x256xbf16>,
+                                 %blk: tensor<2xi32>) -> tensor<256x128xf32> {
+  %xq, %xs = moe.mx_quantize %x
+      {axis = 1 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
+      : tensor<256x256xbf16> -> tensor<256x256xf8E4M3FN>, tensor<256x8xf8E8M0FNU>
+  %wq, %ws = moe.mx_quantize %w
+      {axis = 2 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
+      : tensor<2x128x256xbf16> -> tensor<2x128x256xf8E4M3FN>, tensor<2x128x8xf8E8M0FNU>
+  %r = moe.block_matmul
+      lhs(%xq : tensor<256x256xf8E4M3FN> scales %xs : tensor<256x8xf8E8M0FNU>)
+      rhs(%wq : tensor<2x128x256xf8E4M3FN> scales %ws : tensor<2x128x8xf8E8M0FNU>)
+      experts(%blk : tensor<2xi32>) {block_size = 128 : i64}
+      -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
+// A transpose_rhs weight [E, K, N] quantized along K (axis 1) with e5m2 /
+// FLOOR: a column-mode operand kernel (one thread per column pair of a
+// 32-row block: 2 x 8 x 48 = 768 threads, grid 3) writes it as [E, N, K].
+// N = 96 is a partial tile: the GEMM guards its column stores.
+
+// CHECK-LABEL: func.func @quantized_transposed(
+// CHECK:         call @mx_operand_0_launch(%{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<256x256xbf16>) -> ()
+// CHECK:         call @mx_operand_1_launch(%{{.*}}, %{{.*}}) : (memref<2x256x96xbf16>, memref<2x96x256xbf16>) -> ()
+// CHECK:         call @block_matmul_2_launch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<2x96x256xbf16>, memref<2xi32>, memref<256x96xf32>) -> ()
+// CHECK-LABEL: func.func private @mx_operand_1_launch(memref<2x256x96xbf16>, memref<2x96x256xbf16>)
+// CHECK-SAME:      grid = array<i64: 3, 1, 1>, kernel = @moe_kernels::@mx_operand_1, pointer_args = array<i64: 0, 1>
+// CHECK-LABEL: func.func private @block_matmul_2_launch(
+// CHECK-SAME:      grid = array<i64: 1, 2, 1>
+// CHECK-SAME:      pointer_args = array<i64: 3, 2>, tensor_map_args = array<i64: 0, 1>
+//
+// FLOOR for e5m2: the scale byte is amax's exponent minus 15, no division.
+// CHECK-LABEL: gpu.func @mx_operand_0(
+// CHECK-NOT:         arith.divf
+// CHECK:             arith.addi %{{.*}}, %c-15_i32{{(_[0-9]+)?}} : i32
+// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
+// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+// Columns c, c + 1 of rows 32 g .. 32 g + 31 (item % 48, item / 48 % 8,
+// item / 384): 32 pair loads, each column rounded on its own, 2 x 4 stores
+// into the transposed rows.
+// CHECK-LABEL: gpu.func @mx_operand_1(
+// CHECK:           arith.cmpi ult, %{{.*}}, %c768_i64 : i64
+// CHECK:             arith.remui %{{.*}}, %c48_i64 : i64
+// CHECK-COUNT-32:    llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> vector<2xbf16>
+// CHECK-NOT:         llvm.load
+// CHECK-NOT:         arith.divf
+// CHECK:             arith.addi %{{.*}}, %c-15_i32{{(_[0-9]+)?}} : i32
+// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
+// CHECK-NEXT:        nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E5M2) -> vector<2xf16>
+// CHECK-COUNT-4:     llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK:             arith.addi %{{.*}}, %c-15_i32{{(_[0-9]+)?}} : i32
+// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
+// CHECK-COUNT-4:     llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-NOT:         llvm.store
+// CHECK:           gpu.return
+//
+// The GEMM reads the rhs rows of its block's expert (expert * 96 + n0) and
+// stores only the columns below 96.
+// CHECK-LABEL: gpu.func @block_matmul_2(
+// CHECK:           nvvm.setmaxregister decrease 40
+// CHECK:           arith.muli %{{.*}}, %c96_i32 : i32
+// CHECK:           nvvm.setmaxregister increase 232
+// CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:           %[[INSIDE:.*]] = arith.cmpi ult, %{{.*}}, %c96_i32{{.*}} : i32
+// CHECK-NEXT:      scf.if %[[INSIDE]] {
+// CHECK:             llvm.store %{{.*}} : vector<2xf32>, !llvm.ptr<1>
+// CHECK-NEXT:      }
+func.func @quantized_transposed(%x: tensor<256x256xbf16>,
+                                %w: tensor<2x256x96xbf16>,
+                                %blk: tensor<2xi32>) -> tensor<256x96xf32> {
+  %xq, %xs = moe.mx_quantize %x
+      {axis = 1 : i64, quant = #moe.mx<f8E5M2, block = 32, rule = floor>}
+      : tensor<256x256xbf16> -> tensor<256x256xf8E5M2>, tensor<256x8xf8E8M0FNU>
+  %wq, %ws = moe.mx_quantize %w
+      {axis = 1 : i64, quant = #moe.mx<f8E5M2, block = 32, rule = floor>}
+      : tensor<2x256x96xbf16> -> tensor<2x256x96xf8E5M2>, tensor<2x8x96xf8E8M0FNU>
+  %r = moe.block_matmul
+      lhs(%xq : tensor<256x256xf8E5M2> scales %xs : tensor<256x8xf8E8M0FNU>)
+      rhs(%wq : tensor<2x256x96xf8E5M2> scales %ws : tensor<2x8x96xf8E8M0FNU>)
+      experts(%blk : tensor<2xi32>) {block_size = 128 : i64, transpose_rhs}
+      -> tensor<256x96xf32>
+  return %r : tensor<256x96xf32>
+}
+
+// -----
+
+// An expert GEMM (contraction over slots, axis 0 of both operands): the lhs
+// is f32 [S, M] quantized along the slots, the rhs codes [S, N] with their
+// scales [S / 32, N] come as arguments (weights=mx style) and are
+// dequantized (3 pointer arguments). Both operand kernels work in column
+// mode and write [M, S] and [N, S]. The GEMM's grid z is the expert.
+
+// CHECK-LABEL: func.func @expert_f32_and_codes(
+// CHECK-SAME:      %[[H:[^:]*]]: tensor<256x128xf32>, %[[DQ:[^:]*]]: tensor<256x128xf8E4M3FN>, %[[DS:[^:]*]]: tensor<8x128xf8E8M0FNU>, %[[BLK:[^:]*]]: tensor<2xi32>)
+// CHECK:         %[[HB:.*]] = bufferization.to_buffer %[[H]] read_only : tensor<256x128xf32> to memref<256x128xf32>
+// CHECK:         call @mx_operand_0_launch(%[[HB]], %{{.*}}) : (memref<256x128xf32>, memref<128x256xbf16>) -> ()
+// CHECK:         %[[QB:.*]] = bufferization.to_buffer %[[DQ]] read_only
+// CHECK:         %[[SB:.*]] = bufferization.to_buffer %[[DS]] read_only
+// CHECK:         call @mx_operand_1_launch(%[[QB]], %[[SB]], %{{.*}}) : (memref<256x128xf8E4M3FN>, memref<8x128xf8E8M0FNU>, memref<128x256xbf16>) -> ()
+// CHECK:         call @expert_matmul_2_launch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<128x256xbf16>, memref<128x256xbf16>, memref<2xi32>, memref<2x128x128xf32>) -> ()
+// CHECK-NOT:     moe.expert_matmul
+// CHECK-LABEL: func.func private @mx_operand_0_launch(memref<256x128xf32>, memref<128x256xbf16>)
+// CHECK-SAME:      grid = array<i64: 2, 1, 1>, kernel = @moe_kernels::@mx_operand_0, pointer_args = array<i64: 0, 1>
+// CHECK-LABEL: func.func private @mx_operand_1_launch(memref<256x128xf8E4M3FN>, memref<8x128xf8E8M0FNU>, memref<128x256xbf16>)
+// CHECK-SAME:      grid = array<i64: 2, 1, 1>, kernel = @moe_kernels::@mx_operand_1, pointer_args = array<i64: 0, 1, 2>
+// CHECK-LABEL: func.func private @expert_matmul_2_launch(memref<128x256xbf16>, memref<128x256xbf16>, memref<2xi32>, memref<2x128x128xf32>)
+// CHECK-SAME:      block = array<i64: 384, 1, 1>, dynamic_shared_memory = 197744 : i64, grid = array<i64: 1, 1, 2>,
+// CHECK-SAME:      kernel = @moe_kernels::@expert_matmul_2, pointer_args = array<i64: 3, 2>, tensor_map_args = array<i64: 0, 1>
+//
+// f32 pairs, RCEIL on e4m3.
+// CHECK-LABEL: gpu.func @mx_operand_0(
+// CHECK-SAME:      %{{[^:]*}}: !llvm.ptr<1>, %{{[^:]*}}: !llvm.ptr<1>) kernel
+// CHECK-COUNT-32:    llvm.load %{{.*}} invariant {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
+// CHECK-NOT:         arith.extf
+// CHECK:             arith.divf
+// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E4M3FN)
+// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK:             arith.divf
+// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E4M3FN)
+// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK:           gpu.return
+// Codes: 32 code pairs and one pair of scale bytes (scales[g, c], [g, c + 1]),
+// no rounding, only the exact conversion and the scale factors.
+// CHECK-LABEL: gpu.func @mx_operand_1(
+// CHECK-SAME:      %[[CODES:[^:]*]]: !llvm.ptr<1>, %[[SCALES:[^:]*]]: !llvm.ptr<1>, %[[OUT:[^:]*]]: !llvm.ptr<1>) kernel
+// CHECK-NOT:         nvvm.convert.f32x2.to.f8x2
+// CHECK-COUNT-32:    llvm.load %{{.*}} invariant {alignment = 2 : i64} : !llvm.ptr<1> -> vector<2xi8>
+// CHECK:             llvm.getelementptr %[[SCALES]]
+// CHECK-NEXT:        llvm.load %{{.*}} invariant {alignment = 2 : i64} : !llvm.ptr<1> -> vector<2xi8>
+// CHECK-NOT:         nvvm.convert.f32x2.to.f8x2
+// CHECK-COUNT-16:    nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
+// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-COUNT-16:    nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
+// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-NOT:         nvvm.convert.f32x2.to.f8x2
+// CHECK:           gpu.return
+//
+// The expert GEMM: every thread counts the blocks of lower experts and of
+// its grid z expert (shared-memory atomics); an expert without blocks
+// stores zeros, the others run the K tiles of their slots.
+// CHECK-LABEL: gpu.func @expert_matmul_2(
+// CHECK-SAME:      %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %[[C:[^:]*]]: !llvm.ptr<1>, %[[BLKP:[^:]*]]: !llvm.ptr<1>) kernel
+// CHECK:           gpu.barrier
+// CHECK:           %[[Z:.*]] = gpu.block_id z
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %c2 step %c384
+// CHECK:             llvm.getelementptr %[[BLKP]]
+// CHECK:           llvm.atomicrmw add %{{.*}} monotonic : !llvm.ptr<3>, i32
+// CHECK-NEXT:      llvm.atomicrmw add %{{.*}} monotonic : !llvm.ptr<3>, i32
+// CHECK-NEXT:      gpu.barrier
+// CHECK:           nvvm.setmaxregister decrease 40
+// CHECK:           nvgpu.tma.async.load
+// CHECK:           nvvm.setmaxregister increase 232
+// CHECK:           %[[NONE:.*]] = arith.cmpi eq, %{{.*}}, %c0_i64 : i64
+// CHECK-NEXT:      scf.if %[[NONE]] {
+// CHECK-NEXT:        %[[ZERO:.*]] = llvm.mlir.zero : !llvm.struct<(f32,
+// CHECK:             llvm.extractvalue %[[ZERO]][0]
+// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// CHECK-NEXT:      } else {
+// CHECK:             nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// CHECK-NEXT:      }
+func.func @expert_f32_and_codes(%h: tensor<256x128xf32>,
+                                %dq: tensor<256x128xf8E4M3FN>,
+                                %ds: tensor<8x128xf8E8M0FNU>,
+                                %blk: tensor<2xi32>) -> tensor<2x128x128xf32> {
+  %hq, %hs = moe.mx_quantize %h
+      {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
+      : tensor<256x128xf32> -> tensor<256x128xf8E4M3FN>, tensor<8x128xf8E8M0FNU>
+  %r = moe.expert_matmul
+      lhs(%hq : tensor<256x128xf8E4M3FN> scales %hs : tensor<8x128xf8E8M0FNU>)
+      rhs(%dq : tensor<256x128xf8E4M3FN> scales %ds : tensor<8x128xf8E8M0FNU>)
+      experts(%blk : tensor<2xi32>) {block_size = 128 : i64}
+      -> tensor<2x128x128xf32>
+  return %r : tensor<2x128x128xf32>
+}
+
+// -----
+
+// bf16 without scales (quant = none): the K-innermost lhs goes to the GEMM
+// as it is (no operand kernel); the transpose_rhs weight [E, K, N] is only
+// transposed by its operand kernel, with no FP8 rounding.
+
+// CHECK-LABEL: func.func @bf16_transposed(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<256x256xbf16>, %[[W:[^:]*]]: tensor<2x256x128xbf16>, %[[BLK:[^:]*]]: tensor<2xi32>)
+// CHECK:         %[[WB:.*]] = bufferization.to_buffer %[[W]] read_only
+// CHECK:         call @mx_operand_0_launch(%[[WB]], %{{.*}}) : (memref<2x256x128xbf16>, memref<2x128x256xbf16>) -> ()
+// CHECK:         %[[WT:.*]] = bufferization.to_tensor
+// CHECK:         %[[A:.*]] = bufferization.to_buffer %[[X]] read_only
+// CHECK:         %[[B:.*]] = bufferization.to_buffer %[[WT]] read_only
+// CHECK:         call @block_matmul_1_launch(%[[A]], %[[B]], %{{.*}}, %{{.*}})
+// CHECK-NOT:     call
+// CHECK-LABEL: func.func private @mx_operand_0_launch(
+// CHECK-SAME:      grid = array<i64: 4, 1, 1>
+// CHECK-NOT:   gpu.func @mx_operand_1
+// CHECK-LABEL: gpu.func @mx_operand_0(
+// CHECK-NOT:         nvvm.convert
+// CHECK-COUNT-32:    llvm.load %{{.*}} : !llvm.ptr<1> -> vector<2xbf16>
+// CHECK-NOT:         nvvm.convert
+// CHECK-NOT:         arith.mulf
+// CHECK:             arith.truncf %{{.*}} : f32 to bf16
+// CHECK-NOT:         nvvm.convert
+// CHECK-COUNT-8:     llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-NOT:         nvvm.convert
+// CHECK:           gpu.return
+// CHECK-LABEL: gpu.func @block_matmul_1(
+// CHECK-COUNT-4:     nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+func.func @bf16_transposed(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
+                           %blk: tensor<2xi32>) -> tensor<256x128xf32> {
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<2x256x128xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64, transpose_rhs} -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
+// A block GEMM with a bf16 bias [E, N] and K-innermost bf16 operands: no
+// operand kernel at all; the bias is a fifth kernel argument (host 3, the
+// result moves to host 4), and the epilogue adds bias[expert, n] (the
+// tile's expert from block_to_expert), widened from a bf16 pair.
+
+// CHECK-LABEL: func.func @bf16_bias(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<256x256xbf16>, %[[W:[^:]*]]: tensor<2x128x256xbf16>, %[[BLK:[^:]*]]: tensor<2xi32>, %[[BIAS:[^:]*]]: tensor<2x128xbf16>)
+// CHECK:         %[[A:.*]] = bufferization.to_buffer %[[X]] read_only
+// CHECK:         %[[B:.*]] = bufferization.to_buffer %[[W]] read_only
+// CHECK:         %[[E:.*]] = bufferization.to_buffer %[[BLK]] read_only
+// CHECK:         %[[BB:.*]] = bufferization.to_buffer %[[BIAS]] read_only : tensor<2x128xbf16> to memref<2x128xbf16>
+// CHECK:         %[[OUT:.*]] = memref.alloc() : memref<256x128xf32>
+// CHECK:         call @block_matmul_0_launch(%[[A]], %[[B]], %[[E]], %[[BB]], %[[OUT]])
+// CHECK-LABEL: func.func private @block_matmul_0_launch(memref<256x256xbf16>, memref<2x128x256xbf16>, memref<2xi32>, memref<2x128xbf16>, memref<256x128xf32>)
+// CHECK-SAME:      pointer_args = array<i64: 4, 2, 3>, tensor_map_args = array<i64: 0, 1>
+// CHECK-NOT:   gpu.func @mx_operand
+// CHECK-LABEL: gpu.func @block_matmul_0(
+// CHECK-SAME:      %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %[[C:[^:]*]]: !llvm.ptr<1>, %[[BLKP:[^:]*]]: !llvm.ptr<1>, %[[BIASP:[^:]*]]: !llvm.ptr<1>) kernel
+// CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:           %[[EXP:.*]] = llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK-NEXT:      %[[EXP64:.*]] = arith.extui %[[EXP]] : i32 to i64
+// CHECK:           %[[ROW:.*]] = arith.muli %[[EXP64]], %c128_i64{{.*}} : i64
+// CHECK-NEXT:      %[[BROW:.*]] = llvm.getelementptr %[[BIASP]][%[[ROW]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK:           %[[ACC0:.*]] = llvm.insertelement %{{.*}}, %{{.*}}[%{{.*}} : i32] : vector<2xf32>
+// CHECK:           %[[ACC:.*]] = llvm.insertelement %{{.*}}, %[[ACC0]][%{{.*}} : i32] : vector<2xf32>
+// CHECK:           %[[BP:.*]] = llvm.getelementptr %[[BROW]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK-NEXT:      %[[B16:.*]] = llvm.load %[[BP]] invariant {alignment = 4 : i64} : !llvm.ptr<1> -> vector<2xbf16>
+// CHECK-NEXT:      %[[B32:.*]] = llvm.fpext %[[B16]] : vector<2xbf16> to vector<2xf32>
+// CHECK-NEXT:      %[[SUM:.*]] = llvm.fadd %[[ACC]], %[[B32]] : vector<2xf32>
+// CHECK:           llvm.store %[[SUM]], %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// CHECK-COUNT-31:  llvm.fadd
+// CHECK-NOT:       llvm.fadd
+// CHECK:           gpu.return
+func.func @bf16_bias(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
+                     %blk: tensor<2xi32>, %bias: tensor<2x128xbf16>)
+    -> tensor<256x128xf32> {
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
+      bias(%bias : tensor<2x128xbf16>) {block_size = 128 : i64}
+      -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
+// The same with an f32 bias: f32 pairs, added as they are.
+
+// CHECK-LABEL: func.func private @block_matmul_0_launch(memref<256x256xbf16>, memref<2x128x256xbf16>, memref<2xi32>, memref<2x128xf32>, memref<256x128xf32>)
+// CHECK-SAME:      pointer_args = array<i64: 4, 2, 3>
+// CHECK-LABEL: gpu.func @block_matmul_0(
+// CHECK-SAME:      %{{[^:]*}}: !llvm.ptr<1>, %{{[^:]*}}: !llvm.ptr<1>, %[[BIASP:[^:]*]]: !llvm.ptr<1>) kernel
+// CHECK:           %[[BROW:.*]] = llvm.getelementptr %[[BIASP]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK:           %[[ACC0:.*]] = llvm.insertelement %{{.*}}, %{{.*}}[%{{.*}} : i32] : vector<2xf32>
+// CHECK:           %[[ACC:.*]] = llvm.insertelement %{{.*}}, %[[ACC0]][%{{.*}} : i32] : vector<2xf32>
+// CHECK:           %[[BP:.*]] = llvm.getelementptr %[[BROW]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK-NEXT:      %[[B32:.*]] = llvm.load %[[BP]] invariant {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
+// CHECK-NEXT:      %[[SUM:.*]] = llvm.fadd %[[ACC]], %[[B32]] : vector<2xf32>
+// CHECK:           %[[CP:.*]] = llvm.getelementptr
+// CHECK-NEXT:      llvm.store %[[SUM]], %[[CP]] {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// CHECK-NOT:       llvm.fpext
+// CHECK:           gpu.return
+func.func @f32_bias(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
+                    %blk: tensor<2xi32>, %bias: tensor<2x128xf32>)
+    -> tensor<256x128xf32> {
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
+      bias(%bias : tensor<2x128xf32>) {block_size = 128 : i64}
+      -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
+// Two GEMMs of one block that share a quantized operand: one operand
+// kernel, whose result both GEMM launches read.
+
+// CHECK-LABEL: func.func @shared_operand(
+// CHECK:         call @mx_operand_0_launch(
+// CHECK:         %[[XV:.*]] = bufferization.to_tensor
+// CHECK:         %[[A0:.*]] = bufferization.to_buffer %[[XV]] read_only
+// CHECK:         call @block_matmul_1_launch(%[[A0]],
+// CHECK-NOT:     call @mx_operand
+// CHECK:         %[[A1:.*]] = bufferization.to_buffer %[[XV]] read_only
+// CHECK:         call @block_matmul_2_launch(%[[A1]],
+// CHECK-LABEL: gpu.module @moe_kernels
+// CHECK-COUNT-1: gpu.func @mx_operand_
+// CHECK-NOT:     gpu.func @mx_operand_
+func.func @shared_operand(%x: tensor<256x256xbf16>, %w0: tensor<2x128x256xbf16>,
+                          %w1: tensor<2x128x256xbf16>, %blk: tensor<2xi32>)
+    -> (tensor<256x128xf32>, tensor<256x128xf32>) {
+  %xq, %xs = moe.mx_quantize %x
+      {axis = 1 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
+      : tensor<256x256xbf16> -> tensor<256x256xf8E4M3FN>, tensor<256x8xf8E8M0FNU>
+  %r0 = moe.block_matmul
+      lhs(%xq : tensor<256x256xf8E4M3FN> scales %xs : tensor<256x8xf8E8M0FNU>)
+      rhs(%w0 : tensor<2x128x256xbf16>)
+      experts(%blk : tensor<2xi32>) {block_size = 128 : i64}
+      -> tensor<256x128xf32>
+  %r1 = moe.block_matmul
+      lhs(%xq : tensor<256x256xf8E4M3FN> scales %xs : tensor<256x8xf8E8M0FNU>)
+      rhs(%w1 : tensor<2x128x256xbf16>)
+      experts(%blk : tensor<2xi32>) {block_size = 128 : i64}
+      -> tensor<256x128xf32>
+  return %r0, %r1 : tensor<256x128xf32>, tensor<256x128xf32>
+}
+
+// -----
+
+// A CTA's 128 rows must stay inside one block.
+
+func.func @block_size_64(%x: tensor<256x256xbf16>, %w: tensor<4x128x256xbf16>,
+                         %blk: tensor<4xi32>) -> tensor<256x128xf32> {
+  // expected-error @+1 {{'moe.block_matmul' op block size 64 is not a multiple of the bf16-operands tile's 128 rows}}
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<4x128x256xbf16>) experts(%blk : tensor<4xi32>)
+      {block_size = 64 : i64} -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
+// An expert GEMM's 64-slot K tiles must stay inside one block.
+
+func.func @expert_block_size_32(%a: tensor<256x128xbf16>,
+                                %b: tensor<256x128xbf16>,
+                                %blk: tensor<8xi32>) -> tensor<2x128x128xf32> {
+  // expected-error @+1 {{'moe.expert_matmul' op block size 32 is not a multiple of the bf16-operands tile's 64 slots}}
+  %r = moe.expert_matmul lhs(%a : tensor<256x128xbf16>)
+      rhs(%b : tensor<256x128xbf16>) experts(%blk : tensor<8xi32>)
+      {block_size = 32 : i64} -> tensor<2x128x128xf32>
+  return %r : tensor<2x128x128xf32>
+}
+
+// -----
+
+// A transposed operand needs column pairs: the expert lhs [S, M] with an
+// odd M = 33 (the op verifier accepts it; the operand kernel check rejects
+// it).
+
+func.func @odd_columns(%a: tensor<128x33xbf16>, %b: tensor<128x128xbf16>,
+                       %blk: tensor<1xi32>) -> tensor<2x33x128xf32> {
+  // expected-error @+1 {{'moe.expert_matmul' op GEMM operand [1, 128, 33] needs a multiple of 32 along its contraction axis and an even number of columns}}
+  %r = moe.expert_matmul lhs(%a : tensor<128x33xbf16>)
+      rhs(%b : tensor<128x128xbf16>) experts(%blk : tensor<1xi32>)
+      {block_size = 128 : i64} -> tensor<2x33x128xf32>
+  return %r : tensor<2x33x128xf32>
+}
+
+// -----
+
+// A transpose_rhs bf16 weight whose contraction axis K = 40 is not a
+// multiple of 32 (whole 32-row blocks per thread); the K-innermost lhs
+// [S, 40] needs no operand kernel and passes.
+
+func.func @contraction_40(%x: tensor<256x40xbf16>, %w: tensor<2x40x128xbf16>,
+                          %blk: tensor<2xi32>) -> tensor<256x128xf32> {
+  // expected-error @+1 {{'moe.block_matmul' op GEMM operand [2, 40, 128] needs a multiple of 32 along its contraction axis and an even number of columns}}
+  %r = moe.block_matmul lhs(%x : tensor<256x40xbf16>)
+      rhs(%w : tensor<2x40x128xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64, transpose_rhs} -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
+// K-innermost bf16 operands that no kernel touches still need TMA rows of
+// whole 16 bytes.
+
+func.func @contraction_36(%x: tensor<256x36xbf16>, %w: tensor<2x128x36xbf16>,
+                          %blk: tensor<2xi32>) -> tensor<256x128xf32> {
+  // expected-error @+1 {{'moe.block_matmul' op GEMM contraction size 36 is not a multiple of 8 (16-byte rows of bf16)}}
+  %r = moe.block_matmul lhs(%x : tensor<256x36xbf16>)
+      rhs(%w : tensor<2x128x36xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64} -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
