@@ -11,7 +11,10 @@ What: for each shape (default: the issue's three, all B=128),
     G|U from the forward), median call time of --iters after --warmup, and
     the cold compile time of each layer;
   - ncu: the duration of every kernel of one recompute backward, largest
-    first, with the share of kernel time in the MX GEMM kernels (mx_*).
+    first, with the share of kernel time in the GEMM kernels (the kernels
+    the compiler names block_matmul_<n> / expert_matmul_<n>, with an mx_
+    prefix on the MX-code paths; its operand kernels mx_operand_<n> are not
+    GEMMs).
 Writes OUT/bench-latest.json and the raw log OUT/bench-latest.log, and
 prints a table last. Every failing or skipped step is recorded in the JSON
 and the table with its reason; the JSON is rewritten after every step, so
@@ -63,7 +66,9 @@ SHAPES = {
     "3": "T=8192,H=7168,I=2048,E=256,K=8,B=128",
 }
 MODEL_FLOPS = 12
-GEMM_PREFIX = "mx_"
+# The GEMM kernels' names: block_matmul_<n>, expert_matmul_<n> (mx_ in
+# front on the fp8 / bf16 MMA paths); mx_operand_<n> round operands.
+GEMM_KERNEL = re.compile(r"^(mx_)?(block|expert)_matmul_[0-9]+$")
 # The device machine allows 10 minutes a command; past this many seconds
 # the remaining steps are skipped (and recorded) so that the JSON and the
 # table still come out.
@@ -134,6 +139,9 @@ class Bench:
         self.log = Log(os.path.join(args.out, "bench-latest.log"))
         self.start = time.monotonic()
         self.failed = False
+        # (entry, spec, inputs) of the shapes whose kernels ncu profiles
+        # once every shape is timed.
+        self.profiles = []
         self.result = {
             "date": datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%dT%H:%M:%SZ"),
@@ -360,9 +368,9 @@ class Bench:
         entry["gemm_ms"] = gemm
         entry["gemm_share"] = gemm / total if total else None
         self.log("per-kernel ncu times, %s, largest first (%d launches, "
-                 "%.3f ms; %.3f ms = %.1f%% in GEMM kernels %s*; ncu took "
+                 "%.3f ms; %.3f ms = %.1f%% in GEMM kernels; ncu took "
                  "%.0f s):" % (entry["name"], len(kernels), total, gemm,
-                               100 * entry["gemm_share"], GEMM_PREFIX,
+                               100 * entry["gemm_share"],
                                entry["ncu_wall_s"]))
         for k in kernels:
             self.log("  %10.3f ms  %s%s" % (k["ms"], k["name"],
@@ -416,10 +424,19 @@ class Bench:
         for mode in ("recompute", "checkpoint"):
             self.moe_run(entry, spec, inputs, mode)
             self.save()
+        # The profiles come after every shape's timings (the longest step;
+        # a budget cut then costs a profile, not a time).
         if self.args.ncu_profile:
-            self.ncu_profile(entry, spec, inputs)
-        shutil.rmtree(inputs, ignore_errors=True)
+            self.profiles.append((entry, spec, inputs))
+        else:
+            shutil.rmtree(inputs, ignore_errors=True)
         self.save()
+
+    def profile_all(self):
+        for entry, spec, inputs in self.profiles:
+            self.ncu_profile(entry, spec, inputs)
+            shutil.rmtree(inputs, ignore_errors=True)
+            self.save()
 
     def table(self):
         rows = []
@@ -446,9 +463,10 @@ class Bench:
                  "after %d (moe-run) / %d (torch) warm-up; torch = autograd "
                  "with saved activations, "
                  "torch rc = recompute backward; ratio = torch / moe; model "
-                 "TF = 12*T*K*H*I / time; GEMM%% = ncu time in %s* kernels)"
+                 "TF = 12*T*K*H*I / time; GEMM%% = ncu time in the GEMM "
+                 "kernels)"
                  % (self.result["device"], self.args.iters,
-                    self.args.moe_warmup, self.args.warmup, GEMM_PREFIX))
+                    self.args.moe_warmup, self.args.warmup))
         self.log(head)
         for r in rows:
             self.log(r)
@@ -483,6 +501,11 @@ class Bench:
                 except Exception as err:  # recorded; the next shape runs
                     self.error(self.result["shapes"][-1],
                                "unexpected: %r" % err)
+            try:
+                self.profile_all()
+            except Exception as err:
+                self.log("ERROR: ncu profiles: %r" % err)
+                self.failed = True
         finally:
             if not self.args.work:
                 shutil.rmtree(self.work, ignore_errors=True)
@@ -519,7 +542,7 @@ def parse_ncu_csv(text):
         name = row["Kernel Name"]
         kernels.append({"id": int(row["ID"]), "name": name,
                         "ms": value * scale.get(row["Metric Unit"], 1e-6),
-                        "gemm": name.startswith(GEMM_PREFIX)})
+                        "gemm": bool(GEMM_KERNEL.match(name))})
     return kernels
 
 

@@ -52,7 +52,8 @@ public:
         bf16T(b.getBF16Type()),
         gptrT(LLVM::LLVMPointerType::get(b.getContext(), 1)),
         codes(isMXCodeType(p.sourceType)),
-        quantized(!codes && p.quant && p.quant.isQuantized()) {}
+        quantized(!codes && p.quant && p.quant.isQuantized()),
+        gathered(p.sourceRows > 0) {}
 
   /// The number of threads with work.
   int64_t workItems() const {
@@ -95,11 +96,22 @@ private:
         b, loc, vector, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
   }
 
-  /// The source elements [first, first + count) at byte offset `bytes`
-  /// (contiguous), as f32 values, or as i8 codes.
-  void loadContiguous(Value bytes, int64_t count, SmallVectorImpl<Value> &out);
-  /// One element pair at byte offset `bytes`.
-  std::pair<Value, Value> loadPair(Value bytes);
+  /// The source row of output row `row` (i64): itself, or for gathered rows
+  /// its id (0 for padding) and whether it is a real row.
+  std::pair<Value, Value> sourceRow(Value row);
+  /// `count` contiguous source elements at byte offset `bytes`, as f32
+  /// values or as i8 codes; zeros unless `valid` (when given).
+  void loadContiguous(Value bytes, int64_t count, Value valid,
+                      SmallVectorImpl<Value> &out);
+  /// One element pair at byte offset `bytes`; zeros unless `valid`.
+  std::pair<Value, Value> loadPair(Value bytes, Value valid);
+  /// `x`, or zero where `valid` is false.
+  Value zeroUnless(Value valid, Value x) {
+    if (!valid)
+      return x;
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(x.getType()));
+    return arith::SelectOp::create(b, loc, valid, x, zero);
+  }
 
   /// The bf16 values of one block: `xs` holds 32 f32 values (or i8 codes
   /// with their scale byte `codeScale`).
@@ -111,13 +123,25 @@ private:
   Location loc;
   const MXOperandProblem &p;
   Type i8T, i32T, i64T, f16T, f32T, bf16T, gptrT;
-  bool codes, quantized;
-  Value source, scales, out;
+  bool codes, quantized, gathered;
+  Value source, scales, ids, out;
 };
 
 } // namespace
 
-void OperandEmitter::loadContiguous(Value bytes, int64_t count,
+std::pair<Value, Value> OperandEmitter::sourceRow(Value row) {
+  if (!gathered)
+    return {row, Value()};
+  Value id = arith::ExtSIOp::create(
+      b, loc, i64T,
+      load(i32T, ids, mul(row, 4), 4));
+  // Unsigned: negative ids (padding) are out of range too.
+  Value valid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id,
+                                      i64(p.sourceRows));
+  return {arith::SelectOp::create(b, loc, valid, id, i64(0)), valid};
+}
+
+void OperandEmitter::loadContiguous(Value bytes, int64_t count, Value valid,
                                     SmallVectorImpl<Value> &out) {
   Type type = p.sourceType;
   int64_t width = codes ? 1 : type.getIntOrFloatBitWidth() / 8;
@@ -129,12 +153,12 @@ void OperandEmitter::loadContiguous(Value bytes, int64_t count,
       Value x = element(v, j);
       if (!codes && type != f32T)
         x = arith::ExtFOp::create(b, loc, f32T, x);
-      out.push_back(x);
+      out.push_back(zeroUnless(valid, x));
     }
   }
 }
 
-std::pair<Value, Value> OperandEmitter::loadPair(Value bytes) {
+std::pair<Value, Value> OperandEmitter::loadPair(Value bytes, Value valid) {
   int64_t width = codes ? 1 : p.sourceType.getIntOrFloatBitWidth() / 8;
   auto vecT = VectorType::get({2}, codes ? i8T : p.sourceType);
   Value v = load(vecT, source, bytes, 2 * width);
@@ -143,7 +167,7 @@ std::pair<Value, Value> OperandEmitter::loadPair(Value bytes) {
     x0 = arith::ExtFOp::create(b, loc, f32T, x0);
     x1 = arith::ExtFOp::create(b, loc, f32T, x1);
   }
-  return {x0, x1};
+  return {zeroUnless(valid, x0), zeroUnless(valid, x1)};
 }
 
 SmallVector<Value> OperandEmitter::roundBlock(ArrayRef<Value> xs,
@@ -215,7 +239,8 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
   b.setInsertionPointToStart(&entry);
   source = entry.getArgument(0);
   scales = codes ? entry.getArgument(1) : Value();
-  out = entry.getArgument(codes ? 2 : 1);
+  ids = gathered ? entry.getArgument(1) : Value();
+  out = entry.getArgument(codes || gathered ? 2 : 1);
 
   auto toI64 = [&](Value index) {
     return arith::IndexCastOp::create(b, loc, i64T, index);
@@ -231,10 +256,18 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
 
   if (!p.alongRows) {
     // Block `item` holds elements 32 item .. 32 item + 31 of the source
-    // and of the output alike; its scale byte is scales[item].
+    // and of the output alike (of the gathered row, for gathered rows); its
+    // scale byte is scales[item].
     Value first = mul(item, kBlock);
+    Value at = first;
+    Value valid;
+    if (gathered) {
+      auto [row, isRow] = sourceRow(divu(first, p.cols));
+      at = add(mul(row, p.cols), remu(first, p.cols));
+      valid = isRow;
+    }
     SmallVector<Value> xs;
-    loadContiguous(mul(first, width), kBlock, xs);
+    loadContiguous(mul(at, width), kBlock, valid, xs);
     Value codeScale;
     if (codes)
       codeScale = load(i8T, scales, item, 1);
@@ -250,8 +283,9 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
     Value row0 = add(mul(t, p.rows), mul(g, kBlock));
     SmallVector<Value> columns[2];
     for (int64_t j = 0; j < kBlock; ++j) {
-      Value at = add(mul(add(row0, j), p.cols), c);
-      auto [x0, x1] = loadPair(mul(at, width));
+      auto [row, valid] = sourceRow(add(row0, j));
+      Value at = add(mul(row, p.cols), c);
+      auto [x0, x1] = loadPair(mul(at, width), valid);
       columns[0].push_back(x0);
       columns[1].push_back(x1);
     }
@@ -283,16 +317,19 @@ moe::checkMXOperandKernel(const MXOperandProblem &problem,
                        << " is not supported on the GPU (bf16, f32 or FP8 "
                           "codes with scales)";
   int64_t along = problem.alongRows ? problem.rows : problem.cols;
-  int64_t across = problem.alongRows ? problem.cols : problem.rows;
+  auto shape = [&](InFlightDiagnostic diag) {
+    return std::move(diag) << "GEMM operand [" << problem.batch << ", "
+                           << problem.rows << ", " << problem.cols << "] ";
+  };
   // Whole 32-element blocks along the contraction axis (the unquantized
   // forms too: they share the thread mapping), and column pairs for the
   // transposed form, keep every access in bounds and aligned.
-  if (along % kBlock || (problem.alongRows && across % 2))
-    return emitError() << "GEMM operand [" << problem.batch << ", "
-                       << problem.rows << ", " << problem.cols
-                       << "] needs a multiple of 32 along its contraction axis"
-                       << (problem.alongRows ? " and an even number of columns"
-                                             : "");
+  if (along % kBlock)
+    return shape(emitError())
+           << "needs a multiple of 32 along its contraction axis";
+  if (problem.alongRows && problem.cols % 2)
+    return shape(emitError())
+           << "needs an even number of columns to be written transposed";
   return success();
 }
 
@@ -301,12 +338,15 @@ MXOperandLaunch moe::buildMXOperandKernel(OpBuilder &builder, Location loc,
                                           StringRef name,
                                           const MXOperandProblem &problem,
                                           const TargetInfo &target) {
+  assert((problem.sourceRows == 0 ||
+          (problem.batch == 1 && !isMXCodeType(problem.sourceType))) &&
+         "gathered rows are values of one matrix");
   MLIRContext *ctx = builder.getContext();
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(module.getBody());
   Type gptr = LLVM::LLVMPointerType::get(ctx, 1);
   SmallVector<Type> args = {gptr, gptr};
-  if (isMXCodeType(problem.sourceType))
+  if (isMXCodeType(problem.sourceType) || problem.sourceRows > 0)
     args.push_back(gptr);
   auto func = gpu::GPUFuncOp::create(builder, loc, name,
                                      FunctionType::get(ctx, args, {}));

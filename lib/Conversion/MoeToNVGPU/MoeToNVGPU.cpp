@@ -192,7 +192,7 @@ public:
 private:
   /// The GEMM operand `data` (with `scales` for codes) as the Bf16Operands
   /// kernels read it: bf16, its contraction axis `kAxis` innermost. Reuses
-  /// the operand already made for the same value and axis.
+  /// the operand already made for the same value, scales and axis.
   FailureOr<Value> prepareOperand(Operation *op, Value data, Value scales,
                                   int64_t kAxis);
 
@@ -200,7 +200,7 @@ private:
   gpu::GPUModuleOp kernels;
   const TargetInfo &target;
   unsigned next = 0;
-  DenseMap<std::pair<Value, int64_t>, Value> prepared;
+  DenseMap<std::tuple<Value, Value, int64_t>, Value> prepared;
 };
 
 LogicalResult GemmLowering::lowerMXCodes(Operation *op, MXMmaPath path) {
@@ -277,7 +277,8 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, MXMmaPath path) {
 FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
                                               Value scales, int64_t kAxis) {
   // GEMMs of one block share operands (regions are isolated from above).
-  if (Value done = prepared.lookup({data, kAxis}))
+  auto key = std::make_tuple(data, scales, kAxis);
+  if (Value done = prepared.lookup(key))
     if (done.getParentBlock() == op->getBlock())
       return done;
   auto type = cast<RankedTensorType>(data.getType());
@@ -303,8 +304,15 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
     }
   } else if (problem.sourceType.isBF16() && !problem.alongRows) {
     // bf16 values with K innermost already.
-    prepared[{data, kAxis}] = data;
+    prepared[key] = data;
     return data;
+  }
+  // Rows gathered from token rows: the kernel reads them through the ids.
+  Value ids;
+  if (auto gather = source.getDefiningOp<GatherRowsOp>(); gather && !scales) {
+    ids = gather.getTokenPositionToId();
+    source = gather.getSource();
+    problem.sourceRows = gather.getSource().getType().getDimSize(0);
   }
   if (failed(checkMXOperandKernel(problem, [&] { return op->emitOpError(); })))
     return failure();
@@ -315,8 +323,8 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   SmallVector<Value> operands = {source};
   LaunchRecord record{launch.kernel, launch.grid, launch.block, 0, {}, {},
                       {0, 1}};
-  if (scales) {
-    operands.push_back(scales);
+  if (scales || ids) {
+    operands.push_back(scales ? scales : ids);
     record.pointerArgs = {0, 1, 2};
   }
   SmallVector<int64_t> outShape(shape);
@@ -324,7 +332,7 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
     std::swap(outShape[rank - 2], outShape[rank - 1]);
   auto outType = RankedTensorType::get(outShape, b.getBF16Type());
   Value result = emitLaunch(b, op->getLoc(), record, operands, outType);
-  prepared[{data, kAxis}] = result;
+  prepared[key] = result;
   return result;
 }
 
@@ -347,6 +355,8 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op) {
                Type(),
                MXMmaPath::Bf16Operands};
     lhs = prepareOperand(op, gemm.getLhs(), gemm.getLhsScales(), 1);
+    if (failed(lhs))
+      return failure();
     rhs = prepareOperand(op, gemm.getRhs(), gemm.getRhsScales(),
                          transposed ? 1 : 2);
     bias = gemm.getBias();
@@ -367,11 +377,13 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op) {
                Type(),
                MXMmaPath::Bf16Operands};
     lhs = prepareOperand(op, expert.getLhs(), expert.getLhsScales(), 0);
+    if (failed(lhs))
+      return failure();
     rhs = prepareOperand(op, expert.getRhs(), expert.getRhsScales(), 0);
     blocks = expert.getBlockToExpert();
     prefix = "expert_matmul_";
   }
-  if (failed(lhs) || failed(rhs))
+  if (failed(rhs))
     return failure();
   if (failed(checkMXGemmSm90(problem, target,
                              [&] { return op->emitOpError(); })))
@@ -443,6 +455,19 @@ struct ConvertMoeToNVGPUPass
                     : lowering.lowerBf16Operands(op)))
         return signalPassFailure();
     }
+    // The quantizations and gathers whose results only the GEMMs read are
+    // computed by the operand kernels now (quantizations first: they read
+    // the gathers).
+    SmallVector<MXQuantizeOp> quantizations;
+    module.walk([&](MXQuantizeOp op) { quantizations.push_back(op); });
+    for (MXQuantizeOp op : quantizations)
+      if (op->use_empty())
+        op->erase();
+    SmallVector<GatherRowsOp> gathers;
+    module.walk([&](GatherRowsOp op) { gathers.push_back(op); });
+    for (GatherRowsOp op : gathers)
+      if (op->use_empty())
+        op->erase();
   }
 };
 

@@ -479,6 +479,82 @@ func.func @shared_operand(%x: tensor<256x256xbf16>, %w0: tensor<2x128x256xbf16>,
 
 // -----
 
+// Rows of a moe.gather_rows are read through the token ids by the operand
+// kernels (row mode for the block GEMM, transposed for the expert GEMM):
+// the gathered copy and the quantizations are gone. Padding ids (-1) and
+// ids out of range read a zero row (unsigned compare with T = 48).
+
+// CHECK-LABEL: func.func @gathered(
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<48x64xbf16>, %[[TOK:[^:]*]]: tensor<128xi32>
+// CHECK-NOT:     moe.gather_rows
+// CHECK-NOT:     moe.mx_quantize
+// CHECK:         call @mx_operand_0_launch(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<48x64xbf16>, memref<128xi32>, memref<128x64xbf16>) -> ()
+// CHECK:         call @block_matmul_2_launch(
+// CHECK:         call @mx_operand_3_launch(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<48x64xbf16>, memref<128xi32>, memref<64x128xbf16>) -> ()
+// CHECK:         call @expert_matmul_5_launch(
+// CHECK-LABEL: func.func private @mx_operand_0_launch(
+// CHECK-SAME:      pointer_args = array<i64: 0, 1, 2>
+// CHECK-LABEL:   gpu.func @mx_operand_0(
+// CHECK:           llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK:           arith.cmpi ult, %{{.*}}, %c48_i64 : i64
+// CHECK-LABEL:   gpu.func @mx_operand_3(
+// CHECK-COUNT-32:  arith.cmpi ult, %{{.*}}, %c48_i64{{(_[0-9]+)?}} : i64
+// CHECK:           gpu.return
+#mx = #moe.mx<f8E4M3FN, block = 32, rule = rceil>
+func.func @gathered(%x: tensor<48x64xbf16>, %tok: tensor<128xi32>,
+                    %w: tensor<1x96x64xbf16>, %b: tensor<128x96xbf16>,
+                    %blk: tensor<1xi32>)
+    -> (tensor<128x96xf32>, tensor<1x64x96xf32>) {
+  %rows = moe.gather_rows %x[%tok]
+      : tensor<48x64xbf16>, tensor<128xi32> -> tensor<128x64xbf16>
+  %q, %s = moe.mx_quantize %rows {axis = 1 : i64, quant = #mx}
+      : tensor<128x64xbf16> -> tensor<128x64xf8E4M3FN>, tensor<128x2xf8E8M0FNU>
+  %wq, %ws = moe.mx_quantize %w {axis = 2 : i64, quant = #mx}
+      : tensor<1x96x64xbf16> -> tensor<1x96x64xf8E4M3FN>, tensor<1x96x2xf8E8M0FNU>
+  %r = moe.block_matmul
+      lhs(%q : tensor<128x64xf8E4M3FN> scales %s : tensor<128x2xf8E8M0FNU>)
+      rhs(%wq : tensor<1x96x64xf8E4M3FN> scales %ws : tensor<1x96x2xf8E8M0FNU>)
+      experts(%blk : tensor<1xi32>) {block_size = 128 : i64}
+      -> tensor<128x96xf32>
+  %tq, %ts = moe.mx_quantize %rows {axis = 0 : i64, quant = #mx}
+      : tensor<128x64xbf16> -> tensor<128x64xf8E4M3FN>, tensor<4x64xf8E8M0FNU>
+  %bq, %bs = moe.mx_quantize %b {axis = 0 : i64, quant = #mx}
+      : tensor<128x96xbf16> -> tensor<128x96xf8E4M3FN>, tensor<4x96xf8E8M0FNU>
+  %e = moe.expert_matmul
+      lhs(%tq : tensor<128x64xf8E4M3FN> scales %ts : tensor<4x64xf8E8M0FNU>)
+      rhs(%bq : tensor<128x96xf8E4M3FN> scales %bs : tensor<4x96xf8E8M0FNU>)
+      experts(%blk : tensor<1xi32>) {block_size = 128 : i64}
+      -> tensor<1x64x96xf32>
+  return %r, %e : tensor<128x96xf32>, tensor<1x64x96xf32>
+}
+
+// -----
+
+// The same codes with different scales are two operands: each GEMM gets
+// its own dequantization.
+
+// CHECK-LABEL: func.func @same_codes_other_scales(
+// CHECK-SAME:      %[[Q:[^:]*]]: tensor<128x64xf8E4M3FN>, %[[S0:[^:]*]]: tensor<128x2xf8E8M0FNU>, %[[S1:[^:]*]]: tensor<128x2xf8E8M0FNU>
+// CHECK:         %[[B0:.*]] = bufferization.to_buffer %[[S0]]
+// CHECK:         call @mx_operand_0_launch(%{{.*}}, %[[B0]], %{{.*}})
+// CHECK:         call @block_matmul_1_launch(
+// CHECK:         %[[B1:.*]] = bufferization.to_buffer %[[S1]]
+// CHECK:         call @mx_operand_2_launch(%{{.*}}, %[[B1]], %{{.*}})
+// CHECK:         call @block_matmul_3_launch(
+func.func @same_codes_other_scales(%q: tensor<128x64xf8E4M3FN>,
+    %s0: tensor<128x2xf8E8M0FNU>, %s1: tensor<128x2xf8E8M0FNU>,
+    %w: tensor<1x96x64xbf16>, %blk: tensor<1xi32>)
+    -> (tensor<128x96xf32>, tensor<128x96xf32>) {
+  %r0 = moe.block_matmul lhs(%q : tensor<128x64xf8E4M3FN> scales %s0 : tensor<128x2xf8E8M0FNU>)
+      rhs(%w : tensor<1x96x64xbf16>) experts(%blk : tensor<1xi32>)
+      {block_size = 128 : i64} -> tensor<128x96xf32>
+  %r1 = moe.block_matmul lhs(%q : tensor<128x64xf8E4M3FN> scales %s1 : tensor<128x2xf8E8M0FNU>)
+      rhs(%w : tensor<1x96x64xbf16>) experts(%blk : tensor<1xi32>)
+      {block_size = 128 : i64} -> tensor<128x96xf32>
+  return %r0, %r1 : tensor<128x96xf32>, tensor<128x96xf32>
+}
+// -----
+
 // A CTA's 128 rows must stay inside one block.
 
 func.func @block_size_64(%x: tensor<256x256xbf16>, %w: tensor<4x128x256xbf16>,
@@ -512,7 +588,7 @@ func.func @expert_block_size_32(%a: tensor<256x128xbf16>,
 
 func.func @odd_columns(%a: tensor<128x33xbf16>, %b: tensor<128x128xbf16>,
                        %blk: tensor<1xi32>) -> tensor<2x33x128xf32> {
-  // expected-error @+1 {{'moe.expert_matmul' op GEMM operand [1, 128, 33] needs a multiple of 32 along its contraction axis and an even number of columns}}
+  // expected-error @+1 {{'moe.expert_matmul' op GEMM operand [1, 128, 33] needs an even number of columns to be written transposed}}
   %r = moe.expert_matmul lhs(%a : tensor<128x33xbf16>)
       rhs(%b : tensor<128x128xbf16>) experts(%blk : tensor<1xi32>)
       {block_size = 128 : i64} -> tensor<2x33x128xf32>
@@ -527,7 +603,7 @@ func.func @odd_columns(%a: tensor<128x33xbf16>, %b: tensor<128x128xbf16>,
 
 func.func @contraction_40(%x: tensor<256x40xbf16>, %w: tensor<2x40x128xbf16>,
                           %blk: tensor<2xi32>) -> tensor<256x128xf32> {
-  // expected-error @+1 {{'moe.block_matmul' op GEMM operand [2, 40, 128] needs a multiple of 32 along its contraction axis and an even number of columns}}
+  // expected-error @+1 {{'moe.block_matmul' op GEMM operand [2, 40, 128] needs a multiple of 32 along its contraction axis}}
   %r = moe.block_matmul lhs(%x : tensor<256x40xbf16>)
       rhs(%w : tensor<2x40x128xbf16>) experts(%blk : tensor<2xi32>)
       {block_size = 128 : i64, transpose_rhs} -> tensor<256x128xf32>

@@ -14,6 +14,10 @@
 //   out     bf16 [batch, rows, cols] (along cols) or [batch, cols, rows]
 //           (along rows: written transposed, so K is contiguous)
 //
+// Values may be the rows of a moe.gather_rows: row r is then read from
+// source[ids[r]] (a token's row of x or dy), zeros where ids[r] is padding
+// (-1), so the gathered copy is never written.
+//
 // One thread handles one 32-element block along cols, or two neighbouring
 // columns of a 32-row block along rows (so a warp reads 128 contiguous
 // bytes of each row and writes 64 contiguous bytes per column). The block
@@ -52,11 +56,15 @@ struct MXOperandProblem {
   /// The quantization of values (none or null: round to bf16 only). Unused
   /// for codes.
   MXQuantAttr quant;
+  /// Values only, batch 1: the rows come from a source of `sourceRows` rows
+  /// through i32 row ids (negative or out of range: a zero row); 0 when the
+  /// source is read as it is.
+  int64_t sourceRows = 0;
 };
 
 /// What the host needs to launch a built operand kernel. Kernel ABI, in
-/// order: (!llvm.ptr<1> source[, !llvm.ptr<1> scales], !llvm.ptr<1> out),
-/// scales for codes only.
+/// order: (!llvm.ptr<1> source[, !llvm.ptr<1> scales | ids],
+/// !llvm.ptr<1> out), scales for codes, ids for gathered rows.
 struct MXOperandLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;
