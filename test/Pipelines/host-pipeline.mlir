@@ -58,7 +58,7 @@ func.func @kernel(%x: tensor<8x64xbf16>, %tok: tensor<64xi32>,
       : tensor<64x64xf32>, tensor<64x32xf32>, tensor<64xf32>
       -> tensor<64x64xf32>, tensor<64x32xf32>
   %dx = moe.scatter_add_rows %dgu[%tok], %blk
-      {block_size = 32 : i64, num_experts = 4 : i64}
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
       : tensor<64x64xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<8x64xbf16>
   return %h, %dx : tensor<64x32xf32>, tensor<8x64xbf16>
 }

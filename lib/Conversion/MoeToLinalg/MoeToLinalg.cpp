@@ -542,6 +542,54 @@ void forEachRoutedSlotInParallel(
       });
 }
 
+/// For every token t, one scf.parallel iteration lists the slots set in
+/// column t of `slotOf` ([E, T], -1: none) in ascending expert order into
+/// row t of `slotList` ([T, K], filled with -1 beforehand), so that a sum
+/// over a token's slots runs over K entries instead of E. A token with more
+/// than K slots breaks the layout contract; its slots past the K-th are
+/// dropped rather than stored outside its row.
+void listSlotsPerToken(OpBuilder &b, Location loc, Value slotOf,
+                       Value slotList) {
+  ArrayRef<int64_t> listShape = cast<MemRefType>(slotList.getType()).getShape();
+  int64_t numExperts = cast<MemRefType>(slotOf.getType()).getDimSize(0);
+  int64_t numTokens = listShape[0], maxSlots = listShape[1];
+  scf::ParallelOp::create(
+      b, loc, ValueRange{indexConstant(b, loc, 0)},
+      ValueRange{indexConstant(b, loc, numTokens)},
+      ValueRange{indexConstant(b, loc, 1)},
+      [&](OpBuilder &pb, Location ploc, ValueRange ivs) {
+        Value t = ivs[0];
+        scf::ForOp::create(
+            pb, ploc, indexConstant(pb, ploc, 0),
+            indexConstant(pb, ploc, numExperts), indexConstant(pb, ploc, 1),
+            ValueRange{indexConstant(pb, ploc, 0)},
+            [&](OpBuilder &fb, Location floc, Value e, ValueRange counts) {
+              Value count = counts[0];
+              Value slot =
+                  memref::LoadOp::create(fb, floc, slotOf, ValueRange{e, t});
+              Value room = arith::CmpIOp::create(
+                  fb, floc, arith::CmpIPredicate::ult, count,
+                  indexConstant(fb, floc, maxSlots));
+              auto append = scf::IfOp::create(
+                  fb, floc,
+                  arith::AndIOp::create(fb, floc, isToken(fb, floc, slot),
+                                        room),
+                  [&](OpBuilder &tb, Location tloc) {
+                    memref::StoreOp::create(tb, tloc, slot, slotList,
+                                            ValueRange{t, count});
+                    scf::YieldOp::create(
+                        tb, tloc,
+                        ValueRange{arith::AddIOp::create(
+                            tb, tloc, count, indexConstant(tb, tloc, 1))});
+                  },
+                  [&](OpBuilder &eb, Location eloc) {
+                    scf::YieldOp::create(eb, eloc, count);
+                  });
+              scf::YieldOp::create(fb, floc, append.getResult(0));
+            });
+      });
+}
+
 //===----------------------------------------------------------------------===//
 // Patterns
 //===----------------------------------------------------------------------===//
@@ -916,8 +964,9 @@ struct ScaleRowsLowering : OpConversionPattern<ScaleRowsOp> {
 /// order add their row to their token's row (rounded to bf16 after every
 /// add with dx_accumulate = bf16); the result is the accumulator rounded
 /// once to the result type. The parallel form first records the slot of
-/// every (token, expert) pair in slot[T, E] (-1: none), then sums per
-/// (t, h) over the experts in ascending order, which is the slot order.
+/// every (token, expert) pair in slot[E, T] (-1: none), lists each token's
+/// slots in ascending expert order, which is the slot order, in
+/// list[T, top_k] (-1 past the last), then sums per (t, h) over that list.
 struct ScatterAddRowsLowering : SlotOpLowering<ScatterAddRowsOp> {
   using SlotOpLowering::SlotOpLowering;
   LogicalResult
@@ -941,19 +990,26 @@ struct ScatterAddRowsLowering : SlotOpLowering<ScatterAddRowsOp> {
     Value result;
     if (parallelSlotOps) {
       Type i32 = rewriter.getI32Type();
-      Value slotOf = filledBuffer(rewriter, loc, MemRefType::get({T, E}, i32),
+      // Expert-major: the slots of a block (one expert, ascending tokens)
+      // store close together, and the listing below, one token per
+      // thread, reads a row per step.
+      Value slotOf = filledBuffer(rewriter, loc, MemRefType::get({E, T}, i32),
                                   rewriter.getI32IntegerAttr(-1));
       forEachRoutedSlotInParallel(
           rewriter, loc, adaptor.getTokenPositionToId(),
           adaptor.getBlockToExpert(), op.getBlockSize(), T, E,
           [&](OpBuilder &b, Location l, Value s, Value t, Value e) {
             Value slot = arith::IndexCastOp::create(b, l, i32, s);
-            memref::StoreOp::create(b, l, slot, slotOf, ValueRange{t, e});
+            memref::StoreOp::create(b, l, slot, slotOf, ValueRange{e, t});
           });
-      // Loops (t, h, e), e reducing: acc += contributions[slot[t, e], h]
-      // where the pair is routed.
+      int64_t K = op.getTopK();
+      Value slotList = filledBuffer(rewriter, loc, MemRefType::get({T, K}, i32),
+                                    rewriter.getI32IntegerAttr(-1));
+      listSlotsPerToken(rewriter, loc, slotOf, slotList);
+      // Loops (t, h, k), k reducing: acc += contributions[list[t, k], h]
+      // for the listed slots. Each sum takes top_k steps, not E.
       result = buildGeneric(
-          rewriter, loc, bufferAsTensor(rewriter, loc, slotOf),
+          rewriter, loc, bufferAsTensor(rewriter, loc, slotList),
           zeroTensor(rewriter, loc, {T, H}, f32),
           {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 1})},
           withReductions(2, 1),

@@ -380,7 +380,7 @@ func.func @scatter_add_rows_bf16(%c: tensor<64x16xf32>, %tok: tensor<64xi32>,
     %blk: tensor<2xi32>) -> tensor<10x16xbf16> {
   %dx = moe.scatter_add_rows %c[%tok], %blk
       {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>,
-       num_experts = 2 : i64}
+       num_experts = 2 : i64, top_k = 2 : i64}
       : tensor<64x16xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<10x16xbf16>
   return %dx : tensor<10x16xbf16>
 }
@@ -393,7 +393,7 @@ func.func @scatter_add_rows_bf16(%c: tensor<64x16xf32>, %tok: tensor<64xi32>,
 func.func @scatter_add_rows_f32(%c: tensor<64x16xf32>, %tok: tensor<64xi32>,
     %blk: tensor<2xi32>) -> tensor<10x16xf32> {
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 2 : i64}
+      {block_size = 32 : i64, num_experts = 2 : i64, top_k = 2 : i64}
       : tensor<64x16xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<10x16xf32>
   return %dx : tensor<10x16xf32>
 }

@@ -944,7 +944,7 @@ func.func @f(%c: tensor<64x32x1xf32>, %tok: tensor<64xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op contributions must be a static 2-D tensor [S, H], got 'tensor<64x32x1xf32>'}}
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 4 : i64}
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
       : tensor<64x32x1xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
   return
 }
@@ -955,7 +955,7 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op result must be a static 2-D tensor [T, H], got 'tensor<?x32xbf16>'}}
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 4 : i64}
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
       : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<?x32xbf16>
   return
 }
@@ -966,7 +966,7 @@ func.func @f(%c: tensor<64x32xbf16>, %tok: tensor<64xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op contributions must be an f32 tensor [S, H] = [64, 32], got 'tensor<64x32xbf16>'}}
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 4 : i64}
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
       : tensor<64x32xbf16>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
   return
 }
@@ -977,7 +977,7 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<32xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op token_position_to_id must be an i32 tensor [S] = [64], got 'tensor<32xi32>'}}
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 4 : i64}
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
       : tensor<64x32xf32>, tensor<32xi32>, tensor<2xi32> -> tensor<16x32xbf16>
   return
 }
@@ -988,7 +988,7 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op result must be a bf16 or f32 tensor [T, H] = [16, 32], got 'tensor<16x64xbf16>'}}
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 4 : i64}
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
       : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x64xbf16>
   return
 }
@@ -999,7 +999,29 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op num_experts must be positive, got 0}}
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 0 : i64}
+      {block_size = 32 : i64, num_experts = 0 : i64, top_k = 1 : i64}
+      : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
+  // expected-error @+1 {{'moe.scatter_add_rows' op top_k must be in [1, num_experts] = [1, 4], got 0}}
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 0 : i64}
+      : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
+  // expected-error @+1 {{'moe.scatter_add_rows' op top_k must be in [1, num_experts] = [1, 4], got 5}}
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 5 : i64}
       : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
   return
 }
@@ -1010,7 +1032,7 @@ func.func @f(%c: tensor<96x32xf32>, %tok: tensor<96xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op contributions must be an f32 tensor [S, H] = [64, 32], got 'tensor<96x32xf32>'}}
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 4 : i64}
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
       : tensor<96x32xf32>, tensor<96xi32>, tensor<2xi32> -> tensor<16x32xbf16>
   return
 }
@@ -1021,7 +1043,7 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op dx_accumulate = bf16 requires a bf16 result, got 'tensor<16x32xf32>'}}
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 4 : i64}
+      {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 4 : i64, top_k = 2 : i64}
       : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xf32>
   return
 }
@@ -1106,7 +1128,7 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) -> tensor<16x32xbf16> 
   ^bb0(%a: tensor<64x32xbf16>, %b: tensor<64xi32>):
     %n = arith.constant dense<0> : tensor<2xi32>
     %s = moe.scatter_add_rows %a[%b], %n
-        {block_size = 32 : i64, num_experts = 4 : i64}
+        {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
         : tensor<64x32xbf16>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
     moe.yield %s : tensor<16x32xbf16>
   } -> tensor<16x32xbf16>
@@ -1122,7 +1144,7 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) -> tensor<16x32xbf16> 
   ^bb0(%a: tensor<64x32xf32>, %b: tensor<64xi32>):
     %n = arith.constant dense<0> : tensor<2xi32>
     %s = moe.scatter_add_rows %a[%b], %n
-        {block_size = 32 : i64, num_experts = 4 : i64}
+        {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
         : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xf32>
     moe.yield %s : tensor<16x32xf32>
   } -> tensor<16x32xbf16>

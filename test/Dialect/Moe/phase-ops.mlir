@@ -73,7 +73,7 @@ func.func @gemms(%dyq: tensor<896x256xf8E4M3FN>, %dys: tensor<896x8xf8E8M0FNU>,
 // CHECK: moe.affinity_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block_size = 128 : i64, num_experts = 4 : i64} : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<1024xf32>
 // CHECK: moe.affinity_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias(%{{.*}}, %{{.*}}) {block_size = 128 : i64, num_experts = 4 : i64} : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32>, tensor<896x256xbf16>, tensor<4x256xf32> -> tensor<1024xf32>
 // CHECK: moe.scale_rows %{{.*}}, %{{.*}} : tensor<896x128xf32>, tensor<896xf32> -> tensor<896x128xf32>
-// CHECK: moe.scatter_add_rows %{{.*}}[%{{.*}}], %{{.*}} {block_size = 128 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 4 : i64} : tensor<896x256xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<256x256xbf16>
+// CHECK: moe.scatter_add_rows %{{.*}}[%{{.*}}], %{{.*}} {block_size = 128 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 4 : i64, top_k = 2 : i64} : tensor<896x256xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<256x256xbf16>
 // CHECK: moe.expert_sum %{{.*}}, %{{.*}} {block_size = 128 : i64} : tensor<896x256xf32>, tensor<7xi32> -> tensor<4x256xf32>
 func.func @elementwise(%gu: tensor<896x256xf32>, %dA: tensor<896x128xf32>,
     %a: tensor<896xf32>, %tok: tensor<896xi32>, %blk: tensor<7xi32>,
@@ -95,7 +95,7 @@ func.func @elementwise(%gu: tensor<896x256xf32>, %dA: tensor<896x128xf32>,
   %ah = moe.scale_rows %h, %a
       : tensor<896x128xf32>, tensor<896xf32> -> tensor<896x128xf32>
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 128 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 4 : i64}
+      {block_size = 128 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 4 : i64, top_k = 2 : i64}
       : tensor<896x256xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<256x256xbf16>
   %dbgu = moe.expert_sum %dgu, %blk {block_size = 128 : i64}
       : tensor<896x256xf32>, tensor<7xi32> -> tensor<4x256xf32>
@@ -123,7 +123,7 @@ func.func @kernel_region(%dgu: tensor<896x256xf32>, %w: tensor<4x256x256xbf16>,
         rhs(%b : tensor<4x256x256xbf16>) experts(%c : tensor<7xi32>)
         {block_size = 128 : i64} -> tensor<896x256xf32>
     %s = moe.scatter_add_rows %r[%d], %c
-        {block_size = 128 : i64, num_experts = 4 : i64}
+        {block_size = 128 : i64, num_experts = 4 : i64, top_k = 2 : i64}
         : tensor<896x256xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<256x256xbf16>
     moe.yield %s : tensor<256x256xbf16>
   } -> tensor<256x256xbf16>

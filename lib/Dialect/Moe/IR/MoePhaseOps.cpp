@@ -417,6 +417,10 @@ LogicalResult ScatterAddRowsOp::verify() {
   if (getNumExperts() < 1)
     return emitOpError("num_experts must be positive, got ")
            << getNumExperts();
+  int64_t K = getTopK();
+  if (K < 1 || K > static_cast<int64_t>(getNumExperts()))
+    return emitOpError("top_k must be in [1, num_experts] = [1, ")
+           << getNumExperts() << "], got " << K;
   if (getDxAccumulate() == DxAccumulate::bf16 &&
       !getResult().getType().getElementType().isBF16())
     return emitOpError("dx_accumulate = bf16 requires a bf16 result, got ")

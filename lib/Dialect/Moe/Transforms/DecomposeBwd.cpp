@@ -240,7 +240,8 @@ SmallVector<Value> BwdDecomposition::build() {
       blockSize);
   Value dx = ScatterAddRowsOp::create(
       rewriter, loc, op.getHiddenStatesGrad().getType(), contributions, tok,
-      blk, blockSize, rewriter.getI64IntegerAttr(E), op.getDxAccumulateAttr());
+      blk, blockSize, rewriter.getI64IntegerAttr(E), op.getTopKAttr(),
+      op.getDxAccumulateAttr());
 
   // P3: dWgu = x^T [dg|du] contracts over the slots.
   GemmOperand xAlongSlots = quantize(xRows, 0);

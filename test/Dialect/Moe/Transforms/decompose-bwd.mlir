@@ -28,7 +28,7 @@
 // CHECK-NEXT: %[[DGQ:.*]], %[[DGS:.*]] = moe.mx_quantize %[[DGU]] {axis = 1 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x64xf32> -> tensor<256x64xf8E4M3FN>, tensor<256x2xf8E8M0FNU>
 // CHECK-NEXT: %[[WIQ:.*]], %[[WIS:.*]] = moe.mx_quantize %[[W]] {axis = 2 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<2x96x64xbf16> -> tensor<2x96x64xf8E4M3FN>, tensor<2x96x2xf8E8M0FNU>
 // CHECK-NEXT: %[[C:.*]] = moe.block_matmul lhs(%[[DGQ]] : tensor<256x64xf8E4M3FN> scales %[[DGS]] : tensor<256x2xf8E8M0FNU>) rhs(%[[WIQ]] : tensor<2x96x64xf8E4M3FN> scales %[[WIS]] : tensor<2x96x2xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) {block_size = 128 : i64} -> tensor<256x96xf32>
-// CHECK-NEXT: %[[DX:.*]] = moe.scatter_add_rows %[[C]][%[[TOK]]], %[[BLK]] {block_size = 128 : i64, num_experts = 2 : i64} : tensor<256x96xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<64x96xbf16>
+// CHECK-NEXT: %[[DX:.*]] = moe.scatter_add_rows %[[C]][%[[TOK]]], %[[BLK]] {block_size = 128 : i64, num_experts = 2 : i64, top_k = 2 : i64} : tensor<256x96xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<64x96xbf16>
 // P3: x rows and [dg|du] along the slots.
 // CHECK-NEXT: %[[XTQ:.*]], %[[XTS:.*]] = moe.mx_quantize %[[XR]] {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x96xbf16> -> tensor<256x96xf8E4M3FN>, tensor<8x96xf8E8M0FNU>
 // CHECK-NEXT: %[[DGTQ:.*]], %[[DGTS:.*]] = moe.mx_quantize %[[DGU]] {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x64xf32> -> tensor<256x64xf8E4M3FN>, tensor<8x64xf8E8M0FNU>
@@ -358,7 +358,7 @@ func.func @bf16_weight_grads(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
 
 // An f32 dx: the running sum is returned without rounding.
 // CHECK-LABEL: func.func @f32_dx
-// CHECK: %[[DX:.*]] = moe.scatter_add_rows %{{.*}}[%{{.*}}], %{{.*}} {block_size = 128 : i64, num_experts = 2 : i64} : tensor<256x96xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<64x96xf32>
+// CHECK: %[[DX:.*]] = moe.scatter_add_rows %{{.*}}[%{{.*}}], %{{.*}} {block_size = 128 : i64, num_experts = 2 : i64, top_k = 2 : i64} : tensor<256x96xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<64x96xf32>
 // CHECK: return %[[DX]],
 func.func @f32_dx(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
     %aff: tensor<128xf32>, %wgu: tensor<2x96x2x32xbf16>,
@@ -380,7 +380,7 @@ func.func @f32_dx(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
 
 // bf16 dx accumulation: the scatter-add rounds after every expert.
 // CHECK-LABEL: func.func @bf16_dx_accumulate
-// CHECK: %[[DX:.*]] = moe.scatter_add_rows %{{.*}}[%{{.*}}], %{{.*}} {block_size = 128 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 2 : i64} : tensor<256x96xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<64x96xbf16>
+// CHECK: %[[DX:.*]] = moe.scatter_add_rows %{{.*}}[%{{.*}}], %{{.*}} {block_size = 128 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 2 : i64, top_k = 2 : i64} : tensor<256x96xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<64x96xbf16>
 // CHECK: return %[[DX]],
 func.func @bf16_dx_accumulate(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
     %aff: tensor<128xf32>, %wgu: tensor<2x96x2x32xbf16>,
@@ -431,7 +431,7 @@ func.func @geglu_clamp(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
 // CHECK: moe.block_matmul {{.*}} -> tensor<128x64xf32>
 // CHECK: moe.block_matmul {{.*}} -> tensor<128x32xf32>
 // CHECK: moe.affinity_grad {{.*}} {block_size = 128 : i64, num_experts = 1 : i64} {{.*}} -> tensor<100xf32>
-// CHECK: moe.scatter_add_rows {{.*}} -> tensor<100x96xbf16>
+// CHECK: moe.scatter_add_rows {{.*}} {block_size = 128 : i64, num_experts = 1 : i64, top_k = 1 : i64} : {{.*}} -> tensor<100x96xbf16>
 // CHECK: moe.expert_matmul {{.*}} -> tensor<1x96x64xf32>
 // CHECK: moe.expert_matmul {{.*}} -> tensor<1x32x96xf32>
 // CHECK-NOT: moe.blockwise_bwd

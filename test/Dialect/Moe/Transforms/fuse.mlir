@@ -119,7 +119,7 @@ func.func @default(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       experts(%blk : tensor<4xi32>) {block_size = 32 : i64}
       -> tensor<128x96xf32>
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 2 : i64}
+      {block_size = 32 : i64, num_experts = 2 : i64, top_k = 2 : i64}
       : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
   %xtq, %xts = moe.mx_quantize %x_rows {axis = 0 : i64, quant = #mx}
       : tensor<128x96xbf16> -> tensor<128x96xf8E4M3FN>, tensor<4x96xf8E8M0FNU>
@@ -215,7 +215,7 @@ func.func @checkpoint(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       experts(%blk : tensor<4xi32>) {block_size = 32 : i64}
       -> tensor<128x96xf32>
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 2 : i64}
+      {block_size = 32 : i64, num_experts = 2 : i64, top_k = 2 : i64}
       : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
   %xtq, %xts = moe.mx_quantize %x_rows {axis = 0 : i64, quant = #mx}
       : tensor<128x96xbf16> -> tensor<128x96xf8E4M3FN>, tensor<4x96xf8E8M0FNU>
@@ -326,7 +326,7 @@ func.func @bias(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       experts(%blk : tensor<4xi32>) {block_size = 32 : i64}
       -> tensor<128x96xf32>
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 2 : i64}
+      {block_size = 32 : i64, num_experts = 2 : i64, top_k = 2 : i64}
       : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
   %xtq, %xts = moe.mx_quantize %x_rows {axis = 0 : i64, quant = #mx}
       : tensor<128x96xbf16> -> tensor<128x96xf8E4M3FN>, tensor<4x96xf8E8M0FNU>
@@ -374,7 +374,7 @@ func.func @bias(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
 // CHECK-NEXT:      %[[HQ:[^ ,]+]], %[[HS:[^ ]+]] = moe.mx_quantize %[[H]] {axis = 0 : i64
 // CHECK-NEXT:      moe.yield %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[HQ]], %[[HS]] :
 // CHECK:         moe.fused phase(<p2>)
-// CHECK:           moe.scatter_add_rows {{.*}} {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 2 : i64}
+// CHECK:           moe.scatter_add_rows {{.*}} {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 2 : i64, top_k = 2 : i64}
 // CHECK:         moe.fused phase(<p3>)
 // CHECK:         moe.fused phase(<p4>) ins(%[[P1]]#5, %[[P1]]#6,
 // CHECK-NEXT:    ^bb0(%[[V0:[^:]+]]: {{[^,]*}}, %[[V1:[^:]+]]: {{[^,]*}},
@@ -433,7 +433,7 @@ func.func @on_h(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       experts(%blk : tensor<4xi32>) {block_size = 32 : i64}
       -> tensor<128x96xf32>
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 2 : i64}
+      {block_size = 32 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 2 : i64, top_k = 2 : i64}
       : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
   %xtq, %xts = moe.mx_quantize %x_rows {axis = 0 : i64, quant = #mx5}
       : tensor<128x96xbf16> -> tensor<128x96xf8E5M2>, tensor<4x96xf8E8M0FNU>
@@ -539,7 +539,7 @@ func.func @quant_none(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       rhs(%wgu2 : tensor<2x96x64xbf16>) experts(%blk : tensor<4xi32>)
       {block_size = 32 : i64} -> tensor<128x96xf32>
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {block_size = 32 : i64, num_experts = 2 : i64}
+      {block_size = 32 : i64, num_experts = 2 : i64, top_k = 2 : i64}
       : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xf32>
   %gtb = arith.truncf %dgu : tensor<128x64xf32> to tensor<128x64xbf16>
   %dwgu3 = moe.expert_matmul lhs(%x_rows : tensor<128x96xbf16>)
@@ -610,7 +610,7 @@ func.func @late_operand(%g: tensor<128x64xf32>, %w: tensor<2x96x64xbf16>,
       {block_size = 32 : i64} -> tensor<128x96xf32>
   %t = func.call @renumber(%tok) : (tensor<128xi32>) -> tensor<128xi32>
   %dx = moe.scatter_add_rows %c[%t], %blk
-      {block_size = 32 : i64, num_experts = 2 : i64}
+      {block_size = 32 : i64, num_experts = 2 : i64, top_k = 2 : i64}
       : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xf32>
   return %dx : tensor<48x96xf32>
 }
@@ -637,7 +637,7 @@ func.func @late_elementwise_operand(%g: tensor<128x64xbf16>,
   %one = arith.constant dense<1> : tensor<128xi32>
   %t = arith.addi %tok, %one : tensor<128xi32>
   %dx = moe.scatter_add_rows %c[%t], %blk
-      {block_size = 32 : i64, num_experts = 2 : i64}
+      {block_size = 32 : i64, num_experts = 2 : i64, top_k = 2 : i64}
       : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xf32>
   return %dx : tensor<48x96xf32>
 }
@@ -686,7 +686,7 @@ func.func @existing_region(%dgu: tensor<128x64xf32>, %w: tensor<2x96x64xbf16>,
         rhs(%b : tensor<2x96x64xbf16>) experts(%c : tensor<4xi32>)
         {block_size = 32 : i64} -> tensor<128x96xf32>
     %s = moe.scatter_add_rows %r[%d], %c
-        {block_size = 32 : i64, num_experts = 2 : i64}
+        {block_size = 32 : i64, num_experts = 2 : i64, top_k = 2 : i64}
         : tensor<128x96xf32>, tensor<128xi32>, tensor<4xi32> -> tensor<48x96xbf16>
     moe.yield %s : tensor<48x96xbf16>
   } -> tensor<48x96xbf16>

@@ -133,12 +133,17 @@ def program(inp):
   %dwbf = moe.expert_matmul lhs(%rows : {rows}) rhs(%rows : {rows})
       experts(%blk : {blk}) {{{B_}}} -> {dwbft}
   %dx = moe.scatter_add_rows %c[%tok], %blk
-      {{{B_}, num_experts = {E} : i64}} : {c}, {tok}, {blk} -> {x}
-  %dxb = moe.scatter_add_rows %c[%tok], %blk
-      {{{B_}, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = {E} : i64}}
+      {{{B_}, num_experts = {E} : i64, top_k = {K} : i64}}
       : {c}, {tok}, {blk} -> {x}
+  %dxb = moe.scatter_add_rows %c[%tok], %blk
+      {{{B_}, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = {E} : i64,
+       top_k = {K} : i64}}
+      : {c}, {tok}, {blk} -> {x}
+  // top_k = E bounds every token's K slots loosely: the parallel form's
+  // per-token slot lists end in unused (-1) entries.
   %dxf = moe.scatter_add_rows %c[%tok], %blk
-      {{{B_}, num_experts = {E} : i64}} : {c}, {tok}, {blk} -> {dxft}
+      {{{B_}, num_experts = {E} : i64, top_k = {E} : i64}}
+      : {c}, {tok}, {blk} -> {dxft}
   %dbgu = moe.expert_sum %dgu, %blk {{{B_}}} : {gu}, {blk} -> {dbgut}
   %fused = moe.fused phase(#moe.phase<p4>) ins(%h, %a, %blk : {si}, {a}, {blk}) {{
   ^bb0(%h0: {si}, %a0: {a}, %b0: {blk}):
@@ -146,7 +151,7 @@ def program(inp):
     %e0 = moe.expert_sum %s0, %b0 {{{B_}}} : {si}, {blk} -> {fusedt}
     moe.yield %e0 : {fusedt}
   }} -> {fusedt}""".format(
-        B_=B_, E=E, mx4=mx4, mx5=mx5, GATE_HI=GATE_HI, UP_LO=UP_LO,
+        B_=B_, E=E, K=K, mx4=mx4, mx5=mx5, GATE_HI=GATE_HI, UP_LO=UP_LO,
         UP_HI=UP_HI, GLO=GEGLU_GATE_LO, GHI=GEGLU_GATE_HI,
         rqt=ttype((S, H), "f8E4M3FN"), rst=ttype((S, H // 32), "f8E8M0FNU"),
         rq5t=ttype((S, H), "f8E5M2"),

@@ -318,16 +318,18 @@ def Moe_ScatterAddRowsOp : Moe_Op<"scatter_add_rows", [Pure]> {
     contribution.
 
     `block_to_expert`, `block_size` and `num_experts` describe the layout of
-    the slots. A token holds at most one slot per expert, so a parallel
-    lowering can index a token's slots by expert ([T, E]) and sum them in
-    expert order, which is the slot order. The layout is a precondition
-    (SPEC section 4: ids in range, experts ascending, at most one slot per
-    (token, expert)); on a layout that breaks it the result is undefined.
-    The JIT checks it for `moe.blockwise_bwd` entries.
+    the slots, and `top_k` bounds the slots of one token (the layer's top-k).
+    A token holds at most one slot per expert, so a parallel lowering can
+    index a token's slots by expert ([E, T]), list them in expert order,
+    which is the slot order, and sum at most `top_k` of them per token. The
+    layout is a precondition (SPEC section 4: ids in range, experts
+    ascending, at most one slot per (token, expert), at most `top_k` slots
+    per token); on a layout that breaks it the result is undefined. The JIT
+    checks all but the last for `moe.blockwise_bwd` entries.
 
     ```mlir
     %dx = moe.scatter_add_rows %c[%tok], %blk
-        {block_size = 128 : i64, num_experts = 4 : i64}
+        {block_size = 128 : i64, num_experts = 4 : i64, top_k = 2 : i64}
         : tensor<896x256xf32>, tensor<896xi32>, tensor<7xi32>
           -> tensor<256x256xbf16>
     ```
@@ -336,6 +338,7 @@ def Moe_ScatterAddRowsOp : Moe_Op<"scatter_add_rows", [Pure]> {
                        AnyRankedTensor:$token_position_to_id,
                        AnyRankedTensor:$block_to_expert,
                        I64Attr:$block_size, I64Attr:$num_experts,
+                       I64Attr:$top_k,
                        DefaultValuedAttr<Moe_DxAccumulateAttr,
                            "::mlir::moe::DxAccumulate::f32">:$dx_accumulate);
   let results = (outs AnyRankedTensor:$result);
