@@ -18,7 +18,8 @@
 //   moe.expert_matmul operands to f32, then scf.for over the N blocks:
 //                       out[e] += generic lhs_blk^T . rhs_blk
 //   moe.gated_act_bwd linalg.generic on the gate and up halves
-//   moe.affinity_grad generic row sums, scf.for scattering to t*E + e
+//   moe.affinity_grad generic lane sums of each row (32 lanes), generic
+//                     sum of the lanes, scf.for scattering to t*E + e
 //   moe.scale_rows    linalg.generic
 //   moe.scatter_add_rows scf.for over slots in ascending order, row adds
 //   moe.expert_sum    scf.for over blocks, generic column sums
@@ -31,8 +32,10 @@
 // Every number is computed by the builders of MXBuilders.h, the definition
 // the GPU lowering shares. Products and sums are f32, without contraction;
 // every sum runs in ascending index order (the loop order only puts the
-// contiguous dimension innermost). Tensor arguments of functions are marked
-// read only for bufferization (option read-only-inputs).
+// contiguous dimension innermost), except the affinity gradient's, which
+// runs in 32 interleaved lanes (docs/numerics.md). Tensor arguments of
+// functions are marked read only for bufferization (option
+// read-only-inputs).
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
@@ -49,6 +52,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/DialectConversion.h"
+
+#include <numeric>
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_CONVERTMOETOLINALG
@@ -869,10 +874,25 @@ struct GatedActBwdLowering : OpConversionPattern<GatedActBwdOp> {
   }
 };
 
+/// [S, D] as [S, D / lanes, lanes]: element (s, j, l) is (s, j * lanes + l).
+Value splitLanes(OpBuilder &b, Location loc, Value rows, int64_t lanes) {
+  RankedTensorType type = tensorType(rows);
+  int64_t S = type.getDimSize(0), D = type.getDimSize(1);
+  auto split =
+      RankedTensorType::get({S, D / lanes, lanes}, type.getElementType());
+  SmallVector<ReassociationIndices> reassociation = {{0}, {1, 2}};
+  return tensor::ExpandShapeOp::create(b, loc, split, rows, reassociation);
+}
+
 /// moe.affinity_grad: per-slot sums <dA, h> (+ <dy, bd[e]>) in f32, then a
 /// loop over the slots writing each routed slot's sum to t * E + e (the
 /// parallel form: one scf.parallel doing the same stores, which never
-/// collide).
+/// collide). Each slot's sum is split into W = 32 lane sums, lane l over
+/// the elements l, l + W, ..., added up in lane order afterwards
+/// (docs/numerics.md): on the GPU, one thread per (slot, lane) makes a
+/// warp read 32 consecutive elements of one row per step, where one
+/// thread per slot walking its row would read 32 rows. Both forms share
+/// these sums, so the host and the GPU give the same bits.
 struct AffinityGradLowering : SlotOpLowering<AffinityGradOp> {
   using SlotOpLowering::SlotOpLowering;
   LogicalResult
@@ -885,27 +905,49 @@ struct AffinityGradLowering : SlotOpLowering<AffinityGradOp> {
     Type f32 = rewriter.getF32Type();
     Value blockToExpert = adaptor.getBlockToExpert();
 
-    // Loops (s, i): sum[s] += dA[s, i] * h[s, i].
-    Value sums =
-        buildGeneric(rewriter, loc, {adaptor.getDAct(), adaptor.getH()},
-                     zeroTensor(rewriter, loc, {S}, f32),
-                     {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0, 1}),
-                      dimsMap(ctx, 2, {0})},
-                     withReductions(1, 1), multiplyAccumulate);
-    if (Value bias = adaptor.getDownBias()) {
-      // Loops (s, j): sum[s] += dy[s, j] * bd[block_to_expert[s / B], j].
-      sums = buildGeneric(
-          rewriter, loc, adaptor.getDyRows(), sums,
-          {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0})}, withReductions(1, 1),
+    // The lane count divides the lengths of both sums: 32 whenever I (and
+    // H with the bias) are multiples of 32, as every layer's are.
+    Value bias = adaptor.getDownBias();
+    int64_t lanes = std::gcd<int64_t>(32, op.getDAct().getType().getDimSize(1));
+    if (bias)
+      lanes = std::gcd<int64_t>(lanes, tensorType(bias).getDimSize(1));
+    // Loops (s, l, j), j reducing: lane[s, l] += dA[s, jW + l] * h[s, jW + l].
+    AffineMap rowMap = dimsMap(ctx, 3, {0, 2, 1});
+    AffineMap laneMap = dimsMap(ctx, 3, {0, 1});
+    Value laneSums = buildGeneric(
+        rewriter, loc,
+        {splitLanes(rewriter, loc, adaptor.getDAct(), lanes),
+         splitLanes(rewriter, loc, adaptor.getH(), lanes)},
+        zeroTensor(rewriter, loc, {S, lanes}, f32), {rowMap, rowMap, laneMap},
+        withReductions(2, 1), multiplyAccumulate);
+    if (bias) {
+      // Loops (s, l, j), j reducing: lane[s, l] += dy[s, jW + l] *
+      // bd[block_to_expert[s / B], jW + l].
+      laneSums = buildGeneric(
+          rewriter, loc, splitLanes(rewriter, loc, adaptor.getDyRows(), lanes),
+          laneSums, {rowMap, laneMap}, withReductions(2, 1),
           [&](OpBuilder &b, Location l, ValueRange args) {
             Value s = linalg::IndexOp::create(b, l, 0);
-            Value j = linalg::IndexOp::create(b, l, 1);
+            Value lane = linalg::IndexOp::create(b, l, 1);
+            Value j = linalg::IndexOp::create(b, l, 2);
+            Value column = arith::AddIOp::create(
+                b, l,
+                arith::MulIOp::create(b, l, j, indexConstant(b, l, lanes)),
+                lane);
             Value e = expertOfSlot(b, l, blockToExpert, s, B);
-            Value bd = tensor::ExtractOp::create(b, l, bias, ValueRange{e, j});
+            Value bd =
+                tensor::ExtractOp::create(b, l, bias, ValueRange{e, column});
             Value product = mulF(b, l, toF32(b, l, args[0]), toF32(b, l, bd));
             return addF(b, l, args[1], product);
           });
     }
+    // Loops (s, l), l reducing: sum[s] += lane[s, l].
+    Value sums = buildGeneric(
+        rewriter, loc, laneSums, zeroTensor(rewriter, loc, {S}, f32),
+        {dimsMap(ctx, 2, {0, 1}), dimsMap(ctx, 2, {0})}, withReductions(1, 1),
+        [](OpBuilder &b, Location l, ValueRange args) {
+          return addF(b, l, args[1], args[0]);
+        });
 
     int64_t TE = op.getResult().getType().getDimSize(0);
     if (parallelSlotOps) {

@@ -15,6 +15,7 @@
 // CHECK-DAG: #[[$D0D2:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
 // CHECK-DAG: #[[$D1D2:.*]] = affine_map<(d0, d1, d2) -> (d1, d2)>
 // CHECK-DAG: #[[$CKPT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3, d1)>
+// CHECK-DAG: #[[$LANE:.*]] = affine_map<(d0, d1, d2) -> (d0, d2, d1)>
 
 // By default every tensor argument is marked read only for bufferization
 // (the host calling convention: inputs are never written).
@@ -314,35 +315,49 @@ func.func @gated_act_bwd_geglu(%gu: tensor<64x64xf32>, %dA: tensor<64x32xf32>,
   return %dgu, %h : tensor<64x64xf32>, tensor<64x32xf32>
 }
 
-// Per-slot sums <dA, h> + <dy, bd[e]>, then a loop over the slots that
-// writes each routed slot's sum at t * E + e.
+// Per-slot sums <dA, h> + <dy, bd[e]> in 32 lanes (lane l over the
+// elements l, l + 32, ...; loops (s, l, j), j reducing), the lanes added up
+// in order, then a loop over the slots that writes each routed slot's sum
+// at t * E + e.
 // CHECK-LABEL: func.func @affinity_grad
-// CHECK-SAME: (%[[DA:.*]]: tensor<64x32xf32>, %[[H:.*]]: tensor<64x32xf32>, %[[TOK:.*]]: tensor<64xi32>, %[[BLK:.*]]: tensor<2xi32>, %[[DY:.*]]: tensor<64x16xbf16>, %[[BD:.*]]: tensor<4x16xbf16>)
-// CHECK: %[[S1:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ID2]], #[[$SLOT]]], iterator_types = ["parallel", "reduction"]}
-// CHECK-SAME: ins(%[[DA]], %[[H]] :
-// CHECK: %[[S2:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$SLOT]]], iterator_types = ["parallel", "reduction"]}
-// CHECK-SAME: ins(%[[DY]] : tensor<64x16xbf16>) outs(%[[S1]] : tensor<64xf32>)
+// CHECK-SAME: (%[[DA:.*]]: tensor<64x64xf32>, %[[H:.*]]: tensor<64x64xf32>, %[[TOK:.*]]: tensor<64xi32>, %[[BLK:.*]]: tensor<2xi32>, %[[DY:.*]]: tensor<64x64xbf16>, %[[BD:.*]]: tensor<4x64xbf16>)
+// CHECK: %[[LZ:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<64x32xf32>)
+// CHECK: %[[DAL:.*]] = tensor.expand_shape %[[DA]] {{\[}}[0], [1, 2]] output_shape [64, 2, 32] : tensor<64x64xf32> into tensor<64x2x32xf32>
+// CHECK: %[[HL:.*]] = tensor.expand_shape %[[H]] {{\[}}[0], [1, 2]] output_shape [64, 2, 32]
+// CHECK: %[[L1:.*]] = linalg.generic {indexing_maps = [#[[$LANE]], #[[$LANE]], #[[$BLOCK3]]], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME: ins(%[[DAL]], %[[HL]] : tensor<64x2x32xf32>, tensor<64x2x32xf32>) outs(%[[LZ]] : tensor<64x32xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: %[[DYL:.*]] = tensor.expand_shape %[[DY]] {{\[}}[0], [1, 2]] output_shape [64, 2, 32] : tensor<64x64xbf16> into tensor<64x2x32xbf16>
+// CHECK: %[[L2:.*]] = linalg.generic {indexing_maps = [#[[$LANE]], #[[$BLOCK3]]], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME: ins(%[[DYL]] : tensor<64x2x32xbf16>) outs(%[[L1]] : tensor<64x32xf32>)
+// CHECK: %[[L:.*]] = linalg.index 1
+// CHECK: %[[J:.*]] = linalg.index 2
+// CHECK: %[[JW:.*]] = arith.muli %[[J]], %c32
+// CHECK: %[[COLUMN:.*]] = arith.addi %[[JW]], %[[L]]
 // CHECK: tensor.extract %[[BLK]]
-// CHECK: tensor.extract %[[BD]]
+// CHECK: tensor.extract %[[BD]][%{{.*}}, %[[COLUMN]]]
+// CHECK: %[[SUMS:.*]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$SLOT]]], iterator_types = ["parallel", "reduction"]}
+// CHECK-SAME: ins(%[[L2]] : tensor<64x32xf32>) outs(%{{.*}} : tensor<64xf32>)
 // CHECK: %[[ZEROS:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<40xf32>)
 // CHECK: scf.for %[[S:.*]] = %{{.*}} iter_args(%[[OUT:.*]] = %[[ZEROS]]) -> (tensor<40xf32>)
 // CHECK: %[[T:.*]] = tensor.extract %[[TOK]][%[[S]]]
 // CHECK: %[[VALID:.*]] = arith.cmpi sge, %[[T]]
 // CHECK: scf.if %[[VALID]] -> (tensor<40xf32>)
 // CHECK: %[[IDX:.*]] = arith.addi
-// CHECK: %[[V:.*]] = tensor.extract %[[S2]][%[[S]]]
+// CHECK: %[[V:.*]] = tensor.extract %[[SUMS]][%[[S]]]
 // CHECK: %[[UPD:.*]] = tensor.insert %[[V]] into %[[OUT]][%[[IDX]]]
 // CHECK: scf.yield %[[UPD]]
 // CHECK: } else {
 // CHECK: scf.yield %[[OUT]]
-func.func @affinity_grad(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>,
+func.func @affinity_grad(%dA: tensor<64x64xf32>, %h: tensor<64x64xf32>,
                          %tok: tensor<64xi32>, %blk: tensor<2xi32>,
-                         %dy: tensor<64x16xbf16>, %bd: tensor<4x16xbf16>)
+                         %dy: tensor<64x64xbf16>, %bd: tensor<4x64xbf16>)
     -> tensor<40xf32> {
   %da = moe.affinity_grad %dA, %h, %tok, %blk bias(%dy, %bd)
       {block_size = 32 : i64, num_experts = 4 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>,
-        tensor<64x16xbf16>, tensor<4x16xbf16> -> tensor<40xf32>
+      : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64xi32>, tensor<2xi32>,
+        tensor<64x64xbf16>, tensor<4x64xbf16> -> tensor<40xf32>
   return %da : tensor<40xf32>
 }
 

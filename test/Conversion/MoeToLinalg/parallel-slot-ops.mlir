@@ -9,10 +9,14 @@
 
 // CHECK-DAG: #[[$TK:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
 
-// affinity_grad: row sums, then result[t * E + e] = sum[s].
+// affinity_grad: the host form's lane sums (I = 16 < 32: 16 lanes of one
+// element each) and their sum, then result[t * E + e] = sum[s].
 // CHECK-LABEL: func.func @affinity_grad(
 // CHECK-SAME:      %[[DA:[^:]*]]: tensor<64x16xf32>, %[[H:[^:]*]]: tensor<64x16xf32>, %[[TOK:[^:]*]]: tensor<64xi32>, %[[BLK:[^:]*]]: tensor<2xi32>)
-// CHECK:         %[[SUMS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[DA]], %[[H]] : tensor<64x16xf32>, tensor<64x16xf32>)
+// CHECK:         %[[DAL:.*]] = tensor.expand_shape %[[DA]] {{\[}}[0], [1, 2]] output_shape [64, 1, 16]
+// CHECK:         %[[HL:.*]] = tensor.expand_shape %[[H]] {{\[}}[0], [1, 2]] output_shape [64, 1, 16]
+// CHECK:         %[[LANES:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[DAL]], %[[HL]] : tensor<64x1x16xf32>, tensor<64x1x16xf32>) outs(%{{.*}} : tensor<64x16xf32>)
+// CHECK:         %[[SUMS:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[LANES]] : tensor<64x16xf32>)
 // CHECK:         %[[OUT:.*]] = memref.alloc() : memref<40xf32>
 // CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%[[OUT]] : memref<40xf32>)
 // CHECK:         %[[SB:.*]] = bufferization.to_buffer %[[SUMS]] read_only

@@ -8,8 +8,9 @@
   ops_sweep.py check DIR OUTPUT
       recomputes every result in numpy / Python with the operation order the
       lowering documents (f32 sums in ascending k, slot or block order, the
-      bias after the sum, docs/numerics.md's f32 order for the activation
-      backward, act / act' in f64 through libm like lib/Reference/Model.cpp)
+      bias after the sum, docs/numerics.md's f32 orders for the activation
+      backward and the affinity gradient, act / act' in f64 through libm
+      like lib/Reference/Model.cpp)
       and compares bit for bit.
 
 MX operands are quantized by the compiled program; the expected values use
@@ -28,7 +29,7 @@ from runner_output import parse_printout
 
 from moe_crosscheck import mx, routing
 
-T, H, I, E, K, B = 40, 64, 32, 4, 2, 32
+T, H, I, E, K, B = 40, 64, 64, 4, 2, 32
 F32 = np.float32
 BF16 = ml_dtypes.bfloat16
 GATE_HI, UP_LO, UP_HI = 1.5, -1.25, 2.0      # swiglu clamp
@@ -278,13 +279,18 @@ def gated_act_bwd(gu, dA, a, kind, gate, up):
 
 
 def affinity_grad(dA, h, tok, blk, dy=None, bd=None):
-    sums = np.zeros(dA.shape[0], F32)
-    for i in range(dA.shape[1]):
-        sums = sums + dA[:, i] * h[:, i]
+    # 32 lane sums per slot, lane l over the elements l, l + 32, ..., then
+    # the lanes added in order (docs/numerics.md).
+    lanes = np.zeros((dA.shape[0], 32), F32)
+    for j in range(0, dA.shape[1], 32):
+        lanes = lanes + dA[:, j:j + 32] * h[:, j:j + 32]
     if bd is not None:
         bias_rows = bd[np.repeat(blk, B)].astype(F32)
-        for j in range(dy.shape[1]):
-            sums = sums + dy[:, j].astype(F32) * bias_rows[:, j]
+        for j in range(0, dy.shape[1], 32):
+            lanes = lanes + dy[:, j:j + 32].astype(F32) * bias_rows[:, j:j + 32]
+    sums = np.zeros(dA.shape[0], F32)
+    for lane in range(32):
+        sums = sums + lanes[:, lane]
     out = np.zeros(T * E, F32)
     for s, t in enumerate(tok):
         if t >= 0:

@@ -259,7 +259,8 @@ def Moe_AffinityGradOp : Moe_Op<"affinity_grad",
   let description = [{
     `result[t * E + e] = <d_act[s], h[s]> (+ <dy_rows[s], down_bias[e]>)`
     for the slot s holding token t in a block of expert e; zero for pairs
-    that are not routed. Sums in f32. The bias term is present exactly when
+    that are not routed. Sums in f32, in 32 interleaved lanes added up in
+    order (docs/numerics.md). The bias term is present exactly when
     both optional operands are. `num_experts` is E, the stride of the
     result's token index (no operand carries it without the bias).
 
