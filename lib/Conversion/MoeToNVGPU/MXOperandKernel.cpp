@@ -28,8 +28,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -42,6 +44,12 @@ namespace {
 
 /// Elements of one MX block.
 constexpr int64_t kBlock = 32;
+/// Columns of the tile of the transposed values form (one per thread).
+constexpr int64_t kTileColumns = 256;
+/// f32 words per row of that tile in shared memory: a multiple of 4 (16-byte
+/// stores) whose remainder mod 32 banks, 4, spreads a thread's 32-row column
+/// reads and a row's 16-byte stores over the banks.
+constexpr int64_t kTileStride = kTileColumns + 4;
 
 /// Emits the body of one operand kernel.
 class OperandEmitter {
@@ -55,10 +63,25 @@ public:
         quantized(!codes && p.quant && p.quant.isQuantized()),
         gathered(p.sourceRows > 0) {}
 
-  /// The number of threads with work.
+  /// Whether values are transposed through a shared-memory tile: along
+  /// rows, values whose rows split into 16-byte chunks.
+  bool tiled() const { return p.alongRows && !codes && p.cols % 8 == 0; }
+
+  /// The number of threads with work (tiled: of blocks).
   int64_t workItems() const {
+    if (tiled())
+      return p.batch * (p.rows / kBlock) * llvm::divideCeil(p.cols, kTileColumns);
     return p.alongRows ? p.batch * (p.rows / kBlock) * (p.cols / 2)
                        : p.batch * p.rows * (p.cols / kBlock);
+  }
+
+  /// The f32 tile of the tiled form: 32 rows of kTileStride words.
+  static MemRefType tileType(MLIRContext *ctx) {
+    return MemRefType::get(
+        {kBlock * kTileStride}, Float32Type::get(ctx),
+        MemRefLayoutAttrInterface(),
+        gpu::AddressSpaceAttr::get(ctx,
+                                   gpu::GPUDialect::getWorkgroupAddressSpace()));
   }
 
   void emit(gpu::GPUFuncOp func, int64_t threads);
@@ -118,6 +141,10 @@ private:
   SmallVector<Value> roundBlock(ArrayRef<Value> xs, Value codeScale);
   /// Stores 32 bf16 values contiguously at byte offset `bytes` of out.
   void storeBlock(ArrayRef<Value> values, Value bytes);
+  /// The tiled transposed form: the block's 32 x 256 tile is read by rows
+  /// (16-byte loads) into shared memory, then each thread rounds one column
+  /// and writes it as a row of the output.
+  void emitTiled(gpu::GPUFuncOp func, int64_t threads);
 
   OpBuilder &b;
   Location loc;
@@ -234,6 +261,80 @@ void OperandEmitter::storeBlock(ArrayRef<Value> values, Value bytes) {
   }
 }
 
+void OperandEmitter::emitTiled(gpu::GPUFuncOp func, int64_t threads) {
+  assert(threads == kTileColumns && "one thread per tile column");
+  auto toI64 = [&](Value index) {
+    return arith::IndexCastOp::create(b, loc, i64T, index);
+  };
+  // Block -> (batch t, row group g, column tile ct), column tiles fastest.
+  int64_t tiles = llvm::divideCeil(p.cols, kTileColumns), groups = p.rows / kBlock;
+  Value block = toI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  Value tid = toI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  Value c0 = mul(remu(block, tiles), kTileColumns);
+  Value rest = divu(block, tiles);
+  Value g = remu(rest, groups);
+  Value t = divu(rest, groups);
+  Value row0 = add(mul(t, p.rows), mul(g, kBlock));
+  Value tile = arith::IndexCastOp::create(
+      b, loc, i64T,
+      memref::ExtractAlignedPointerAsIndexOp::create(
+          b, loc, func.getWorkgroupAttributions().front()));
+  auto smemPtrT = LLVM::LLVMPointerType::get(b.getContext(), 3);
+  auto smem = [&](Value word) {
+    return LLVM::IntToPtrOp::create(b, loc, smemPtrT, add(tile, mul(word, 4)));
+  };
+  bool partial = p.cols % kTileColumns != 0;
+  auto lt = [&](Value x, int64_t y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, i64(y));
+  };
+
+  // Rows: warp w reads rows w, w + 8, w + 16, w + 24; lane l the 8 columns
+  // 8 l .. 8 l + 7 (one or two 16-byte loads), stored as two 16-byte
+  // vectors of f32.
+  int64_t width = p.sourceType.getIntOrFloatBitWidth() / 8;
+  Value warp = divu(tid, 32), lane = remu(tid, 32);
+  Value col = add(c0, mul(lane, 8));
+  int64_t warps = kTileColumns / 32;
+  for (int64_t i = 0; i < kBlock / warps; ++i) {
+    Value r = add(warp, warps * i);
+    OpBuilder::InsertionGuard guard(b);
+    if (partial) {
+      auto ifOp = scf::IfOp::create(b, loc, lt(col, p.cols),
+                                    /*withElseRegion=*/false);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+    }
+    auto [row, valid] = sourceRow(add(row0, r));
+    SmallVector<Value> xs;
+    loadContiguous(mul(add(mul(row, p.cols), col), width), 8, valid, xs);
+    auto vecT = VectorType::get({4}, f32T);
+    for (int64_t h = 0; h < 2; ++h) {
+      Value v = LLVM::UndefOp::create(b, loc, vecT);
+      for (int64_t k = 0; k < 4; ++k)
+        v = LLVM::InsertElementOp::create(
+            b, loc, v, xs[4 * h + k],
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(k)));
+      Value word = add(add(mul(r, kTileStride), mul(lane, 8)), 4 * h);
+      LLVM::StoreOp::create(b, loc, v, smem(word), 16);
+    }
+  }
+  gpu::BarrierOp::create(b, loc);
+
+  // Column c0 + tid: its 32 rows from the tile, one output row.
+  OpBuilder::InsertionGuard guard(b);
+  Value c = add(c0, tid);
+  if (partial) {
+    auto ifOp = scf::IfOp::create(b, loc, lt(c, p.cols),
+                                  /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+  }
+  SmallVector<Value> column;
+  for (int64_t j = 0; j < kBlock; ++j)
+    column.push_back(LLVM::LoadOp::create(
+        b, loc, f32T, smem(add(mul(i64(j), kTileStride), tid)), 4));
+  Value at = add(mul(add(mul(t, p.cols), c), p.rows), mul(g, kBlock));
+  storeBlock(roundBlock(column, Value()), mul(at, 2));
+}
+
 void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
@@ -241,6 +342,11 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
   scales = codes ? entry.getArgument(1) : Value();
   ids = gathered ? entry.getArgument(1) : Value();
   out = entry.getArgument(codes || gathered ? 2 : 1);
+  if (tiled()) {
+    emitTiled(func, threads);
+    gpu::ReturnOp::create(b, loc);
+    return;
+  }
 
   auto toI64 = [&](Value index) {
     return arith::IndexCastOp::create(b, loc, i64T, index);
@@ -348,16 +454,26 @@ MXOperandLaunch moe::buildMXOperandKernel(OpBuilder &builder, Location loc,
   SmallVector<Type> args = {gptr, gptr};
   if (isMXCodeType(problem.sourceType) || problem.sourceRows > 0)
     args.push_back(gptr);
+  OperandEmitter emitter(builder, loc, problem);
+  SmallVector<Type> workgroup;
+  if (emitter.tiled())
+    workgroup.push_back(OperandEmitter::tileType(ctx));
   auto func = gpu::GPUFuncOp::create(builder, loc, name,
-                                     FunctionType::get(ctx, args, {}));
+                                     FunctionType::get(ctx, args, {}),
+                                     workgroup);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                 builder.getUnitAttr());
+  // The tile takes 16-byte stores.
+  if (emitter.tiled())
+    func.setWorkgroupAttributionAttr(0, LLVM::LLVMDialect::getAlignAttrName(),
+                                     builder.getI64IntegerAttr(16));
   int64_t threads = target.getOperandKernelThreads();
   func->setAttr("nvvm.maxntid",
                 builder.getDenseI32ArrayAttr(
                     {static_cast<int32_t>(threads), 1, 1}));
-  OperandEmitter emitter(builder, loc, problem);
   emitter.emit(func, threads);
-  int64_t blocks = (emitter.workItems() + threads - 1) / threads;
+  int64_t blocks = emitter.tiled()
+                       ? emitter.workItems()
+                       : (emitter.workItems() + threads - 1) / threads;
   return MXOperandLaunch{func, {blocks, 1, 1}, {threads, 1, 1}};
 }

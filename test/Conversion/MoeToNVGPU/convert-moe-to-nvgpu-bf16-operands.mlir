@@ -171,16 +171,17 @@ func.func @quantized_k_innermost(%x: tensor<256x256xbf16>,
 // -----
 
 // A transpose_rhs weight [E, K, N] quantized along K (axis 1) with e5m2 /
-// FLOOR: a column-mode operand kernel (one thread per column pair of a
-// 32-row block: 2 x 8 x 48 = 768 threads, grid 3) writes it as [E, N, K].
-// N = 96 is a partial tile: the GEMM guards its column stores.
+// FLOOR: a column-mode operand kernel writes it as [E, N, K] through a
+// shared-memory tile (one block per 32-row group and 256-column tile:
+// 2 x 8 x 1 = 16 blocks). N = 96 is a partial tile: the kernel guards its
+// columns, the GEMM its column stores.
 
 // CHECK-LABEL: func.func @quantized_transposed(
 // CHECK:         call @mx_operand_0_launch(%{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<256x256xbf16>) -> ()
 // CHECK:         call @mx_operand_1_launch(%{{.*}}, %{{.*}}) : (memref<2x256x96xbf16>, memref<2x96x256xbf16>) -> ()
 // CHECK:         call @block_matmul_2_launch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<2x96x256xbf16>, memref<2xi32>, memref<256x96xf32>) -> ()
 // CHECK-LABEL: func.func private @mx_operand_1_launch(memref<2x256x96xbf16>, memref<2x96x256xbf16>)
-// CHECK-SAME:      grid = array<i64: 3, 1, 1>, kernel = @moe_kernels::@mx_operand_1, pointer_args = array<i64: 0, 1>
+// CHECK-SAME:      grid = array<i64: 16, 1, 1>, kernel = @moe_kernels::@mx_operand_1, pointer_args = array<i64: 0, 1>
 // CHECK-LABEL: func.func private @block_matmul_2_launch(
 // CHECK-SAME:      grid = array<i64: 1, 2, 1>
 // CHECK-SAME:      pointer_args = array<i64: 3, 2>, tensor_map_args = array<i64: 0, 1>
@@ -191,21 +192,24 @@ func.func @quantized_k_innermost(%x: tensor<256x256xbf16>,
 // CHECK:             arith.addi %{{.*}}, %c-15_i32{{(_[0-9]+)?}} : i32
 // CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
 // CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
-// Columns c, c + 1 of rows 32 g .. 32 g + 31 (item % 48, item / 48 % 8,
-// item / 384): 32 pair loads, each column rounded on its own, 2 x 4 stores
-// into the transposed rows.
+// Block -> (tile, group, batch); warp w reads rows w + 8 i, lane l the
+// columns 8 l .. 8 l + 7 (below 96) with one 16-byte load, into the f32
+// tile (two 16-byte stores); after the barrier, thread c reads its column
+// of 32 rows and writes them as 4 x 16 bytes of output row c.
 // CHECK-LABEL: gpu.func @mx_operand_1(
-// CHECK:           arith.cmpi ult, %{{.*}}, %c768_i64 : i64
-// CHECK:             arith.remui %{{.*}}, %c48_i64 : i64
-// CHECK-COUNT-32:    llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> vector<2xbf16>
+// CHECK-SAME:      workgroup(%[[TILE:[^ ]*]] : memref<8320xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK:           memref.extract_aligned_pointer_as_index %[[TILE]]
+// CHECK-COUNT-4:   llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// CHECK:           llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<3>
+// CHECK:           gpu.barrier
+// CHECK:           arith.cmpi ult, %{{.*}}, %c96_i64{{(_[0-9]+)?}} : i64
+// CHECK-NEXT:      scf.if
+// CHECK-COUNT-32:    llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
 // CHECK-NOT:         llvm.load
 // CHECK-NOT:         arith.divf
 // CHECK:             arith.addi %{{.*}}, %c-15_i32{{(_[0-9]+)?}} : i32
 // CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
 // CHECK-NEXT:        nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E5M2) -> vector<2xf16>
-// CHECK-COUNT-4:     llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
-// CHECK:             arith.addi %{{.*}}, %c-15_i32{{(_[0-9]+)?}} : i32
-// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
 // CHECK-COUNT-4:     llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
 // CHECK-NOT:         llvm.store
 // CHECK:           gpu.return
@@ -244,7 +248,9 @@ func.func @quantized_transposed(%x: tensor<256x256xbf16>,
 // is f32 [S, M] quantized along the slots, the rhs codes [S, N] with their
 // scales [S / 32, N] come as arguments (weights=mx style) and are
 // dequantized (3 pointer arguments). Both operand kernels work in column
-// mode and write [M, S] and [N, S]. The GEMM's grid z is the expert.
+// mode and write [M, S] and [N, S]: the values through a shared-memory
+// tile (8 row groups x 1 column tile: 8 blocks), the codes a column pair
+// per thread (8 x 64 threads: 2 blocks). The GEMM's grid z is the expert.
 
 // CHECK-LABEL: func.func @expert_f32_and_codes(
 // CHECK-SAME:      %[[H:[^:]*]]: tensor<256x128xf32>, %[[DQ:[^:]*]]: tensor<256x128xf8E4M3FN>, %[[DS:[^:]*]]: tensor<8x128xf8E8M0FNU>, %[[BLK:[^:]*]]: tensor<2xi32>)
@@ -256,24 +262,23 @@ func.func @quantized_transposed(%x: tensor<256x256xbf16>,
 // CHECK:         call @expert_matmul_2_launch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<128x256xbf16>, memref<128x256xbf16>, memref<2xi32>, memref<2x128x128xf32>) -> ()
 // CHECK-NOT:     moe.expert_matmul
 // CHECK-LABEL: func.func private @mx_operand_0_launch(memref<256x128xf32>, memref<128x256xbf16>)
-// CHECK-SAME:      grid = array<i64: 2, 1, 1>, kernel = @moe_kernels::@mx_operand_0, pointer_args = array<i64: 0, 1>
+// CHECK-SAME:      grid = array<i64: 8, 1, 1>, kernel = @moe_kernels::@mx_operand_0, pointer_args = array<i64: 0, 1>
 // CHECK-LABEL: func.func private @mx_operand_1_launch(memref<256x128xf8E4M3FN>, memref<8x128xf8E8M0FNU>, memref<128x256xbf16>)
 // CHECK-SAME:      grid = array<i64: 2, 1, 1>, kernel = @moe_kernels::@mx_operand_1, pointer_args = array<i64: 0, 1, 2>
 // CHECK-LABEL: func.func private @expert_matmul_2_launch(memref<128x256xbf16>, memref<128x256xbf16>, memref<2xi32>, memref<2x128x128xf32>)
 // CHECK-SAME:      block = array<i64: 384, 1, 1>, dynamic_shared_memory = 197744 : i64, grid = array<i64: 1, 1, 2>,
 // CHECK-SAME:      kernel = @moe_kernels::@expert_matmul_2, pointer_args = array<i64: 3, 2>, tensor_map_args = array<i64: 0, 1>
 //
-// f32 pairs, RCEIL on e4m3.
+// f32 rows, two 16-byte loads per lane and row; RCEIL on e4m3.
 // CHECK-LABEL: gpu.func @mx_operand_0(
-// CHECK-SAME:      %{{[^:]*}}: !llvm.ptr<1>, %{{[^:]*}}: !llvm.ptr<1>) kernel
-// CHECK-COUNT-32:    llvm.load %{{.*}} invariant {alignment = 8 : i64} : !llvm.ptr<1> -> vector<2xf32>
+// CHECK-SAME:      %{{[^:]*}}: !llvm.ptr<1>, %{{[^:]*}}: !llvm.ptr<1>) workgroup(
+// CHECK-COUNT-8:     llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
 // CHECK-NOT:         arith.extf
+// CHECK:           gpu.barrier
 // CHECK:             arith.divf
 // CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E4M3FN)
 // CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
-// CHECK:             arith.divf
-// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E4M3FN)
-// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-NOT:         arith.divf
 // CHECK:           gpu.return
 // Codes: 32 code pairs and one pair of scale bytes (scales[g, c], [g, c + 1]),
 // no rounding, only the exact conversion and the scale factors.
@@ -347,16 +352,16 @@ func.func @expert_f32_and_codes(%h: tensor<256x128xf32>,
 // CHECK:         call @block_matmul_1_launch(%[[A]], %[[B]], %{{.*}}, %{{.*}})
 // CHECK-NOT:     call
 // CHECK-LABEL: func.func private @mx_operand_0_launch(
-// CHECK-SAME:      grid = array<i64: 4, 1, 1>
+// CHECK-SAME:      grid = array<i64: 16, 1, 1>
 // CHECK-NOT:   gpu.func @mx_operand_1
 // CHECK-LABEL: gpu.func @mx_operand_0(
 // CHECK-NOT:         nvvm.convert
-// CHECK-COUNT-32:    llvm.load %{{.*}} : !llvm.ptr<1> -> vector<2xbf16>
+// CHECK-COUNT-4:     llvm.load %{{.*}} : !llvm.ptr<1> -> vector<8xbf16>
 // CHECK-NOT:         nvvm.convert
 // CHECK-NOT:         arith.mulf
 // CHECK:             arith.truncf %{{.*}} : f32 to bf16
 // CHECK-NOT:         nvvm.convert
-// CHECK-COUNT-8:     llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-COUNT-4:     llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
 // CHECK-NOT:         nvvm.convert
 // CHECK:           gpu.return
 // CHECK-LABEL: gpu.func @block_matmul_1(
@@ -498,7 +503,8 @@ func.func @shared_operand(%x: tensor<256x256xbf16>, %w0: tensor<2x128x256xbf16>,
 // CHECK:           llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> i32
 // CHECK:           arith.cmpi ult, %{{.*}}, %c48_i64 : i64
 // CHECK-LABEL:   gpu.func @mx_operand_3(
-// CHECK-COUNT-32:  arith.cmpi ult, %{{.*}}, %c48_i64{{(_[0-9]+)?}} : i64
+// CHECK-COUNT-4:   arith.cmpi ult, %{{.*}}, %c48_i64{{(_[0-9]+)?}} : i64
+// CHECK:           gpu.barrier
 // CHECK:           gpu.return
 #mx = #moe.mx<f8E4M3FN, block = 32, rule = rceil>
 func.func @gathered(%x: tensor<48x64xbf16>, %tok: tensor<128xi32>,
