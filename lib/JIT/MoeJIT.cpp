@@ -115,8 +115,8 @@ struct Executable::Impl {
   const CudaRuntimeApi *cuda = nullptr;
   /// gpuMode resident: the entry takes device buffers.
   bool deviceArguments = false;
-  /// CompileInfo::gpuMode and gpuModeReason, for memory-cache hits.
-  std::string gpuMode, gpuModeReason;
+  /// CompileInfo::gpuMode, for memory-cache hits.
+  std::string gpuMode;
   std::optional<LayerDesc> layer;
   std::string layerProblem;
   /// Inputs holding the routing layout (-1: not an input) and the shapes
@@ -1053,7 +1053,6 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       result.impl_ = it->second;
       info.source = CompileInfo::Source::MemoryCache;
       info.gpuMode = it->second->gpuMode;
-      info.gpuModeReason = it->second->gpuModeReason;
       info.totalSeconds = secondsSince(start);
       return result;
     }
@@ -1082,19 +1081,11 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     return Status::error(error.empty() ? diagnostics.take() : error);
   std::shared_ptr<Executable::Impl> impl = analysis.impl;
   if (options.target == Target::Sm90a) {
-    std::optional<std::string> blocker =
-        mlir::moe::residentPipelineBlocker(*module);
-    if (options.gpuMode == "resident" && blocker)
-      return Status::error(options.sourceName +
-                           ": gpuMode resident cannot lower " + *blocker +
-                           "; use gpuMode hybrid");
-    impl->deviceArguments =
-        options.gpuMode == "resident" || (options.gpuMode.empty() && !blocker);
+    // Every GEMM the dialect accepts has GPU kernels, so resident unless
+    // hybrid is asked for.
+    impl->deviceArguments = options.gpuMode != "hybrid";
     info.gpuMode = impl->deviceArguments ? "resident" : "hybrid";
-    if (options.gpuMode.empty() && blocker)
-      info.gpuModeReason = "the IR has " + *blocker;
     impl->gpuMode = info.gpuMode;
-    impl->gpuModeReason = info.gpuModeReason;
   }
   info.parseSeconds = secondsSince(start);
 

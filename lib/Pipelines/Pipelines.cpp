@@ -342,20 +342,6 @@ void moe::buildGPUResidentPipeline(OpPassManager &pm,
   addHostLowering(pm, HostLowering::Resident, &options, &target);
 }
 
-std::optional<std::string> moe::residentPipelineBlocker(ModuleOp module) {
-  std::optional<std::string> blocker;
-  module.walk([&](Operation *op) {
-    if (isa<BlockMatmulOp, ExpertMatmulOp>(op) && !isGPUGemm(op)) {
-      // The test of convert-moe-to-nvgpu itself, so the two never disagree.
-      blocker = "a " + op->getName().getStringRef().str() +
-                " whose operands the GPU kernels do not take (FP8 codes with "
-                "scales or bf16 values): it runs on the host";
-    }
-    return blocker ? WalkResult::interrupt() : WalkResult::advance();
-  });
-  return blocker;
-}
-
 void moe::registerMoePipelines() {
   PassPipelineRegistration<HostPipelineOptions>(
       "moe-host-pipeline",

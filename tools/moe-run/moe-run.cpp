@@ -790,12 +790,8 @@ int run(const Options &opts) {
   // On a GPU the call alone (what a caller holding device buffers pays),
   // then the copies of the resident mode's buffers.
   if (!info.gpuMode.empty())
-    std::printf("gpu: mode %s%s, call %.6f s%s, device copies %.6f s\n",
-                info.gpuMode.c_str(),
-                info.gpuModeReason.empty()
-                    ? ""
-                    : (" (" + info.gpuModeReason + ")").c_str(),
-                callSeconds, best.c_str(), copySeconds);
+    std::printf("gpu: mode %s, call %.6f s%s, device copies %.6f s\n",
+                info.gpuMode.c_str(), callSeconds, best.c_str(), copySeconds);
   // A benchmark wants the typical call, not only the luckiest one.
   if (opts.repeat > 1)
     std::printf("timing: call median %.6f s, min %.6f s, max %.6f s over %lld "

@@ -276,8 +276,6 @@ struct CompileInfo {
          totalSeconds = 0;
   /// GPU targets: the mode used, "resident" or "hybrid"; empty on the host.
   std::string gpuMode;
-  /// Why an empty CompileOptions::gpuMode chose hybrid; else empty.
-  std::string gpuModeReason;
 };
 
 MOE_JIT_EXPORT const char *toString(CompileInfo::Source source);

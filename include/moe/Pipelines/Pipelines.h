@@ -165,18 +165,11 @@ struct GPUResidentPipelineOptions
 /// ready once the caller has synchronized with that stream. With
 /// host-arguments the buffers are host memory and the function
 /// synchronizes before it returns, on a stream of its own, as the host
-/// pipeline's convention needs. A GEMM whose operands the GPU kernels do
-/// not take (isGPUGemm) stays on the host and does not lower:
-/// moe-gpu-device-buffers reports the host access (residentPipelineBlocker
-/// says so beforehand).
+/// pipeline's convention needs. Every GEMM the dialect accepts becomes GPU
+/// kernels (isGPUGemm); one that did not would stay on the host and fail to
+/// lower, moe-gpu-device-buffers reporting the host access.
 void buildGPUResidentPipeline(OpPassManager &pm,
                               const GPUResidentPipelineOptions &options);
-
-/// Why buildGPUResidentPipeline cannot lower `module`, or nothing when it
-/// can: every moe.block_matmul and moe.expert_matmul it holds must become a
-/// GPU kernel (isGPUGemm); every moe.blockwise_bwd decomposes into such
-/// GEMMs.
-std::optional<std::string> residentPipelineBlocker(ModuleOp module);
 
 /// Registers the named pipelines ("moe-host-pipeline",
 /// "moe-gpu-device-pipeline", "moe-gpu-hybrid-pipeline",
