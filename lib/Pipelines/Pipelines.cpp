@@ -19,6 +19,7 @@
 // the GPU device pipeline, from moe IR to serialized kernels:
 //
 //   moe IR
+//     moe-gpu-kernel-config{chip}            #moe.gemm_config on every GEMM
 //     convert-moe-to-nvgpu{chip}             gpu.module @moe_kernels (gpu,
 //                                            nvgpu, nvvm, llvm, memref, scf)
 //     in gpu.module: nvgpu-to-nvvm, scf-to-cf, gpu-to-nvvm (bare pointers,
@@ -31,6 +32,7 @@
 //
 //   moe.blockwise_bwd
 //     moe-decompose-bwd (no fusion)
+//     moe-gpu-kernel-config{chip}            #moe.gemm_config on every GEMM
 //     convert-moe-to-nvgpu{chip}             kernels + calls of launch
 //                                            functions (declarations)
 //     kernel lowering and serialization      as in the device pipeline
@@ -47,7 +49,8 @@
 //
 //   moe.blockwise_bwd
 //     moe-decompose-bwd (no fusion)
-//     convert-moe-to-nvgpu{chip}, kernel lowering and serialization (GEMMs)
+//     moe-gpu-kernel-config{chip}, convert-moe-to-nvgpu{chip}, kernel
+//       lowering and serialization (GEMMs)
 //     convert-moe-to-linalg{parallel-slot-ops}, bufferization, deallocation
 //     moe-gpu-reductions-innermost, convert-linalg-to-parallel-loops,
 //     moe-gpu-loop-shape, gpu-map-parallel-loops,
@@ -307,6 +310,10 @@ void moe::buildHostPipeline(OpPassManager &pm,
 static bool addGPUKernels(OpPassManager &pm, StringRef chip,
                           StringRef mmaPath, StringRef format,
                           StringRef toolkit) {
+  MoeGPUKernelConfigOptions config;
+  config.chip = chip.str();
+  config.mmaPath = mmaPath.str();
+  pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
   convert.chip = chip.str();
   convert.mmaPath = mmaPath.str();

@@ -39,11 +39,46 @@ def ConvertMoeToLinalg : Pass<"convert-moe-to-linalg"> {
   ];
 }
 
+def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
+  let summary = "Choose the kernel configuration of every GPU GEMM";
+  let description = [{
+    Records on every GEMM that convert-moe-to-nvgpu turns into a kernel
+    (`moe.block_matmul`, `moe.expert_matmul` on FP8 codes with scales or
+    bf16 values) the kernel it gets on the chip `chip`, as the discardable
+    attribute `moe.gemm_config` (a `#moe.gemm_config`): MMA path, CTA tile,
+    MMA shape, pipeline stages, warpgroup roles and their registers, from
+    the chip's description (moe/Conversion/MoeToNVGPU/TargetInfo.h). The
+    path is `mma-path` (default: the chip's) for GEMMs of codes of one type
+    on both sides without a bias, `bf16_operands` for every other GEMM; the
+    `fp8` path falls back to `bf16` for a GEMM its kernel cannot compute. A
+    GEMM that has the attribute already keeps it, so a test or a tuner can
+    set any configuration; convert-moe-to-nvgpu builds the kernel it
+    describes and makes the same choice for a GEMM without one.
+
+    ```mlir
+    %r = moe.block_matmul ... {block_size = 128 : i64,
+        moe.gemm_config = #moe.gemm_config<mma = bf16_operands,
+          tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6,
+          warpgroups = [1, 2], registers = [40, 232]>} ...
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "The NVIDIA chip to choose kernels for (supported: sm_90a)">,
+    Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
+           "The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
+           "(default: the chip's)">
+  ];
+}
+
 def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
   let summary = "Emit the GPU kernels of moe phase-level ops for an NVIDIA chip";
   let description = [{
     The GPU lowering, for the chip named by `chip` (its description:
-    moe/Conversion/MoeToNVGPU/TargetInfo.h). Handled so far: the GEMMs,
+    moe/Conversion/MoeToNVGPU/TargetInfo.h). Each GEMM's kernel is the one
+    its `moe.gemm_config` attribute describes (moe-gpu-kernel-config), or,
+    without one, the one that pass would choose with the same `mma-path`; a
+    configuration the chip cannot run is an error. Handled so far: the GEMMs,
     `moe.block_matmul` (recompute, P1, P2) and `moe.expert_matmul` (P3, P4)
     whose operands are f8E4M3FN / f8E5M2 codes with E8M0 scales or bf16
     values. For each one the pass adds kernels to the `gpu.module

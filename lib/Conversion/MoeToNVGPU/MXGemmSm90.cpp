@@ -1097,14 +1097,45 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   gpu::ReturnOp::create(b, loc);
 }
 
-/// Why the kernels of `target` cannot compute `problem`; empty when they
-/// can.
+/// Why the kernel of `cfg` cannot compute `problem` on `target`; empty
+/// when it can.
 static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
+                                    const MXGemmConfig &cfg,
                                     const TargetInfo &target) {
-  const MXGemmConfig &cfg = target.getMXGemmConfig(problem.path);
-  StringRef path = stringifyMXMmaPath(problem.path);
+  StringRef path = stringifyMmaPathOption(problem.path);
   std::string why;
   llvm::raw_string_ostream os(why);
+  // What the kernel structure takes (#moe.gemm_config verified the rest):
+  // a K tile of one 128-byte swizzle panel, square tiles (the A and B
+  // boxes share one shape), the 64xNxK wgmma of the operand type, and one
+  // dequantizing producer warpgroup per operand on the bf16 path.
+  int64_t panelK =
+      kSwizzleBytes / (problem.path == MXMmaPath::Bf16Operands ? 2 : 1);
+  int64_t wgmmaK = problem.path == MXMmaPath::Fp8WgmmaPromote ? 32 : 16;
+  if (cfg.tileK != panelK) {
+    os << "the " << path << " MMA path of " << target.getChip()
+       << " needs tile K " << panelK << " (one 128-byte swizzle panel), got "
+       << cfg.tileK;
+    return why;
+  }
+  if (cfg.tileM != cfg.tileN) {
+    os << "the " << path << " MMA path of " << target.getChip()
+       << " needs square tiles, got " << cfg.tileM << "x" << cfg.tileN;
+    return why;
+  }
+  if (cfg.mmaM != 64 || cfg.mmaK != wgmmaK || cfg.mmaN % 8 || cfg.mmaN > 256) {
+    os << "MMA shape " << cfg.mmaM << "x" << cfg.mmaN << "x" << cfg.mmaK
+       << " is not a wgmma of the " << path << " MMA path of "
+       << target.getChip() << " (64xNx" << wgmmaK
+       << ", N a multiple of 8 up to 256)";
+    return why;
+  }
+  if (problem.path == MXMmaPath::Bf16Dequant && cfg.producerWarpgroups != 2) {
+    os << "the " << path << " MMA path of " << target.getChip()
+       << " needs 2 producer warpgroups (one per operand), got "
+       << cfg.producerWarpgroups;
+    return why;
+  }
   if (problem.path == MXMmaPath::Bf16Operands) {
     // TMA rows must be 16-byte multiples.
     if (problem.k % 8) {
@@ -1159,14 +1190,15 @@ static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
 }
 
 bool moe::fitsMXGemmSm90(const MXGemmProblem &problem,
-                         const TargetInfo &target) {
-  return whyNotMXGemmSm90(problem, target).empty();
+                         const MXGemmConfig &config, const TargetInfo &target) {
+  return whyNotMXGemmSm90(problem, config, target).empty();
 }
 
 LogicalResult
-moe::checkMXGemmSm90(const MXGemmProblem &problem, const TargetInfo &target,
+moe::checkMXGemmSm90(const MXGemmProblem &problem, const MXGemmConfig &config,
+                     const TargetInfo &target,
                      function_ref<InFlightDiagnostic()> emitError) {
-  std::string why = whyNotMXGemmSm90(problem, target);
+  std::string why = whyNotMXGemmSm90(problem, config, target);
   if (why.empty())
     return success();
   emitError() << why;
@@ -1174,11 +1206,9 @@ moe::checkMXGemmSm90(const MXGemmProblem &problem, const TargetInfo &target,
 }
 
 MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
-                                        gpu::GPUModuleOp module,
-                                        StringRef name,
+                                        gpu::GPUModuleOp module, StringRef name,
                                         const MXGemmProblem &problem,
-                                        const TargetInfo &target) {
-  const MXGemmConfig &cfg = target.getMXGemmConfig(problem.path);
+                                        const MXGemmConfig &cfg) {
   bool bf16Operands = problem.path == MXMmaPath::Bf16Operands;
   assert(cfg.tileK * (bf16Operands ? 2 : 1) == kSwizzleBytes &&
          cfg.tileM == cfg.tileN &&

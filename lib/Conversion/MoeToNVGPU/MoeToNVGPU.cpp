@@ -29,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
 
+#include "moe/Conversion/MoeToNVGPU/GemmConfig.h"
 #include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
 #include "moe/Conversion/MoeToNVGPU/MXOperandKernel.h"
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
@@ -184,10 +185,10 @@ public:
     return name;
   }
 
-  /// `op` on one of the MX paths: codes and scales, K-major.
-  LogicalResult lowerMXCodes(Operation *op, MXMmaPath path);
-  /// `op` on the Bf16Operands path.
-  LogicalResult lowerBf16Operands(Operation *op);
+  /// `op` on the MX path of `config`: codes and scales, K-major.
+  LogicalResult lowerMXCodes(Operation *op, GemmConfigAttr config);
+  /// `op` on the Bf16Operands path, with the kernel of `config`.
+  LogicalResult lowerBf16Operands(Operation *op, GemmConfigAttr config);
 
 private:
   /// The GEMM operand `data` (with `scales` for codes) as the Bf16Operands
@@ -203,26 +204,25 @@ private:
   DenseMap<std::tuple<Value, Value, int64_t>, Value> prepared;
 };
 
-LogicalResult GemmLowering::lowerMXCodes(Operation *op, MXMmaPath path) {
+LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
+  MXMmaPath path = config.getMma();
+  if (!isMXCodesGemm(op))
+    return op->emitOpError()
+           << "the " << stringifyMmaPathOption(path)
+           << " MMA path takes codes of one FP8 type on both sides and no "
+              "bias";
+  MXGemmProblem problem = getMXGemmProblem(op, path);
+  MXGemmConfig cfg = getMXGemmConfig(config, target);
+  if (failed(checkMXGemmSm90(problem, cfg, target,
+                             [&] { return op->emitOpError(); })))
+    return failure();
   b.setInsertionPoint(op);
   Location loc = op->getLoc();
-  MXGemmProblem problem;
   SmallVector<Value> operands;
   StringRef prefix;
   if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
-    ArrayRef<int64_t> rhs = gemm.getRhs().getType().getShape();
-    bool transposed = gemm.getTransposeRhs();
-    problem = {MXGemmKind::Block,
-               gemm.getLhs().getType().getDimSize(0),
-               transposed ? rhs[2] : rhs[1],
-               transposed ? rhs[1] : rhs[2],
-               rhs[0],
-               static_cast<int64_t>(gemm.getBlockSize()),
-               gemm.getBlockToExpert().getType().getDimSize(0),
-               mxElementType(gemm),
-               path};
     Value rhsCodes = gemm.getRhs(), rhsScales = gemm.getRhsScales();
-    if (transposed) {
+    if (gemm.getTransposeRhs()) {
       rhsCodes = transpose(b, loc, rhsCodes, {0, 2, 1});
       rhsScales = transpose(b, loc, rhsScales, {0, 2, 1});
     }
@@ -231,16 +231,6 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, MXMmaPath path) {
     prefix = "mx_block_matmul_";
   } else {
     auto expert = cast<ExpertMatmulOp>(op);
-    ArrayRef<int64_t> result = expert.getType().getShape();
-    problem = {MXGemmKind::Expert,
-               result[1],
-               result[2],
-               expert.getLhs().getType().getDimSize(0),
-               result[0],
-               static_cast<int64_t>(expert.getBlockSize()),
-               expert.getBlockToExpert().getType().getDimSize(0),
-               mxElementType(expert),
-               path};
     operands = {transpose(b, loc, expert.getLhs(), {1, 0}),
                 transpose(b, loc, expert.getLhsScales(), {1, 0}),
                 transpose(b, loc, expert.getRhs(), {1, 0}),
@@ -248,16 +238,8 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, MXMmaPath path) {
                 expert.getBlockToExpert()};
     prefix = "mx_expert_matmul_";
   }
-  // The fp8 path covers e4m3 block GEMMs of whole tiles; the others
-  // dequantize to bf16.
-  if (problem.path == MXMmaPath::Fp8WgmmaPromote &&
-      !fitsMXGemmSm90(problem, target))
-    problem.path = MXMmaPath::Bf16Dequant;
-  if (failed(checkMXGemmSm90(problem, target,
-                             [&] { return op->emitOpError(); })))
-    return failure();
-  MXGemmLaunch launch = buildMXGemmSm90Kernel(
-      b, loc, kernels, freshName(prefix), problem, target);
+  MXGemmLaunch launch =
+      buildMXGemmSm90Kernel(b, loc, kernels, freshName(prefix), problem, cfg);
   // Kernel arguments: tmapA (lhs codes), tmapB (rhs codes), then the
   // global pointers sa, sb, c, blockToExpert.
   LaunchRecord record{launch.kernel,
@@ -336,46 +318,25 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   return result;
 }
 
-LogicalResult GemmLowering::lowerBf16Operands(Operation *op) {
+LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
+                                              GemmConfigAttr config) {
   Location loc = op->getLoc();
-  MXGemmProblem problem;
+  MXGemmProblem problem = getMXGemmProblem(op, MXMmaPath::Bf16Operands);
+  MXGemmConfig cfg = getMXGemmConfig(config, target);
   FailureOr<Value> lhs, rhs;
   Value bias, blocks;
   StringRef prefix;
   if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
-    ArrayRef<int64_t> rhsShape = gemm.getRhs().getType().getShape();
-    bool transposed = gemm.getTransposeRhs();
-    problem = {MXGemmKind::Block,
-               gemm.getLhs().getType().getDimSize(0),
-               transposed ? rhsShape[2] : rhsShape[1],
-               transposed ? rhsShape[1] : rhsShape[2],
-               rhsShape[0],
-               static_cast<int64_t>(gemm.getBlockSize()),
-               gemm.getBlockToExpert().getType().getDimSize(0),
-               Type(),
-               MXMmaPath::Bf16Operands};
     lhs = prepareOperand(op, gemm.getLhs(), gemm.getLhsScales(), 1);
     if (failed(lhs))
       return failure();
     rhs = prepareOperand(op, gemm.getRhs(), gemm.getRhsScales(),
-                         transposed ? 1 : 2);
+                         gemm.getTransposeRhs() ? 1 : 2);
     bias = gemm.getBias();
     blocks = gemm.getBlockToExpert();
-    if (bias)
-      problem.biasType = cast<ShapedType>(bias.getType()).getElementType();
     prefix = "block_matmul_";
   } else {
     auto expert = cast<ExpertMatmulOp>(op);
-    ArrayRef<int64_t> result = expert.getType().getShape();
-    problem = {MXGemmKind::Expert,
-               result[1],
-               result[2],
-               expert.getLhs().getType().getDimSize(0),
-               result[0],
-               static_cast<int64_t>(expert.getBlockSize()),
-               expert.getBlockToExpert().getType().getDimSize(0),
-               Type(),
-               MXMmaPath::Bf16Operands};
     lhs = prepareOperand(op, expert.getLhs(), expert.getLhsScales(), 0);
     if (failed(lhs))
       return failure();
@@ -385,12 +346,12 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op) {
   }
   if (failed(rhs))
     return failure();
-  if (failed(checkMXGemmSm90(problem, target,
+  if (failed(checkMXGemmSm90(problem, cfg, target,
                              [&] { return op->emitOpError(); })))
     return failure();
   b.setInsertionPoint(op);
-  MXGemmLaunch launch = buildMXGemmSm90Kernel(
-      b, loc, kernels, freshName(prefix), problem, target);
+  MXGemmLaunch launch =
+      buildMXGemmSm90Kernel(b, loc, kernels, freshName(prefix), problem, cfg);
   // Host arguments: lhs, rhs, block_to_expert (, bias), result. Kernel
   // arguments: tmapA, tmapB, then the global pointers c, blockToExpert
   // (, bias).
@@ -426,16 +387,10 @@ struct ConvertMoeToNVGPUPass
         TargetInfo::get(chip, [&] { return module.emitError(); });
     if (failed(target))
       return signalPassFailure();
-    MXMmaPath preferred = target->getMXMmaPath();
-    if (!mmaPath.empty()) {
-      std::optional<MXMmaPath> parsed = parseMXMmaPath(mmaPath);
-      if (!parsed) {
-        module.emitError() << "unknown MMA path '" << mmaPath
-                           << "' (expected fp8, bf16 or bf16-operands)";
-        return signalPassFailure();
-      }
-      preferred = *parsed;
-    }
+    FailureOr<MXMmaPath> preferred = getPreferredMmaPath(
+        *target, mmaPath, [&] { return module.emitError(); });
+    if (failed(preferred))
+      return signalPassFailure();
 
     SmallVector<Operation *> gemms;
     module.walk([&](Operation *op) {
@@ -448,11 +403,22 @@ struct ConvertMoeToNVGPUPass
     OpBuilder b(&getContext());
     GemmLowering lowering(b, getOrCreateKernelModule(b, module), *target);
     for (Operation *op : gemms) {
-      // The MX paths take codes of one type on both sides; every other
-      // GEMM runs on bf16 operands.
-      bool mx = preferred != MXMmaPath::Bf16Operands && isMXCodesGemm(op);
-      if (failed(mx ? lowering.lowerMXCodes(op, preferred)
-                    : lowering.lowerBf16Operands(op)))
+      // The configuration moe-gpu-kernel-config recorded (or a test set),
+      // else the one it would record.
+      GemmConfigAttr config;
+      if (Attribute attr = op->getAttr(kGemmConfigAttrName)) {
+        config = dyn_cast<GemmConfigAttr>(attr);
+        if (!config) {
+          op->emitOpError() << "'" << kGemmConfigAttrName
+                            << "' must be a #moe.gemm_config, got " << attr;
+          return signalPassFailure();
+        }
+      } else {
+        config = selectGemmConfig(op, *target, *preferred);
+      }
+      if (failed(config.getMma() == MXMmaPath::Bf16Operands
+                     ? lowering.lowerBf16Operands(op, config)
+                     : lowering.lowerMXCodes(op, config)))
         return signalPassFailure();
     }
     // The quantizations and gathers whose results only the GEMMs read are
@@ -496,4 +462,40 @@ bool mlir::moe::isMXCodesGemm(Operation *op) {
   if (auto expert = dyn_cast<ExpertMatmulOp>(op))
     return bool(mxElementType(expert));
   return false;
+}
+
+MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
+  // The Bf16Operands kernels read bf16 values, whatever the operands were.
+  auto codes = [&](Type type) {
+    return path == MXMmaPath::Bf16Operands ? Type() : type;
+  };
+  if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
+    ArrayRef<int64_t> rhs = gemm.getRhs().getType().getShape();
+    bool transposed = gemm.getTransposeRhs();
+    Type biasType;
+    if (Value bias = gemm.getBias())
+      biasType = cast<ShapedType>(bias.getType()).getElementType();
+    return {MXGemmKind::Block,
+            gemm.getLhs().getType().getDimSize(0),
+            transposed ? rhs[2] : rhs[1],
+            transposed ? rhs[1] : rhs[2],
+            rhs[0],
+            static_cast<int64_t>(gemm.getBlockSize()),
+            gemm.getBlockToExpert().getType().getDimSize(0),
+            codes(mxElementType(gemm)),
+            path,
+            biasType};
+  }
+  auto expert = cast<ExpertMatmulOp>(op);
+  ArrayRef<int64_t> result = expert.getType().getShape();
+  return {MXGemmKind::Expert,
+          result[1],
+          result[2],
+          expert.getLhs().getType().getDimSize(0),
+          result[0],
+          static_cast<int64_t>(expert.getBlockSize()),
+          expert.getBlockToExpert().getType().getDimSize(0),
+          codes(mxElementType(expert)),
+          path,
+          Type()};
 }

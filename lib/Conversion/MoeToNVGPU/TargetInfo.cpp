@@ -22,7 +22,7 @@
 using namespace mlir;
 using namespace mlir::moe;
 
-StringRef moe::stringifyMXMmaPath(MXMmaPath path) {
+StringRef moe::stringifyMmaPathOption(MXMmaPath path) {
   switch (path) {
   case MXMmaPath::Fp8WgmmaPromote:
     return "fp8";
@@ -34,7 +34,7 @@ StringRef moe::stringifyMXMmaPath(MXMmaPath path) {
   return "bf16-operands";
 }
 
-std::optional<MXMmaPath> moe::parseMXMmaPath(StringRef name) {
+std::optional<MXMmaPath> moe::parseMmaPathOption(StringRef name) {
   return llvm::StringSwitch<std::optional<MXMmaPath>>(name)
       .Case("fp8", MXMmaPath::Fp8WgmmaPromote)
       .Case("bf16", MXMmaPath::Bf16Dequant)

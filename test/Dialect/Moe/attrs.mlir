@@ -15,6 +15,9 @@
 // CHECK-SAME: moe.clamp<gate_lo = -1.500000e+00>
 // CHECK-SAME: moe.clamp<gate_lo = -7.000000e+00, gate_hi = 7.000000e+00, up_lo = -3.000000e+00, up_hi = 3.000000e+00>
 // CHECK-SAME: moe.clamp<up_hi = 2.500000e-01>
+// CHECK-SAME: moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+// CHECK-SAME: moe.gemm_config<mma = bf16, tile = [128, 128, 128], mma_shape = [64, 128, 16], stages = 3, dequant_stages = 2, warpgroups = [2, 2], registers = [144, 112]>
+// CHECK-SAME: moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232]>
 func.func @attrs() attributes {
     a0 = #moe.activation<swiglu>, a1 = #moe.activation<geglu>,
     b0 = #moe.affinity<on_i>, b1 = #moe.affinity<on_h>,
@@ -24,6 +27,16 @@ func.func @attrs() attributes {
     d2 = #moe.mx<none, block = 32, rule = floor_alt>,
     e0 = #moe.clamp<gate_lo = -1.5>,
     e1 = #moe.clamp<up_hi = 3.0, gate_lo = -7.0, up_lo = -3.0, gate_hi = 7.0>,
-    e2 = #moe.clamp<up_hi = 0.25>} {
+    e2 = #moe.clamp<up_hi = 0.25>,
+    f0 = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64],
+                          mma_shape = [64, 128, 16], stages = 6,
+                          warpgroups = [1, 2], registers = [40, 232]>,
+    f1 = #moe.gemm_config<mma = bf16, tile = [128, 128, 128],
+                          mma_shape = [64, 128, 16], stages = 3,
+                          dequant_stages = 2, warpgroups = [2, 2],
+                          registers = [144, 112]>,
+    f2 = #moe.gemm_config<mma = fp8, tile = [128, 128, 128],
+                          mma_shape = [64, 128, 32], stages = 5,
+                          warpgroups = [1, 2], registers = [40, 232]>} {
   return
 }

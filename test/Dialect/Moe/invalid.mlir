@@ -698,6 +698,90 @@ func.func @f() attributes {q = #moe.mx<f8E4M3FN, block = 16, rule = rceil>} {
 
 // -----
 
+// expected-error @+1 {{tile must be 3 positive sizes [M, N, K], got [128, 128]}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{mma_shape must be 3 positive sizes [M, N, K], got [64, 0, 16]}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 0, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{warpgroups must be 2 positive counts [producer, consumer], got [1, 2, 3]}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2, 3], registers = [40, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{registers must be 2 positive counts [producer, consumer], got [40]}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile M 128 is not mma_shape M 64 times 1 consumer warpgroups}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 1], registers = [40, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile N 128 is not mma_shape N 64}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 64, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile K 64 is not a multiple of mma_shape K 48}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 48], stages = 6, warpgroups = [1, 2], registers = [40, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{stages must be at least 2, got 1}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 1, warpgroups = [1, 2], registers = [40, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{the bf16 MMA path needs dequant_stages >= 1, got 0}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16, tile = [128, 128, 128], mma_shape = [64, 128, 16], stages = 6, warpgroups = [2, 2], registers = [144, 112]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{dequant_stages applies only to the bf16 MMA path}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{register count 20 is not a multiple of 8 in [24, 256]}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [20, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{register count 236 is not a multiple of 8 in [24, 256]}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 236]>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{clamp gate_lo (2.000000e+00) must be less than gate_hi (1.000000e+00)}}
 func.func @f() attributes {c = #moe.clamp<gate_lo = 2.0, gate_hi = 1.0>} {
   return

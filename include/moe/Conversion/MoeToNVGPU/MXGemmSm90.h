@@ -104,20 +104,25 @@ bool isGPUGemm(Operation *op);
 /// both sides, no bias.
 bool isMXCodesGemm(Operation *op);
 
-/// Whether the kernels of `target` can compute `problem`.
-bool fitsMXGemmSm90(const MXGemmProblem &problem, const TargetInfo &target);
-/// Whether the kernels of `target` can compute `problem`; explains why not
-/// through `emitError`.
+/// The problem of the GPU GEMM `op` (isGPUGemm) on `path`.
+MXGemmProblem getMXGemmProblem(Operation *op, MXMmaPath path);
+
+/// Whether the kernel of `config` can compute `problem` on `target`.
+bool fitsMXGemmSm90(const MXGemmProblem &problem, const MXGemmConfig &config,
+                    const TargetInfo &target);
+/// Whether the kernel of `config` can compute `problem` on `target`;
+/// explains why not through `emitError`.
 LogicalResult checkMXGemmSm90(const MXGemmProblem &problem,
+                              const MXGemmConfig &config,
                               const TargetInfo &target,
                               function_ref<InFlightDiagnostic()> emitError);
 
-/// Builds the kernel `name` for `problem` at the end of `module`. The
-/// problem must pass checkMXGemmSm90.
+/// Builds the kernel `name` of `config` for `problem` at the end of
+/// `module`. The problem and config must pass checkMXGemmSm90.
 MXGemmLaunch buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
                                    gpu::GPUModuleOp module, StringRef name,
                                    const MXGemmProblem &problem,
-                                   const TargetInfo &target);
+                                   const MXGemmConfig &config);
 
 } // namespace mlir::moe
 

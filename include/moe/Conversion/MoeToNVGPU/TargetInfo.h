@@ -14,6 +14,8 @@
 #ifndef MOE_CONVERSION_MOETONVGPU_TARGETINFO_H
 #define MOE_CONVERSION_MOETONVGPU_TARGETINFO_H
 
+#include "moe/Dialect/Moe/IR/MoeDialect.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringRef.h"
@@ -23,27 +25,12 @@
 
 namespace mlir::moe {
 
-/// How an MX GEMM (e4m3 codes with one E8M0 scale per 32 elements along K)
-/// runs on the tensor cores.
-enum class MXMmaPath {
-  /// FP8 wgmma into a fresh fp32 partial per 32-element K block (scale-d =
-  /// 0), promoted into the fp32 accumulator with the product of the two
-  /// block scales (sm_90a: no block-scaled MMA instruction exists).
-  Fp8WgmmaPromote,
-  /// Producer warpgroups dequantize the codes exactly to bf16 (q * 2^(s -
-  /// 127)) in shared memory; bf16 wgmma accumulates straight into fp32.
-  Bf16Dequant,
-  /// Each operand is rounded to its MX values once, by a memory-bound
-  /// kernel that writes them as bf16 (exact) in the K-major layout; the
-  /// GEMM kernel streams those bf16 tiles with TMA straight into bf16
-  /// wgmma. The same kernels run bf16 (quant = none) GEMMs and biases.
-  Bf16Operands,
-};
-
-/// The option spelling of `path` ("fp8", "bf16" or "bf16-operands").
-StringRef stringifyMXMmaPath(MXMmaPath path);
+/// The option spelling of `path` ("fp8", "bf16" or "bf16-operands"; the
+/// enum itself, MXMmaPath, is the moe dialect's, spelled "bf16_operands" in
+/// #moe.gemm_config).
+StringRef stringifyMmaPathOption(MXMmaPath path);
 /// The path an option spells, or nullopt.
-std::optional<MXMmaPath> parseMXMmaPath(StringRef name);
+std::optional<MXMmaPath> parseMmaPathOption(StringRef name);
 
 /// The shape of one MX GEMM kernel on a target: a CTA computes a tileM x
 /// tileN fp32 output tile, streaming tileM x tileK and tileN x tileK code

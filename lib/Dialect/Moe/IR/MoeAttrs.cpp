@@ -119,3 +119,64 @@ LogicalResult ClampAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return failure();
   return checkOrder("up", upLo, upHi);
 }
+
+//===----------------------------------------------------------------------===//
+// GemmConfigAttr
+//===----------------------------------------------------------------------===//
+
+/// Whether `values` holds `count` positive entries; reports them otherwise.
+static LogicalResult
+verifyPositiveList(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                   ArrayRef<int64_t> values, size_t count, StringRef what) {
+  if (values.size() == count &&
+      llvm::all_of(values, [](int64_t v) { return v > 0; }))
+    return success();
+  InFlightDiagnostic diag = emitError();
+  diag << name << " must be " << count << " positive " << what << ", got [";
+  llvm::interleaveComma(values, diag);
+  return diag << "]";
+}
+
+LogicalResult
+GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       MXMmaPath mma, ArrayRef<int64_t> tile,
+                       ArrayRef<int64_t> mmaShape, int64_t stages,
+                       int64_t dequantStages, ArrayRef<int64_t> warpgroups,
+                       ArrayRef<int64_t> registers) {
+  if (failed(
+          verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
+      failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
+                                "sizes [M, N, K]")) ||
+      failed(verifyPositiveList(emitError, "warpgroups", warpgroups, 2,
+                                "counts [producer, consumer]")) ||
+      failed(verifyPositiveList(emitError, "registers", registers, 2,
+                                "counts [producer, consumer]")))
+    return failure();
+  // Each consumer warpgroup issues the MMAs of its own mma_shape M rows,
+  // each spanning the whole tile N.
+  if (tile[0] != mmaShape[0] * warpgroups[1])
+    return emitError() << "tile M " << tile[0] << " is not mma_shape M "
+                       << mmaShape[0] << " times " << warpgroups[1]
+                       << " consumer warpgroups";
+  if (tile[1] != mmaShape[1])
+    return emitError() << "tile N " << tile[1] << " is not mma_shape N "
+                       << mmaShape[1];
+  if (tile[2] % mmaShape[2])
+    return emitError() << "tile K " << tile[2]
+                       << " is not a multiple of mma_shape K " << mmaShape[2];
+  // With one stage the producer could only refill the tile the consumers
+  // are reading: no overlap of loads and MMAs.
+  if (stages < 2)
+    return emitError() << "stages must be at least 2, got " << stages;
+  if (mma == MXMmaPath::Bf16Dequant && dequantStages < 1)
+    return emitError() << "the bf16 MMA path needs dequant_stages >= 1, got "
+                       << dequantStages;
+  if (mma != MXMmaPath::Bf16Dequant && dequantStages != 0)
+    return emitError() << "dequant_stages applies only to the bf16 MMA path";
+  // The range and granularity setmaxnreg accepts.
+  for (int64_t count : registers)
+    if (count < 24 || count > 256 || count % 8)
+      return emitError() << "register count " << count
+                         << " is not a multiple of 8 in [24, 256]";
+  return success();
+}

@@ -1,7 +1,8 @@
 //===- MoeAttrs.td - enums and attributes of the moe dialect -*- tablegen -*-===//
 //
-// The layer options of `moe.blockwise_bwd`: activation, affinity placement,
-// MX quantization, clamp limits and dx accumulation.
+// The layer options of `moe.blockwise_bwd` (activation, affinity placement,
+// MX quantization, clamp limits and dx accumulation) and the kernel choices
+// of the GPU lowering (MMA path, GEMM kernel configuration).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_DIALECT_MOE_IR_MOEATTRS_TD
@@ -102,6 +103,25 @@ def Moe_PhaseAttr : EnumAttr<Moe_Dialect, Moe_Phase, "phase"> {
                 "p3 (dWgu) or p4 (dWd)";
 }
 
+def Moe_MXMmaPath : I32EnumAttr<"MXMmaPath",
+    "how a GEMM kernel uses the tensor cores", [
+      // FP8 wgmma into a fresh fp32 partial per 32-element K block (scale-d
+      // = 0), promoted into the fp32 accumulator with the product of the two
+      // block scales (sm_90a: no block-scaled MMA instruction exists).
+      I32EnumAttrCase<"Fp8WgmmaPromote", 0, "fp8">,
+      // Producer warpgroups dequantize the codes exactly to bf16 (q * 2^(s -
+      // 127)) in shared memory; bf16 wgmma accumulates straight into fp32.
+      I32EnumAttrCase<"Bf16Dequant", 1, "bf16">,
+      // Each operand is rounded to its MX values once, by a memory-bound
+      // kernel that writes them as bf16 (exact) in the K-major layout; the
+      // GEMM kernel streams those bf16 tiles with TMA straight into bf16
+      // wgmma. The same kernels run bf16 (quant = none) GEMMs and biases.
+      I32EnumAttrCase<"Bf16Operands", 2, "bf16_operands">
+    ]> {
+  let cppNamespace = "::mlir::moe";
+  let genSpecializedAttr = 0;
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
@@ -152,6 +172,56 @@ def Moe_ClampAttr : Moe_Attr<"Clamp", "clamp"> {
     OptionalParameter<"::mlir::FloatAttr">:$upHi
   );
   let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
+  let summary = "the kernel configuration of one GPU GEMM";
+  let description = [{
+    How the GPU lowering builds the kernel of a `moe.block_matmul` or
+    `moe.expert_matmul`: the MMA path (`fp8`, `bf16` or `bf16_operands`),
+    the CTA tile `[M, N, K]`, the shape `[M, N, K]` of one MMA instruction,
+    the depth of the shared-memory ring of operand tiles (`stages`) and, on
+    the `bf16` path, of the ring of dequantized tiles (`dequant_stages`),
+    the producer and consumer warpgroups, and their `setmaxnreg` register
+    counts. `moe-gpu-kernel-config` chooses it from the chip's description
+    and records it as the discardable attribute `moe.gemm_config` of the
+    GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
+    the chip cannot run (a tile K other than one 128-byte swizzle panel, an
+    MMA shape the chip lacks, too much shared memory).
+
+    The verifier rejects configurations no kernel can have: the consumer
+    warpgroups each own `mma_shape` M rows of the tile, one MMA spans the
+    tile's N, the tile's K is a whole number of MMA steps, a ring has at
+    least two stages (one filled while the other is read), and register
+    counts are what `setmaxnreg` takes (multiples of 8 in [24, 256]).
+
+    ```mlir
+    #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64],
+                     mma_shape = [64, 128, 16], stages = 6,
+                     warpgroups = [1, 2], registers = [40, 232]>
+    #moe.gemm_config<mma = bf16, tile = [128, 128, 128],
+                     mma_shape = [64, 128, 16], stages = 3,
+                     dequant_stages = 2, warpgroups = [2, 2],
+                     registers = [144, 112]>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Moe_MXMmaPath>:$mma,
+    ArrayRefParameter<"int64_t">:$tile,
+    ArrayRefParameter<"int64_t">:$mmaShape,
+    "int64_t":$stages,
+    DefaultValuedParameter<"int64_t", "0">:$dequantStages,
+    ArrayRefParameter<"int64_t">:$warpgroups,
+    ArrayRefParameter<"int64_t">:$registers
+  );
+  let assemblyFormat = [{
+    `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
+    `mma_shape` `=` `[` $mmaShape `]` `,` `stages` `=` $stages `,`
+    (`dequant_stages` `=` $dequantStages^ `,`)?
+    `warpgroups` `=` `[` $warpgroups `]` `,`
+    `registers` `=` `[` $registers `]` `>`
+  }];
   let genVerifyDecl = 1;
 }
 

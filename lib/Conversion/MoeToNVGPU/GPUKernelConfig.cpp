@@ -1,0 +1,57 @@
+//===- GPUKernelConfig.cpp - choose the kernel of every GPU GEMM ----------===//
+//
+// The config-selection step of the GPU lowering (IREE's idea): the kernel
+// choices of each GEMM are made here and recorded on it, so that a test
+// checks the choice without the kernel and sets a choice to check the
+// kernel built from it:
+//
+//   %r = moe.block_matmul ... {block_size = 128 : i64}
+//     ->
+//   %r = moe.block_matmul ... {block_size = 128 : i64,
+//          moe.gemm_config = #moe.gemm_config<mma = bf16_operands, ...>}
+//
+// The choice itself is selectGemmConfig (GemmConfig.h), which
+// convert-moe-to-nvgpu also makes for a GEMM left without an attribute.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Conversion/Passes.h"
+
+#include "moe/Conversion/MoeToNVGPU/GemmConfig.h"
+#include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::moe {
+#define GEN_PASS_DEF_MOEGPUKERNELCONFIG
+#include "moe/Conversion/Passes.h.inc"
+} // namespace mlir::moe
+
+using namespace mlir;
+using namespace mlir::moe;
+
+namespace {
+
+/// Sets `moe.gemm_config` on every GPU GEMM that has none.
+struct MoeGPUKernelConfigPass
+    : moe::impl::MoeGPUKernelConfigBase<MoeGPUKernelConfigPass> {
+  using MoeGPUKernelConfigBase::MoeGPUKernelConfigBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<TargetInfo> target =
+        TargetInfo::get(chip, [&] { return module.emitError(); });
+    if (failed(target))
+      return signalPassFailure();
+    FailureOr<MXMmaPath> preferred = getPreferredMmaPath(
+        *target, mmaPath, [&] { return module.emitError(); });
+    if (failed(preferred))
+      return signalPassFailure();
+    module.walk([&](Operation *op) {
+      if (isGPUGemm(op) && !op->hasAttr(kGemmConfigAttrName))
+        op->setAttr(kGemmConfigAttrName,
+                    selectGemmConfig(op, *target, *preferred));
+    });
+  }
+};
+
+} // namespace

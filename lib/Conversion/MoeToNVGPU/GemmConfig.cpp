@@ -1,0 +1,64 @@
+//===- GemmConfig.cpp - the kernel configuration of GPU GEMMs -------------===//
+//
+// The choice of #moe.gemm_config from a chip's TargetInfo, and the kernel
+// shape it stands for.
+//
+//===----------------------------------------------------------------------===//
+#include "moe/Conversion/MoeToNVGPU/GemmConfig.h"
+
+#include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+FailureOr<MXMmaPath>
+moe::getPreferredMmaPath(const TargetInfo &target, StringRef option,
+                         function_ref<InFlightDiagnostic()> emitError) {
+  if (option.empty())
+    return target.getMXMmaPath();
+  if (std::optional<MXMmaPath> path = parseMmaPathOption(option))
+    return *path;
+  emitError() << "unknown MMA path '" << option
+              << "' (expected fp8, bf16 or bf16-operands)";
+  return failure();
+}
+
+GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
+                                     MXMmaPath preferred) {
+  // The MX paths take codes of one type on both sides; every other GEMM
+  // runs on bf16 operands.
+  MXMmaPath path = MXMmaPath::Bf16Operands;
+  if (preferred != MXMmaPath::Bf16Operands && isMXCodesGemm(op))
+    path = preferred;
+  // The fp8 kernel covers e4m3 block GEMMs of whole tiles; the others
+  // dequantize to bf16.
+  if (path == MXMmaPath::Fp8WgmmaPromote &&
+      !fitsMXGemmSm90(getMXGemmProblem(op, path), target.getMXGemmConfig(path),
+                      target))
+    path = MXMmaPath::Bf16Dequant;
+  const MXGemmConfig &c = target.getMXGemmConfig(path);
+  return GemmConfigAttr::get(
+      op->getContext(), path, {c.tileM, c.tileN, c.tileK},
+      {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
+      {c.producerWarpgroups, c.consumerWarpgroups},
+      {c.producerRegisters, c.consumerRegisters});
+}
+
+MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
+                                  const TargetInfo &target) {
+  // The scale-table padding and the wait hint are the chip's, not choices.
+  MXGemmConfig c = target.getMXGemmConfig(config.getMma());
+  c.tileM = config.getTile()[0];
+  c.tileN = config.getTile()[1];
+  c.tileK = config.getTile()[2];
+  c.mmaM = config.getMmaShape()[0];
+  c.mmaN = config.getMmaShape()[1];
+  c.mmaK = config.getMmaShape()[2];
+  c.stages = config.getStages();
+  c.dequantStages = config.getDequantStages();
+  c.producerWarpgroups = config.getWarpgroups()[0];
+  c.consumerWarpgroups = config.getWarpgroups()[1];
+  c.producerRegisters = config.getRegisters()[0];
+  c.consumerRegisters = config.getRegisters()[1];
+  return c;
+}

@@ -1,0 +1,76 @@
+// RUN: moe-opt %s -moe-gpu-kernel-config | FileCheck %s --check-prefixes=CHECK,DEFAULT
+// RUN: moe-opt %s -moe-gpu-kernel-config="mma-path=fp8" | FileCheck %s --check-prefixes=CHECK,FP8
+// RUN: not moe-opt %s -moe-gpu-kernel-config="mma-path=fp4" 2>&1 | FileCheck %s --check-prefix=BADPATH
+// RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=BADCHIP
+
+// The kernel configuration sm_90a gives each GPU GEMM. By default every GEMM
+// runs on bf16 operands (6 stages of 128x128x64 tiles, one TMA producer and
+// two consumer warpgroups). With mma-path=fp8 the e4m3 block GEMM whose
+// shape the fp8 tiles divide takes the fp8 kernel (5 stages of
+// 128x128x128), an expert GEMM of codes falls back to the bf16 kernel (the
+// fp8 kernel covers block GEMMs only), and a GEMM with a bias stays on bf16
+// operands (the MX paths take none).
+
+// BADPATH: error: unknown MMA path 'fp4' (expected fp8, bf16 or bf16-operands)
+// BADCHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a)
+
+// CHECK-LABEL: func.func @block_codes(
+// CHECK:         moe.block_matmul
+// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+// FP8-SAME:        moe.gemm_config = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232]>
+func.func @block_codes(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
+                       %rq: tensor<2x256x256xf8E4M3FN>, %rs: tensor<2x256x8xf8E8M0FNU>,
+                       %blk: tensor<2xi32>) -> tensor<256x256xf32> {
+  %r = moe.block_matmul
+      lhs(%lq : tensor<256x256xf8E4M3FN> scales %ls : tensor<256x8xf8E8M0FNU>)
+      rhs(%rq : tensor<2x256x256xf8E4M3FN> scales %rs : tensor<2x256x8xf8E8M0FNU>)
+      experts(%blk : tensor<2xi32>) {block_size = 128 : i64}
+      -> tensor<256x256xf32>
+  return %r : tensor<256x256xf32>
+}
+
+// CHECK-LABEL: func.func @expert_codes(
+// CHECK:         moe.expert_matmul
+// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+// FP8-SAME:        moe.gemm_config = #moe.gemm_config<mma = bf16, tile = [128, 128, 128], mma_shape = [64, 128, 16], stages = 3, dequant_stages = 2, warpgroups = [2, 2], registers = [144, 112]>
+func.func @expert_codes(%hq: tensor<256x128xf8E4M3FN>, %hs: tensor<8x128xf8E8M0FNU>,
+                        %dq: tensor<256x128xf8E4M3FN>, %ds: tensor<8x128xf8E8M0FNU>,
+                        %blk: tensor<2xi32>) -> tensor<2x128x128xf32> {
+  %r = moe.expert_matmul
+      lhs(%hq : tensor<256x128xf8E4M3FN> scales %hs : tensor<8x128xf8E8M0FNU>)
+      rhs(%dq : tensor<256x128xf8E4M3FN> scales %ds : tensor<8x128xf8E8M0FNU>)
+      experts(%blk : tensor<2xi32>) {block_size = 128 : i64}
+      -> tensor<2x128x128xf32>
+  return %r : tensor<2x128x128xf32>
+}
+
+// CHECK-LABEL: func.func @bf16_bias(
+// CHECK:         moe.block_matmul
+// CHECK-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+func.func @bf16_bias(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
+                     %blk: tensor<2xi32>, %bias: tensor<2x128xbf16>)
+    -> tensor<256x128xf32> {
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
+      bias(%bias : tensor<2x128xbf16>) {block_size = 128 : i64}
+      -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// A configuration already set (here by hand: 4 stages) is left alone.
+
+// CHECK-LABEL: func.func @user_set(
+// CHECK:         moe.block_matmul
+// CHECK-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>
+func.func @user_set(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
+                    %rq: tensor<2x256x256xf8E4M3FN>, %rs: tensor<2x256x8xf8E8M0FNU>,
+                    %blk: tensor<2xi32>) -> tensor<256x256xf32> {
+  %r = moe.block_matmul
+      lhs(%lq : tensor<256x256xf8E4M3FN> scales %ls : tensor<256x8xf8E8M0FNU>)
+      rhs(%rq : tensor<2x256x256xf8E4M3FN> scales %rs : tensor<2x256x8xf8E8M0FNU>)
+      experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64,
+       moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>}
+      -> tensor<256x256xf32>
+  return %r : tensor<256x256xf32>
+}
