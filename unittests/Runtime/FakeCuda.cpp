@@ -439,8 +439,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *pointer, size_t bytes, unsigned int) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemFree(CUdeviceptr pointer) {
-  FAKE_ENTER(cuMemFree_v2);
+/// Frees a fake allocation (both free entry points take them alike).
+static CUresult releaseAllocation(CUdeviceptr pointer) {
   void *memory = reinterpret_cast<void *>(pointer);
   FakeState &fake = state();
   std::lock_guard<std::mutex> lock(fake.mutex);
@@ -448,6 +448,11 @@ CUresult cuMemFree(CUdeviceptr pointer) {
     return CUDA_ERROR_INVALID_VALUE;
   std::free(memory);
   return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr pointer) {
+  FAKE_ENTER(cuMemFree_v2);
+  return releaseAllocation(pointer);
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
@@ -502,13 +507,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr *pointer, size_t bytes,
 
 CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
   FAKE_ENTER_ON(cuMemFreeAsync, stream);
-  void *memory = reinterpret_cast<void *>(pointer);
-  FakeState &fake = state();
-  std::lock_guard<std::mutex> lock(fake.mutex);
-  if (!fake.allocations.erase(memory))
-    return CUDA_ERROR_INVALID_VALUE;
-  std::free(memory);
-  return CUDA_SUCCESS;
+  return releaseAllocation(pointer);
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes,
