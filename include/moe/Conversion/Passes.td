@@ -102,11 +102,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
     call @block_matmul_2_launch(%xq, %wq, %blk, %out) : ...
 
     func.func private @block_matmul_2_launch(...) attributes {
-        moe.gpu_launch = {kernel = @moe_kernels::@block_matmul_2,
-          grid = array<i64: 2, 4, 1>, block = array<i64: 384, 1, 1>,
-          dynamic_shared_memory = 197744 : i64,
-          tensor_map_args = array<i64: 0, 1>, tensor_map_types = [...],
-          pointer_args = array<i64: 3, 2>}}
+        moe.gpu_launch = #moe.gpu_launch<kernel = @moe_kernels::@block_matmul_2,
+          grid = [2, 4, 1], block = [384, 1, 1],
+          dynamic_shared_memory = 197744,
+          tensor_maps = [0 : !nvgpu.tensormap.descriptor<...>,
+                         1 : !nvgpu.tensormap.descriptor<...>],
+          pointers = [3, 2]>}
     ```
 
     The MX paths `fp8` and `bf16` (option `mma-path`) instead pass the codes
@@ -144,15 +145,15 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
 def LowerMoeGPULaunches : Pass<"moe-lower-gpu-launches", "::mlir::ModuleOp"> {
   let summary = "Emit the host code of the kernel launches of convert-moe-to-nvgpu";
   let description = [{
-    Gives every function declaration carrying a `moe.gpu_launch` record
-    (made by convert-moe-to-nvgpu) its body: on one stream, device buffers
-    (`gpu.alloc`) for its memref arguments, the inputs copied in
-    (`gpu.memcpy`), the TMA descriptors of `tensor_map_args`
+    Gives every function declaration carrying a `moe.gpu_launch` record (a
+    `#moe.gpu_launch` attribute, made by convert-moe-to-nvgpu) its body: on
+    one stream, device buffers (`gpu.alloc`) for its memref arguments, the
+    inputs copied in (`gpu.memcpy`), the TMA descriptors of `tensor_maps`
     (`nvgpu.tma.create.descriptor` over the device bytes viewed as ui8
-    [rows, last dimension], types from `tensor_map_types`), the kernel
-    launch (`gpu.launch_func` with the record's grid, block and dynamic
-    shared memory; the descriptors, then the device addresses of
-    `pointer_args`, as pointers), the result (the last argument) copied
+    [rows, last dimension], of the listed types), the kernel launch
+    (`gpu.launch_func` with the record's grid, block and dynamic shared
+    memory; the descriptors, then the device addresses of `pointers`, as
+    pointers), the result (the last argument) copied
     back, every buffer freed and the stream synchronized. Runs after buffer
     deallocation, which cannot handle gpu host ops. With
     `device-arguments` the arguments are device buffers: the kernel reads

@@ -1,23 +1,23 @@
 //===- LowerGPULaunches.cpp - host code of the GPU kernel launches --------===//
 //
 // Gives each host function that convert-moe-to-nvgpu declared with a
-// `moe.gpu_launch` record its body: the launch of the kernel on one stream.
-// It runs after buffer deallocation, which does not understand gpu host
-// ops (gpu.wait has unknown effects, and it would free gpu.alloc'ed memory
-// with free()).
+// `moe.gpu_launch` record (#moe.gpu_launch) its body: the launch of the
+// kernel on one stream. It runs after buffer deallocation, which does not
+// understand gpu host ops (gpu.wait has unknown effects, and it would free
+// gpu.alloc'ed memory with free()).
 //
 //   func.func private @k_launch(%in0: memref, ..., %out: memref)
-//       attributes {moe.gpu_launch = {...}}
+//       attributes {moe.gpu_launch = #moe.gpu_launch<...>}
 //     ->
 //   func.func private @k_launch(%in0, ..., %out) {
 //     %t = gpu.wait async                             (a new stream)
 //     per input: gpu.alloc of its bytes, memref.view as its type,
 //                gpu.memcpy host -> device
 //     gpu.alloc of the result's bytes
-//     per tensor_map_args: nvgpu.tma.create.descriptor of the device bytes
-//       viewed as ui8 [rows, last dimension], type from tensor_map_types
+//     per tensor_maps entry: nvgpu.tma.create.descriptor of the device
+//       bytes viewed as ui8 [rows, last dimension], of the entry's type
 //     gpu.launch_func @kernel (descriptors as !llvm.ptr, then the device
-//       addresses of pointer_args as !llvm.ptr<1>) with the record's grid,
+//       addresses of pointers as !llvm.ptr<1>) with the record's grid,
 //       block and dynamic_shared_memory
 //     gpu.memcpy device -> %out; gpu.dealloc of every buffer
 //     gpu.wait [%t]                                   (synchronize, destroy)
@@ -31,7 +31,7 @@
 //
 //   call @k_launch(%in0, ..., %out)
 //     ->
-//   per tensor_map_args: nvgpu.tma.create.descriptor over the argument
+//   per tensor_maps entry: nvgpu.tma.create.descriptor over the argument
 //   gpu.launch_func @kernel (...)                     (synchronous form)
 //
 // so that the caller's moe-gpu-async-region queues it on the caller's
@@ -45,6 +45,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
+
+#include "moe/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -201,35 +203,13 @@ private:
   SmallVector<Value> buffers;
 };
 
-/// The launch a `moe.gpu_launch` record describes.
-struct LaunchRecord {
-  SymbolRefAttr kernel;
-  DenseI64ArrayAttr grid, block;
-  IntegerAttr smem;
-  DenseI64ArrayAttr mapArgs;
-  ArrayAttr mapTypes;
-  DenseI64ArrayAttr pointerArgs;
-};
-
-/// Reads and checks the record of `func` against its signature.
-FailureOr<LaunchRecord> readRecord(func::FuncOp func, DictionaryAttr record) {
-  LaunchRecord r;
-  r.kernel = record.getAs<SymbolRefAttr>("kernel");
-  r.grid = record.getAs<DenseI64ArrayAttr>("grid");
-  r.block = record.getAs<DenseI64ArrayAttr>("block");
-  r.smem = record.getAs<IntegerAttr>("dynamic_shared_memory");
-  r.mapArgs = record.getAs<DenseI64ArrayAttr>("tensor_map_args");
-  r.mapTypes = record.getAs<ArrayAttr>("tensor_map_types");
-  r.pointerArgs = record.getAs<DenseI64ArrayAttr>("pointer_args");
-  if (!r.kernel || !r.grid || r.grid.size() != 3 || !r.block ||
-      r.block.size() != 3 || !r.smem || !r.mapArgs || !r.mapTypes ||
-      static_cast<size_t>(r.mapArgs.size()) != r.mapTypes.size() ||
-      !r.pointerArgs)
-    return func.emitError("malformed ")
-           << kGPULaunchAttr << " record " << record;
+/// Checks `launch`, the record of `func`, against the signature: what the
+/// attribute's verifier cannot see.
+LogicalResult verifyLaunchFunction(func::FuncOp func, GPULaunchAttr launch) {
   ArrayRef<Type> args = func.getArgumentTypes();
+  // Negative indices are the attribute verifier's.
   auto argIndexValid = [&](int64_t i) {
-    return i >= 0 && i < static_cast<int64_t>(args.size());
+    return i < static_cast<int64_t>(args.size());
   };
   if (!func.isExternal() || args.empty() || func.getNumResults() != 0 ||
       !llvm::all_of(args,
@@ -238,31 +218,32 @@ FailureOr<LaunchRecord> readRecord(func::FuncOp func, DictionaryAttr record) {
                       return m && m.hasStaticShape() &&
                              m.getLayout().isIdentity() && m.getRank() > 0;
                     }) ||
-      !llvm::all_of(r.mapArgs.asArrayRef(), argIndexValid) ||
-      !llvm::all_of(r.pointerArgs.asArrayRef(), argIndexValid))
+      !llvm::all_of(
+          launch.getTensorMaps(),
+          [&](const TensorMapArg &map) { return argIndexValid(map.index); }) ||
+      !llvm::all_of(launch.getPointers(), argIndexValid))
     return func.emitError("a ")
            << kGPULaunchAttr
            << " function must be a declaration taking static identity-layout "
               "memrefs (inputs, then the result) and returning nothing";
-  for (auto [i, type] : llvm::zip(r.mapArgs.asArrayRef(), r.mapTypes)) {
-    if (!isa<nvgpu::TensorMapDescriptorType>(cast<TypeAttr>(type).getValue()))
-      return func.emitError("tensor_map_types holds ") << type;
+  for (const TensorMapArg &map : launch.getTensorMaps()) {
     // The descriptor is over the bytes of the rows: FP8 codes, or bf16
     // values two bytes each.
-    auto argType = cast<MemRefType>(args[i]);
+    auto argType = cast<MemRefType>(args[map.index]);
     int64_t width = argType.getElementTypeBitWidth();
     if (width != 8 && width != 16)
       return func.emitError("tensor map argument #")
-             << i << " must have one- or two-byte elements, got " << argType;
+             << map.index << " must have one- or two-byte elements, got "
+             << argType;
   }
-  return r;
+  return success();
 }
 
-/// Emits the launch of `r` on `args` (values of the launch function's
-/// argument types) with `host`; `deviceArguments`: the arguments are device
-/// buffers already, so the kernel reads and writes them in place, else
-/// they are copied to device buffers and the result back.
-void emitLaunch(OpBuilder &b, HostLauncher &host, const LaunchRecord &r,
+/// Emits `launch` on `args` (values of the launch function's argument
+/// types) with `host`; `deviceArguments`: the arguments are device buffers
+/// already, so the kernel reads and writes them in place, else they are
+/// copied to device buffers and the result back.
+void emitLaunch(OpBuilder &b, HostLauncher &host, GPULaunchAttr launch,
                 ValueRange args, bool deviceArguments) {
   MLIRContext *ctx = b.getContext();
   // The buffers the kernel sees: the arguments themselves, or device
@@ -280,9 +261,7 @@ void emitLaunch(OpBuilder &b, HostLauncher &host, const LaunchRecord &r,
     device.push_back(bytes);
   }
   SmallVector<Value> operands;
-  for (auto [i, type] : llvm::zip(r.mapArgs.asArrayRef(), r.mapTypes)) {
-    auto mapType =
-        cast<nvgpu::TensorMapDescriptorType>(cast<TypeAttr>(type).getValue());
+  for (auto [i, mapType] : launch.getTensorMaps()) {
     auto argType = cast<MemRefType>(args[i].getType());
     ArrayRef<int64_t> shape = argType.getShape();
     int64_t rows = 1;
@@ -297,9 +276,10 @@ void emitLaunch(OpBuilder &b, HostLauncher &host, const LaunchRecord &r,
             : host.view(device[i], MemRefType::get({rows, rowBytes}, ui8));
     operands.push_back(host.tensorMap(codes, mapType));
   }
-  for (int64_t i : r.pointerArgs.asArrayRef())
+  for (int64_t i : launch.getPointers())
     operands.push_back(host.globalPointer(device[i]));
-  host.launch(r.kernel, r.grid, r.block, r.smem.getInt(), operands);
+  host.launch(launch.getKernel(), launch.getGrid(), launch.getBlock(),
+              launch.getDynamicSharedMemory(), operands);
   if (!deviceArguments) {
     Value out = args.back();
     host.copy(out, host.view(device.back(), cast<MemRefType>(out.getType())));
@@ -308,12 +288,13 @@ void emitLaunch(OpBuilder &b, HostLauncher &host, const LaunchRecord &r,
 
 /// Gives `func` its body: the launch on a stream of its own, synchronized
 /// at the end.
-void emitLaunchBody(func::FuncOp func, const LaunchRecord &r) {
+void emitLaunchBody(func::FuncOp func, GPULaunchAttr launch) {
   OpBuilder b(func.getContext());
   Block *body = func.addEntryBlock();
   b.setInsertionPointToStart(body);
   HostLauncher host(b, func.getLoc(), /*ownStream=*/true);
-  emitLaunch(b, host, r, body->getArguments(), /*deviceArguments=*/false);
+  emitLaunch(b, host, launch, body->getArguments(),
+             /*deviceArguments=*/false);
   host.finish();
   func::ReturnOp::create(b, func.getLoc());
   func->removeAttr(kGPULaunchAttr);
@@ -321,7 +302,7 @@ void emitLaunchBody(func::FuncOp func, const LaunchRecord &r) {
 
 /// Replaces every call of `func` with the launch on the call's device
 /// arguments, for the caller to queue on its stream, and erases `func`.
-LogicalResult emitLaunchesAtCalls(func::FuncOp func, const LaunchRecord &r,
+LogicalResult emitLaunchesAtCalls(func::FuncOp func, GPULaunchAttr launch,
                                   ModuleOp module) {
   std::optional<SymbolTable::UseRange> uses =
       SymbolTable::getSymbolUses(func, module);
@@ -338,7 +319,7 @@ LogicalResult emitLaunchesAtCalls(func::FuncOp func, const LaunchRecord &r,
   for (func::CallOp call : calls) {
     OpBuilder b(call);
     HostLauncher host(b, call.getLoc(), /*ownStream=*/false);
-    emitLaunch(b, host, r, call.getOperands(), /*deviceArguments=*/true);
+    emitLaunch(b, host, launch, call.getOperands(), /*deviceArguments=*/true);
     call.erase();
   }
   func.erase();
@@ -354,17 +335,23 @@ struct LowerMoeGPULaunchesPass
     ModuleOp module = getOperation();
     for (auto func :
          llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
-      auto record = func->getAttrOfType<DictionaryAttr>(kGPULaunchAttr);
+      Attribute record = func->getAttr(kGPULaunchAttr);
       if (!record)
         continue;
-      FailureOr<LaunchRecord> r = readRecord(func, record);
-      if (failed(r))
+      auto launch = dyn_cast<GPULaunchAttr>(record);
+      if (!launch) {
+        func.emitError() << kGPULaunchAttr
+                         << " must be a #moe.gpu_launch attribute, got "
+                         << record;
+        return signalPassFailure();
+      }
+      if (failed(verifyLaunchFunction(func, launch)))
         return signalPassFailure();
       if (!deviceArguments) {
-        emitLaunchBody(func, *r);
+        emitLaunchBody(func, launch);
         continue;
       }
-      if (failed(emitLaunchesAtCalls(func, *r, module)))
+      if (failed(emitLaunchesAtCalls(func, launch, module)))
         return signalPassFailure();
     }
   }

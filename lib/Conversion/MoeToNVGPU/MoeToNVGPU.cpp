@@ -14,9 +14,8 @@
 //        }                                  ring, exact MX on wgmma)
 //        func.func private @mx_block_matmul_<i>_launch(memref lhs, lhs
 //            scales, rhs, rhs scales, block_to_expert, memref result)
-//            attributes {moe.gpu_launch = {kernel, grid, block,
-//              dynamic_shared_memory, tensor_map_args, tensor_map_types,
-//              pointer_args}}
+//            attributes {moe.gpu_launch = #moe.gpu_launch<kernel, grid,
+//              block, dynamic_shared_memory, tensor_maps, pointers>}
 //        %b<j> = bufferization.to_buffer %operand<j> read_only
 //        %out = memref.alloc
 //        func.call @mx_block_matmul_<i>_launch(%b0, ..., %b4, %out)
@@ -98,17 +97,15 @@ gpu::GPUModuleOp getOrCreateKernelModule(OpBuilder &b, ModuleOp module) {
 }
 
 /// A launch of a kernel built for one op: what the host function's
-/// `moe.gpu_launch` record holds.
+/// #moe.gpu_launch record holds, with the kernel itself.
 struct LaunchRecord {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;
   std::array<int64_t, 3> block;
   int64_t dynamicSharedMemory = 0;
-  /// Host-function arguments that become TMA descriptors, with their
-  /// descriptor types, then those passed as global pointers, in the
-  /// kernel's argument order.
-  SmallVector<int64_t> tensorMapArgs;
-  SmallVector<Type> tensorMapTypes;
+  /// Host-function arguments that become TMA descriptors, then those passed
+  /// as global pointers, in the kernel's argument order.
+  SmallVector<TensorMapArg> tensorMaps;
   SmallVector<int64_t> pointerArgs;
 };
 
@@ -139,21 +136,13 @@ Value emitLaunch(OpBuilder &b, Location loc, const LaunchRecord &record,
     host = func::FuncOp::create(b, loc, kernel.getName().str() + "_launch",
                                 FunctionType::get(ctx, argTypes, {}));
     host.setPrivate();
-    NamedAttribute fields[] = {
-        b.getNamedAttr("kernel",
-                       SymbolRefAttr::get(module.getNameAttr(),
-                                          {FlatSymbolRefAttr::get(kernel)})),
-        b.getNamedAttr("grid", b.getDenseI64ArrayAttr(record.grid)),
-        b.getNamedAttr("block", b.getDenseI64ArrayAttr(record.block)),
-        b.getNamedAttr("dynamic_shared_memory",
-                       b.getI64IntegerAttr(record.dynamicSharedMemory)),
-        b.getNamedAttr("tensor_map_args",
-                       b.getDenseI64ArrayAttr(record.tensorMapArgs)),
-        b.getNamedAttr("tensor_map_types",
-                       b.getTypeArrayAttr(record.tensorMapTypes)),
-        b.getNamedAttr("pointer_args",
-                       b.getDenseI64ArrayAttr(record.pointerArgs))};
-    host->setAttr(kGPULaunchAttr, b.getDictionaryAttr(fields));
+    host->setAttr(kGPULaunchAttr,
+                  GPULaunchAttr::get(
+                      ctx,
+                      SymbolRefAttr::get(module.getNameAttr(),
+                                         {FlatSymbolRefAttr::get(kernel)}),
+                      record.grid, record.block, record.dynamicSharedMemory,
+                      record.tensorMaps, record.pointerArgs));
   }
 
   SmallVector<Value> args;
@@ -246,8 +235,7 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
                       launch.grid,
                       launch.block,
                       launch.dynamicSharedMemory,
-                      {0, 2},
-                      {launch.tensorMapA, launch.tensorMapB},
+                      {{0, launch.tensorMapA}, {2, launch.tensorMapB}},
                       {1, 3, 5, 4}};
   Value result = emitLaunch(b, loc, record, operands,
                             cast<RankedTensorType>(op->getResult(0).getType()));
@@ -303,8 +291,7 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   MXOperandLaunch launch = buildMXOperandKernel(
       b, op->getLoc(), kernels, freshName("mx_operand_"), problem, target);
   SmallVector<Value> operands = {source};
-  LaunchRecord record{launch.kernel, launch.grid, launch.block, 0, {}, {},
-                      {0, 1}};
+  LaunchRecord record{launch.kernel, launch.grid, launch.block, 0, {}, {0, 1}};
   if (scales || ids) {
     operands.push_back(scales ? scales : ids);
     record.pointerArgs = {0, 1, 2};
@@ -361,8 +348,7 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
                       launch.grid,
                       launch.block,
                       launch.dynamicSharedMemory,
-                      {0, 1},
-                      {launch.tensorMapA, launch.tensorMapB},
+                      {{0, launch.tensorMapA}, {1, launch.tensorMapB}},
                       {resultArg, 2}};
   if (bias) {
     operands.push_back(bias);

@@ -34,21 +34,18 @@
 // CHECK:         return %[[R]]
 //
 // CHECK-LABEL: func.func private @mx_operand_0_launch(memref<256x256xbf16>, memref<256x256xbf16>)
-// CHECK-SAME:      block = array<i64: 256, 1, 1>, dynamic_shared_memory = 0 : i64, grid = array<i64: 8, 1, 1>,
-// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_0, pointer_args = array<i64: 0, 1>, tensor_map_args = array<i64>, tensor_map_types = []
+// CHECK-SAME:      moe.gpu_launch = #moe.gpu_launch<kernel = @moe_kernels::@mx_operand_0, grid = [8, 1, 1], block = [256, 1, 1], pointers = [0, 1]>}
 // CHECK-LABEL: func.func private @mx_operand_1_launch(memref<2x128x256xbf16>, memref<2x128x256xbf16>)
-// CHECK-SAME:      grid = array<i64: 8, 1, 1>, kernel = @moe_kernels::@mx_operand_1, pointer_args = array<i64: 0, 1>
+// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_1, grid = [8, 1, 1], block = [256, 1, 1], pointers = [0, 1]>
 // Host arguments lhs, rhs, block_to_expert, result; kernel arguments tmapA,
 // tmapB, c (host 3), blockToExpert (host 2). 6 stages of two 16 KiB panels,
 // 16 bytes of counters, 12 barriers and 1 KiB of alignment slack.
 // CHECK-LABEL: func.func private @block_matmul_2_launch(memref<256x256xbf16>, memref<2x128x256xbf16>, memref<2xi32>, memref<256x128xf32>)
-// CHECK-SAME:      attributes {moe.gpu_launch = {block = array<i64: 384, 1, 1>,
-// CHECK-SAME:        dynamic_shared_memory = 197744 : i64,
-// CHECK-SAME:        grid = array<i64: 1, 2, 1>,
-// CHECK-SAME:        kernel = @moe_kernels::@block_matmul_2,
-// CHECK-SAME:        pointer_args = array<i64: 3, 2>,
-// CHECK-SAME:        tensor_map_args = array<i64: 0, 1>,
-// CHECK-SAME:        tensor_map_types = [!nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>]}}
+// CHECK-SAME:      attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @moe_kernels::@block_matmul_2,
+// CHECK-SAME:        grid = [1, 2, 1], block = [384, 1, 1],
+// CHECK-SAME:        dynamic_shared_memory = 197744,
+// CHECK-SAME:        tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, 1 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
+// CHECK-SAME:        pointers = [3, 2]>}
 //
 // The lhs operand kernel: thread `item` < 2048 loads its 32 bf16 values
 // (4 x 16 bytes), takes their amax on the magnitude bits, derives the RCEIL
@@ -181,10 +178,10 @@ func.func @quantized_k_innermost(%x: tensor<256x256xbf16>,
 // CHECK:         call @mx_operand_1_launch(%{{.*}}, %{{.*}}) : (memref<2x256x96xbf16>, memref<2x96x256xbf16>) -> ()
 // CHECK:         call @block_matmul_2_launch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<2x96x256xbf16>, memref<2xi32>, memref<256x96xf32>) -> ()
 // CHECK-LABEL: func.func private @mx_operand_1_launch(memref<2x256x96xbf16>, memref<2x96x256xbf16>)
-// CHECK-SAME:      grid = array<i64: 16, 1, 1>, kernel = @moe_kernels::@mx_operand_1, pointer_args = array<i64: 0, 1>
+// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_1, grid = [16, 1, 1], block = [256, 1, 1], pointers = [0, 1]>
 // CHECK-LABEL: func.func private @block_matmul_2_launch(
-// CHECK-SAME:      grid = array<i64: 1, 2, 1>
-// CHECK-SAME:      pointer_args = array<i64: 3, 2>, tensor_map_args = array<i64: 0, 1>
+// CHECK-SAME:      grid = [1, 2, 1]
+// CHECK-SAME:      tensor_maps = [0 : {{.*}}, 1 : {{.*}}], pointers = [3, 2]>
 //
 // FLOOR for e5m2: the scale byte is amax's exponent minus 15, no division.
 // CHECK-LABEL: gpu.func @mx_operand_0(
@@ -262,12 +259,12 @@ func.func @quantized_transposed(%x: tensor<256x256xbf16>,
 // CHECK:         call @expert_matmul_2_launch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<128x256xbf16>, memref<128x256xbf16>, memref<2xi32>, memref<2x128x128xf32>) -> ()
 // CHECK-NOT:     moe.expert_matmul
 // CHECK-LABEL: func.func private @mx_operand_0_launch(memref<256x128xf32>, memref<128x256xbf16>)
-// CHECK-SAME:      grid = array<i64: 8, 1, 1>, kernel = @moe_kernels::@mx_operand_0, pointer_args = array<i64: 0, 1>
+// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_0, grid = [8, 1, 1], block = [256, 1, 1], pointers = [0, 1]>
 // CHECK-LABEL: func.func private @mx_operand_1_launch(memref<256x128xf8E4M3FN>, memref<8x128xf8E8M0FNU>, memref<128x256xbf16>)
-// CHECK-SAME:      grid = array<i64: 2, 1, 1>, kernel = @moe_kernels::@mx_operand_1, pointer_args = array<i64: 0, 1, 2>
+// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_1, grid = [2, 1, 1], block = [256, 1, 1], pointers = [0, 1, 2]>
 // CHECK-LABEL: func.func private @expert_matmul_2_launch(memref<128x256xbf16>, memref<128x256xbf16>, memref<2xi32>, memref<2x128x128xf32>)
-// CHECK-SAME:      block = array<i64: 384, 1, 1>, dynamic_shared_memory = 197744 : i64, grid = array<i64: 1, 1, 2>,
-// CHECK-SAME:      kernel = @moe_kernels::@expert_matmul_2, pointer_args = array<i64: 3, 2>, tensor_map_args = array<i64: 0, 1>
+// CHECK-SAME:      kernel = @moe_kernels::@expert_matmul_2, grid = [1, 1, 2], block = [384, 1, 1], dynamic_shared_memory = 197744,
+// CHECK-SAME:      tensor_maps = [0 : {{.*}}, 1 : {{.*}}], pointers = [3, 2]>
 //
 // f32 rows, two 16-byte loads per lane and row; RCEIL on e4m3.
 // CHECK-LABEL: gpu.func @mx_operand_0(
@@ -352,7 +349,7 @@ func.func @expert_f32_and_codes(%h: tensor<256x128xf32>,
 // CHECK:         call @block_matmul_1_launch(%[[A]], %[[B]], %{{.*}}, %{{.*}})
 // CHECK-NOT:     call
 // CHECK-LABEL: func.func private @mx_operand_0_launch(
-// CHECK-SAME:      grid = array<i64: 16, 1, 1>
+// CHECK-SAME:      grid = [16, 1, 1]
 // CHECK-NOT:   gpu.func @mx_operand_1
 // CHECK-LABEL: gpu.func @mx_operand_0(
 // CHECK-NOT:         nvvm.convert
@@ -390,7 +387,7 @@ func.func @bf16_transposed(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 // CHECK:         %[[OUT:.*]] = memref.alloc() : memref<256x128xf32>
 // CHECK:         call @block_matmul_0_launch(%[[A]], %[[B]], %[[E]], %[[BB]], %[[OUT]])
 // CHECK-LABEL: func.func private @block_matmul_0_launch(memref<256x256xbf16>, memref<2x128x256xbf16>, memref<2xi32>, memref<2x128xbf16>, memref<256x128xf32>)
-// CHECK-SAME:      pointer_args = array<i64: 4, 2, 3>, tensor_map_args = array<i64: 0, 1>
+// CHECK-SAME:      tensor_maps = [0 : {{.*}}, 1 : {{.*}}], pointers = [4, 2, 3]>
 // CHECK-NOT:   gpu.func @mx_operand
 // CHECK-LABEL: gpu.func @block_matmul_0(
 // CHECK-SAME:      %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %[[C:[^:]*]]: !llvm.ptr<1>, %[[BLKP:[^:]*]]: !llvm.ptr<1>, %[[BIASP:[^:]*]]: !llvm.ptr<1>) kernel
@@ -424,7 +421,7 @@ func.func @bf16_bias(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 // The same with an f32 bias: f32 pairs, added as they are.
 
 // CHECK-LABEL: func.func private @block_matmul_0_launch(memref<256x256xbf16>, memref<2x128x256xbf16>, memref<2xi32>, memref<2x128xf32>, memref<256x128xf32>)
-// CHECK-SAME:      pointer_args = array<i64: 4, 2, 3>
+// CHECK-SAME:      pointers = [4, 2, 3]>
 // CHECK-LABEL: gpu.func @block_matmul_0(
 // CHECK-SAME:      %{{[^:]*}}: !llvm.ptr<1>, %{{[^:]*}}: !llvm.ptr<1>, %[[BIASP:[^:]*]]: !llvm.ptr<1>) kernel
 // CHECK:           %[[BROW:.*]] = llvm.getelementptr %[[BIASP]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
@@ -498,7 +495,7 @@ func.func @shared_operand(%x: tensor<256x256xbf16>, %w0: tensor<2x128x256xbf16>,
 // CHECK:         call @mx_operand_3_launch(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<48x64xbf16>, memref<128xi32>, memref<64x128xbf16>) -> ()
 // CHECK:         call @expert_matmul_5_launch(
 // CHECK-LABEL: func.func private @mx_operand_0_launch(
-// CHECK-SAME:      pointer_args = array<i64: 0, 1, 2>
+// CHECK-SAME:      pointers = [0, 1, 2]>
 // CHECK-LABEL:   gpu.func @mx_operand_0(
 // CHECK:           llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> i32
 // CHECK:           arith.cmpi ult, %{{.*}}, %c48_i64 : i64

@@ -22,13 +22,11 @@
 //
 // CHECK-LABEL: func.func private @mx_block_matmul_0_launch(
 // CHECK-SAME:      memref<256x256xf8E4M3FN>, memref<256x8xf8E8M0FNU>, memref<2x256x256xf8E4M3FN>, memref<2x256x8xf8E8M0FNU>, memref<2xi32>, memref<256x256xf32>)
-// CHECK-SAME:      attributes {moe.gpu_launch = {block = array<i64: 384, 1, 1>,
-// CHECK-SAME:        dynamic_shared_memory = 186704 : i64,
-// CHECK-SAME:        grid = array<i64: 2, 2, 1>,
-// CHECK-SAME:        kernel = @moe_kernels::@mx_block_matmul_0,
-// CHECK-SAME:        pointer_args = array<i64: 1, 3, 5, 4>,
-// CHECK-SAME:        tensor_map_args = array<i64: 0, 2>,
-// CHECK-SAME:        tensor_map_types = [!nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>]}}
+// CHECK-SAME:      attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @moe_kernels::@mx_block_matmul_0,
+// CHECK-SAME:        grid = [2, 2, 1], block = [384, 1, 1],
+// CHECK-SAME:        dynamic_shared_memory = 186704,
+// CHECK-SAME:        tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, 2 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
+// CHECK-SAME:        pointers = [1, 3, 5, 4]>}
 
 // CHECK-LABEL: gpu.module @moe_kernels
 // CHECK:         memref.global @moe_dynamic_smem : memref<0xi8, 3> {alignment = 1024 : i64}
@@ -105,7 +103,7 @@ func.func @mx_gemm(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
 // threads: two converting producer warpgroups).
 
 // CHECK-LABEL: func.func private @mx_block_matmul_0_launch(
-// CHECK-SAME:      moe.gpu_launch = {block = array<i64: 512, 1, 1>
+// CHECK-SAME:      moe.gpu_launch = #moe.gpu_launch<{{.*}} block = [512, 1, 1]
 // CHECK-LABEL: gpu.func @mx_block_matmul_0(
 // CHECK:         nvvm.wgmma.mma_async {{.*}}A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 func.func @k_not_tiled(%lq: tensor<128x96xf8E4M3FN>, %ls: tensor<128x3xf8E8M0FNU>,

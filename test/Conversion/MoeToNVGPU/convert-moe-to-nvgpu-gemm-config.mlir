@@ -8,7 +8,7 @@
 // 8 barriers and 1 KiB of alignment slack in the launch record.
 
 // CHECK-LABEL: func.func private @block_matmul_0_launch(
-// CHECK-SAME:      dynamic_shared_memory = 132176 : i64
+// CHECK-SAME:      dynamic_shared_memory = 132176,
 // CHECK-LABEL: gpu.func @block_matmul_0(
 // CHECK-COUNT-8:   nvgpu.mbarrier.init
 // CHECK-NOT:       nvgpu.mbarrier.init

@@ -28,13 +28,11 @@
 // stages and 2 bf16 stages: 224 KiB of tiles.
 // CHECK-LABEL: func.func private @mx_block_matmul_0_launch(
 // CHECK-SAME:      memref<256x256xf8E4M3FN>, memref<256x8xf8E8M0FNU>, memref<2x256x256xf8E4M3FN>, memref<2x256x8xf8E8M0FNU>, memref<2xi32>, memref<256x256xf32>)
-// CHECK-SAME:      attributes {moe.gpu_launch = {block = array<i64: 512, 1, 1>,
-// CHECK-SAME:        dynamic_shared_memory = 230496 : i64,
-// CHECK-SAME:        grid = array<i64: 2, 2, 1>,
-// CHECK-SAME:        kernel = @moe_kernels::@mx_block_matmul_0,
-// CHECK-SAME:        pointer_args = array<i64: 1, 3, 5, 4>,
-// CHECK-SAME:        tensor_map_args = array<i64: 0, 2>,
-// CHECK-SAME:        tensor_map_types = [!nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>]}}
+// CHECK-SAME:      attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @moe_kernels::@mx_block_matmul_0,
+// CHECK-SAME:        grid = [2, 2, 1], block = [512, 1, 1],
+// CHECK-SAME:        dynamic_shared_memory = 230496,
+// CHECK-SAME:        tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, 2 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
+// CHECK-SAME:        pointers = [1, 3, 5, 4]>}
 
 // CHECK-LABEL: gpu.module @moe_kernels
 // CHECK:         memref.global @moe_dynamic_smem : memref<0xi8, 3> {alignment = 1024 : i64}
@@ -140,7 +138,7 @@ func.func @mx_gemm(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
 // CHECK:         bufferization.to_buffer %[[T1]] read_only
 // CHECK:         call @mx_block_matmul_0_launch(
 // CHECK-LABEL: func.func private @mx_block_matmul_0_launch(
-// CHECK-SAME:      grid = array<i64: 1, 1, 1>
+// CHECK-SAME:      grid = [1, 1, 1]
 // CHECK-LABEL:   gpu.func @mx_block_matmul_0(
 // CHECK:           arith.cmpi ugt, %{{.*}}, %c142_i32
 // CHECK:           arith.shrui %{{.*}}, %c3_i32
@@ -177,7 +175,7 @@ func.func @transposed_e5m2(%lq: tensor<128x64xf8E5M2>, %ls: tensor<128x2xf8E8M0F
 // CHECK:         call @mx_expert_matmul_0_launch(
 // CHECK-LABEL: func.func private @mx_expert_matmul_0_launch(
 // CHECK-SAME:      memref<96x512xf8E4M3FN>, memref<96x16xf8E8M0FNU>, memref<128x512xf8E4M3FN>, memref<128x16xf8E8M0FNU>, memref<4xi32>, memref<3x96x128xf32>)
-// CHECK-SAME:      grid = array<i64: 1, 1, 3>
+// CHECK-SAME:      grid = [1, 1, 3]
 // CHECK-LABEL:   gpu.func @mx_expert_matmul_0(
 // CHECK:           llvm.store %c0_i32{{.*}} : i32, !llvm.ptr<3>
 // CHECK:           llvm.store %c0_i32{{.*}} : i32, !llvm.ptr<3>

@@ -9,7 +9,7 @@
 // The kernel module is serialized in place; the host side keeps the call
 // and the launch function's declaration with its record.
 // MLIR:      call @mx_block_matmul_0_launch(
-// MLIR:      func.func private @mx_block_matmul_0_launch({{.*}}moe.gpu_launch = {block = array<i64: 384, 1, 1>, {{.*}}, kernel = @moe_kernels::@mx_block_matmul_0,
+// MLIR:      func.func private @mx_block_matmul_0_launch({{.*}}moe.gpu_launch = #moe.gpu_launch<kernel = @moe_kernels::@mx_block_matmul_0, {{.*}} block = [384, 1, 1],
 // MLIR:      gpu.binary @moe_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, {{.*}}assembly = "
 
 // CHIP: error: unsupported GPU chip 'sm_100a' (supported: sm_90a)

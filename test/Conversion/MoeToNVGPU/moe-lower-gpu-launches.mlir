@@ -118,7 +118,7 @@
 
 // -----
 
-// expected-error @below {{malformed moe.gpu_launch record {kernel = @k}}}
+// expected-error @below {{moe.gpu_launch must be a #moe.gpu_launch attribute, got {kernel = @k}}}
 func.func private @bad_record(memref<4xf32>, memref<4xf32>)
     attributes {moe.gpu_launch = {kernel = @k}}
 
@@ -126,21 +126,31 @@ func.func private @bad_record(memref<4xf32>, memref<4xf32>)
 
 // expected-error @below {{a moe.gpu_launch function must be a declaration taking static identity-layout memrefs (inputs, then the result) and returning nothing}}
 func.func private @bad_signature(memref<?xf32>, memref<4xf32>)
-    attributes {moe.gpu_launch = {kernel = @m::@k, grid = array<i64: 1, 1, 1>,
-                                  block = array<i64: 128, 1, 1>,
-                                  dynamic_shared_memory = 0 : i64,
-                                  tensor_map_args = array<i64>,
-                                  tensor_map_types = [],
-                                  pointer_args = array<i64: 0, 1>}}
+    attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @m::@k,
+                  grid = [1, 1, 1], block = [128, 1, 1], pointers = [0, 1]>}
+
+// -----
+
+// expected-error @below {{a moe.gpu_launch function must be a declaration taking static identity-layout memrefs (inputs, then the result) and returning nothing}}
+func.func private @pointer_out_of_range(memref<4xf32>, memref<4xf32>)
+    attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @m::@k,
+                  grid = [1, 1, 1], block = [128, 1, 1], pointers = [0, 2]>}
+
+// -----
+
+// expected-error @below {{a moe.gpu_launch function must be a declaration taking static identity-layout memrefs (inputs, then the result) and returning nothing}}
+func.func private @map_out_of_range(memref<128x128xi8>, memref<4xf32>)
+    attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @m::@k,
+                  grid = [1, 1, 1], block = [128, 1, 1],
+                  tensor_maps = [2 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
+                  pointers = [1]>}
 
 // -----
 
 // A TMA descriptor covers one-byte codes and two-byte bf16 values only.
 // expected-error @below {{tensor map argument #0 must have one- or two-byte elements, got 'memref<128x128xf32>'}}
 func.func private @wide_map(memref<128x128xf32>, memref<4xf32>)
-    attributes {moe.gpu_launch = {kernel = @m::@k, grid = array<i64: 1, 1, 1>,
-                                  block = array<i64: 128, 1, 1>,
-                                  dynamic_shared_memory = 0 : i64,
-                                  tensor_map_args = array<i64: 0>,
-                                  tensor_map_types = [!nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
-                                  pointer_args = array<i64: 1>}}
+    attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @m::@k,
+                  grid = [1, 1, 1], block = [128, 1, 1],
+                  tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
+                  pointers = [1]>}

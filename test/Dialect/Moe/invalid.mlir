@@ -782,6 +782,69 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 
 // -----
 
+// expected-error @+1 {{kernel must be a symbol @module::@kernel, got @k}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @k, grid = [2, 4, 1], block = [384, 1, 1], pointers = [0]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{grid must be 3 positive sizes [x, y, z], got [2, 4]}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4], block = [384, 1, 1], pointers = [0]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{block must be 3 positive sizes [x, y, z], got [384, 0, 1]}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4, 1], block = [384, 0, 1], pointers = [0]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{block of 2048 threads exceeds the 1024 of a CUDA block}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4, 1], block = [1024, 2, 1], pointers = [0]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{dynamic_shared_memory must be a non-negative i32, got -1}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4, 1], block = [384, 1, 1], dynamic_shared_memory = -1, pointers = [0]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{dynamic_shared_memory must be a non-negative i32, got 2147483648}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4, 1], block = [384, 1, 1], dynamic_shared_memory = 2147483648, pointers = [0]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument index -1 is negative}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4, 1], block = [384, 1, 1], pointers = [0, -1]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 is passed twice}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4, 1], block = [384, 1, 1], tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>], pointers = [1, 0]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #2 is passed twice}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4, 1], block = [384, 1, 1], pointers = [2, 1, 2]>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{clamp gate_lo (2.000000e+00) must be less than gate_hi (1.000000e+00)}}
 func.func @f() attributes {c = #moe.clamp<gate_lo = 2.0, gate_hi = 1.0>} {
   return

@@ -8,8 +8,12 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -178,5 +182,53 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (count < 24 || count > 256 || count % 8)
       return emitError() << "register count " << count
                          << " is not a multiple of 8 in [24, 256]";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GPULaunchAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+GPULaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      SymbolRefAttr kernel, ArrayRef<int64_t> grid,
+                      ArrayRef<int64_t> block, int64_t dynamicSharedMemory,
+                      ArrayRef<TensorMapArg> tensorMaps,
+                      ArrayRef<int64_t> pointers) {
+  // gpu.launch_func names a kernel through the gpu.module that holds it.
+  if (kernel.getNestedReferences().size() != 1)
+    return emitError() << "kernel must be a symbol @module::@kernel, got "
+                       << kernel;
+  if (failed(
+          verifyPositiveList(emitError, "grid", grid, 3, "sizes [x, y, z]")) ||
+      failed(
+          verifyPositiveList(emitError, "block", block, 3, "sizes [x, y, z]")))
+    return failure();
+  // Saturating: three positive int64 sizes can overflow their product.
+  uint64_t threads = llvm::SaturatingMultiply(
+      llvm::SaturatingMultiply<uint64_t>(block[0], block[1]),
+      static_cast<uint64_t>(block[2]));
+  if (threads > 1024)
+    return emitError() << "block of " << threads
+                       << " threads exceeds the 1024 of a CUDA block";
+  // gpu.launch_func takes the dynamic shared memory size as an i32.
+  if (dynamicSharedMemory < 0 ||
+      dynamicSharedMemory > std::numeric_limits<int32_t>::max())
+    return emitError() << "dynamic_shared_memory must be a non-negative i32, "
+                          "got "
+                       << dynamicSharedMemory;
+  SmallVector<int64_t> indices;
+  for (const TensorMapArg &arg : tensorMaps)
+    indices.push_back(arg.index);
+  llvm::append_range(indices, pointers);
+  llvm::SmallDenseSet<int64_t> seen;
+  for (int64_t index : indices) {
+    if (index < 0)
+      return emitError() << "argument index " << index << " is negative";
+    // Two kernel parameters over one buffer: no kernel is built to take
+    // aliasing operands.
+    if (!seen.insert(index).second)
+      return emitError() << "argument #" << index << " is passed twice";
+  }
   return success();
 }

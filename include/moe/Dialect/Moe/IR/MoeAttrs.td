@@ -1,8 +1,9 @@
 //===- MoeAttrs.td - enums and attributes of the moe dialect -*- tablegen -*-===//
 //
 // The layer options of `moe.blockwise_bwd` (activation, affinity placement,
-// MX quantization, clamp limits and dx accumulation) and the kernel choices
-// of the GPU lowering (MMA path, GEMM kernel configuration).
+// MX quantization, clamp limits and dx accumulation), the kernel choices
+// of the GPU lowering (MMA path, GEMM kernel configuration) and the launch
+// ABI between that lowering and moe-lower-gpu-launches.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_DIALECT_MOE_IR_MOEATTRS_TD
@@ -221,6 +222,57 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     (`dequant_stages` `=` $dequantStages^ `,`)?
     `warpgroups` `=` `[` $warpgroups `]` `,`
     `registers` `=` `[` $registers `]` `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
+def Moe_GPULaunchAttr : Moe_Attr<"GPULaunch", "gpu_launch"> {
+  let summary = "how the host launches one GPU kernel";
+  let description = [{
+    The launch record of a host function that `convert-moe-to-nvgpu`
+    declares for each kernel, as the function's discardable attribute
+    `moe.gpu_launch`; `moe-lower-gpu-launches` gives the function its body
+    from it. The function takes memrefs, the inputs then the result; the
+    kernel `@module::@kernel` runs on `grid` x `block` threads with
+    `dynamic_shared_memory` bytes (0 when left out) and takes, in this
+    order, a TMA descriptor of the given type over each argument of
+    `tensor_maps` (left out when there is none), then the global address
+    of each argument of `pointers`. Both lists name arguments by their index in the function's
+    signature.
+
+    The verifier rejects records no launch can have: a kernel not nested in
+    a module, grid or block not three positive sizes, more than 1024
+    threads in a block, shared memory outside the launch's i32 operand, and
+    an argument index that is negative or listed twice. What needs the
+    function (indices in range, argument types) is checked by
+    `moe-lower-gpu-launches`. `pointers` is never empty in the records the
+    lowering makes: every kernel writes its result through a pointer.
+
+    ```mlir
+    #moe.gpu_launch<kernel = @moe_kernels::@block_matmul_2,
+                    grid = [2, 4, 1], block = [384, 1, 1],
+                    dynamic_shared_memory = 197744,
+                    tensor_maps = [0 : !nvgpu.tensormap.descriptor<...>,
+                                   1 : !nvgpu.tensormap.descriptor<...>],
+                    pointers = [3, 2]>
+    #moe.gpu_launch<kernel = @moe_kernels::@mx_operand_0, grid = [64, 1, 1],
+                    block = [256, 1, 1], pointers = [0, 1, 2]>
+    ```
+  }];
+  let parameters = (ins
+    "::mlir::SymbolRefAttr":$kernel,
+    ArrayRefParameter<"int64_t">:$grid,
+    ArrayRefParameter<"int64_t">:$block,
+    DefaultValuedParameter<"int64_t", "0">:$dynamicSharedMemory,
+    OptionalArrayRefParameter<"::mlir::moe::TensorMapArg">:$tensorMaps,
+    ArrayRefParameter<"int64_t">:$pointers
+  );
+  let assemblyFormat = [{
+    `<` `kernel` `=` $kernel `,` `grid` `=` `[` $grid `]` `,`
+    `block` `=` `[` $block `]` `,`
+    (`dynamic_shared_memory` `=` $dynamicSharedMemory^ `,`)?
+    (`tensor_maps` `=` `[` $tensorMaps^ `]` `,`)?
+    `pointers` `=` `[` $pointers `]` `>`
   }];
   let genVerifyDecl = 1;
 }
