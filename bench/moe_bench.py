@@ -98,17 +98,17 @@ def model_tf(shape, ms):
 
 def moe_run_host_bytes(shape):
     """Host memory moe-run needs for --inputs with --check none: it reads
-    every input into fp64 vectors for the references (8 B an element, even
-    when they are not computed), packs them into bf16 buffers (2 B) plus a
-    copy to detect modified inputs (2 B), and holds the f32 weight
-    gradients (4 B): about 48 B per E*H*I, the token-sized arrays aside."""
+    every .npy straight into the buffer the compiled function takes (bf16
+    weights, tokens and checkpoint: 2 B an element) and holds the outputs
+    (f32 weight gradients: 4 B, bf16 dx); the device copies of the resident
+    mode are made from those buffers. About 18 B per E*H*I, the token-sized
+    arrays aside."""
     T, H, I, E, K, B = (shape[k] for k in "THIEKB")
     weights = 3 * E * H * I
     tokens = 2 * T * H
     # The checkpoint layer's G|U: one row of 2I per slot, about T*K + E*B.
     checkpoint = (T * K + E * B) * 2 * I
-    return ((8 + 2 + 2) * (weights + tokens + checkpoint) + 4 * weights +
-            2 * T * H)
+    return 2 * (weights + tokens + checkpoint) + 4 * weights + 2 * T * H
 
 
 def mem_available_bytes():
@@ -401,9 +401,9 @@ class Bench:
                 else mem_available_bytes())
         entry["moe_run_host_gb_estimate"] = round(need / 1e9, 1)
         if have is not None and need > 0.9 * have:
-            self.skip(entry, "moe-run: needs ~%.0f GB of host memory (every "
-                      "input held as fp64 for the references even with "
-                      "--check none, tools/moe-run), %.0f GB available" %
+            self.skip(entry, "moe-run: needs ~%.0f GB of host memory "
+                      "(inputs and outputs in their storage types), %.0f GB "
+                      "available" %
                       (need / 1e9, have / 1e9))
             self.save()
             return

@@ -149,7 +149,6 @@ std::string moe::ref::validate(const LayerConfig &cfg, const LayerInputs &in) {
   for (std::string p :
        {sizeProblem("x", in.x.size(), "T*H", T * H),
         sizeProblem("dy", in.dy.size(), "T*H", T * H),
-        sizeProblem("affinities", in.affinities.size(), "T*E", T * E),
         sizeProblem("wgu", in.wgu.size(), "E*H*2*I", E * H * 2 * I),
         sizeProblem("wd", in.wd.size(), "E*I*H", E * I * H),
         optionalSizeProblem("bgu", in.bgu.size(), cfg.bias, "bias", "E*2*I",
@@ -159,8 +158,20 @@ std::string moe::ref::validate(const LayerConfig &cfg, const LayerInputs &in) {
                             "checkpoint", "N*2*I*B", N * 2 * I * B)})
     if (!p.empty())
       return p;
+  return validateRouting(cfg, in.routing, in.affinities);
+}
 
-  const Routing &r = in.routing;
+std::string moe::ref::validateRouting(const LayerConfig &cfg,
+                                      const Routing &r,
+                                      const std::vector<double> &affinities) {
+  std::string problem = validateConfig(cfg);
+  if (!problem.empty())
+    return problem;
+  int64_t T = cfg.T, E = cfg.E, B = cfg.B;
+  int64_t N = cfg.numBlocks();
+  problem = sizeProblem("affinities", affinities.size(), "T*E", T * E);
+  if (!problem.empty())
+    return problem;
   if (static_cast<int64_t>(r.blockToExpert.size()) != N)
     return "block_to_expert has " + std::to_string(r.blockToExpert.size()) +
            " blocks, expected N = " + std::to_string(N);
@@ -193,7 +204,7 @@ std::string moe::ref::validate(const LayerConfig &cfg, const LayerInputs &in) {
       return "dense mode routes every token, token " + std::to_string(t) +
              " is not routed";
     for (int64_t e = 0; e < E; ++e) {
-      double a = in.affinities[t * E + e];
+      double a = affinities[t * E + e];
       std::string pair =
           "(" + std::to_string(t) + ", " + std::to_string(e) + ")";
       if (routed[t * E + e] && !(a > 0.0 && std::isfinite(a)))

@@ -11,10 +11,10 @@
 
 #include "moe/Reference/Npy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <sstream>
 
@@ -302,8 +302,10 @@ std::vector<int32_t> NpyArray::toInt32() const {
   return out;
 }
 
-bool moe::ref::readNpy(const std::string &path, NpyArray &out,
-                       std::string &error) {
+size_t moe::ref::npyElementSize(NpyType type) { return elementSize(type); }
+
+bool moe::ref::readNpyHeader(const std::string &path, NpyHeader &out,
+                             std::string &error) {
   auto fail = [&](const std::string &why) {
     error = path + ": " + why;
     return false;
@@ -311,26 +313,38 @@ bool moe::ref::readNpy(const std::string &path, NpyArray &out,
   std::ifstream file(path, std::ios::binary);
   if (!file)
     return fail("cannot open file");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
-                             std::istreambuf_iterator<char>());
+  // The size first, so that a truncated or over-long file is caught before
+  // anyone reads gigabytes of its data.
+  file.seekg(0, std::ios::end);
+  std::streamoff end = file.tellg();
+  file.seekg(0);
+  if (!file || end < 0)
+    return fail("read error");
+  uint64_t fileSize = static_cast<uint64_t>(end);
+  uint8_t prelude[kMagicLen + 2 + 4] = {};
+  file.read(reinterpret_cast<char *>(prelude),
+            std::min<uint64_t>(fileSize, sizeof(prelude)));
   if (file.bad())
     return fail("read error");
-  if (bytes.size() < kMagicLen + 2 ||
-      std::memcmp(bytes.data(), kMagic, kMagicLen) != 0)
+  if (fileSize < kMagicLen + 2 || std::memcmp(prelude, kMagic, kMagicLen) != 0)
     return fail("not a .npy file (bad magic)");
-  int major = bytes[6];
+  int major = prelude[6];
   int lenBytes = major == 1 ? 2 : 4;
   if (major < 1 || major > 3)
     return fail("unsupported .npy version " + std::to_string(major) + "." +
-                std::to_string(bytes[7]));
-  size_t prelude = kMagicLen + 2 + lenBytes;
-  if (bytes.size() < prelude)
+                std::to_string(prelude[7]));
+  size_t preludeLen = kMagicLen + 2 + lenBytes;
+  if (fileSize < preludeLen)
     return fail("truncated header");
-  size_t headerLen = readLE(bytes.data() + kMagicLen + 2, lenBytes);
-  if (bytes.size() - prelude < headerLen)
+  size_t headerLen = readLE(prelude + kMagicLen + 2, lenBytes);
+  if (fileSize - preludeLen < headerLen)
     return fail("truncated header");
-  std::string header(bytes.begin() + prelude,
-                     bytes.begin() + prelude + headerLen);
+  std::string header(headerLen, '\0');
+  file.clear();
+  file.seekg(static_cast<std::streamoff>(preludeLen));
+  file.read(header.data(), static_cast<std::streamsize>(headerLen));
+  if (!file)
+    return fail("read error");
 
   std::string descr, why;
   bool fortran = false;
@@ -349,7 +363,7 @@ bool moe::ref::readNpy(const std::string &path, NpyArray &out,
                        std::numeric_limits<uint64_t>::max() / size)
     return fail("shape " + shapeString(shape) + " is too large");
   uint64_t want = static_cast<uint64_t>(count) * size;
-  uint64_t have = bytes.size() - prelude - headerLen;
+  uint64_t have = fileSize - preludeLen - headerLen;
   if (have < want)
     return fail("truncated data: shape " + shapeString(shape) + " of " + descr +
                 " needs " + std::to_string(want) + " bytes, file has " +
@@ -361,7 +375,28 @@ bool moe::ref::readNpy(const std::string &path, NpyArray &out,
 
   out.type = type;
   out.shape = std::move(shape);
-  out.data.assign(bytes.begin() + prelude + headerLen, bytes.end());
+  out.dataOffset = preludeLen + headerLen;
+  return true;
+}
+
+bool moe::ref::readNpy(const std::string &path, NpyArray &out,
+                       std::string &error) {
+  NpyHeader header;
+  if (!readNpyHeader(path, header, error))
+    return false;
+  std::ifstream file(path, std::ios::binary);
+  file.seekg(static_cast<std::streamoff>(header.dataOffset));
+  std::vector<uint8_t> data(static_cast<size_t>(elementCount(header.shape)) *
+                            elementSize(header.type));
+  file.read(reinterpret_cast<char *>(data.data()),
+            static_cast<std::streamsize>(data.size()));
+  if (!file) {
+    error = path + ": read error";
+    return false;
+  }
+  out.type = header.type;
+  out.shape = std::move(header.shape);
+  out.data = std::move(data);
   return true;
 }
 

@@ -93,6 +93,12 @@ struct LayerGrads {
 /// order). Returns an empty string when valid, else the first problem.
 std::string validate(const LayerConfig &cfg, const LayerInputs &in);
 
+/// The checks of validate() that need only the configuration, the routing
+/// and the affinities [T*E]: for callers that hold the other inputs in their
+/// storage types, with shapes they have checked themselves.
+std::string validateRouting(const LayerConfig &cfg, const Routing &routing,
+                            const std::vector<double> &affinities);
+
 /// Seeded inputs per SPEC section 6: x, dy ~ N(0,1) and weights ~ N(0,1/H),
 /// rounded to bf16; router logits ~ N(0,1) -> top-k -> softmax
 /// (TopKThenSoftmax) -> masked affinities; biases ~ N(0, 1/H) when on;

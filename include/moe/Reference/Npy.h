@@ -34,6 +34,23 @@ struct NpyArray {
   std::vector<int32_t> toInt32() const;
 };
 
+/// A file's dtype, shape and the offset of its data, which
+/// readNpyHeader has checked to be exactly what the shape needs.
+struct NpyHeader {
+  NpyType type = NpyType::F64;
+  std::vector<int64_t> shape;
+  uint64_t dataOffset = 0;
+};
+
+/// Bytes per element of `type`.
+size_t npyElementSize(NpyType type);
+
+/// Reads and checks the header of `path` without reading its data, for
+/// callers that stream the data into their own storage. Fails with the
+/// messages of readNpy.
+bool readNpyHeader(const std::string &path, NpyHeader &out,
+                   std::string &error);
+
 /// Reads `path`. On failure returns false and sets `error` to a message that
 /// names the file and what is wrong (missing, bad magic, unsupported dtype,
 /// Fortran order, truncated data).
