@@ -78,6 +78,7 @@
 #include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Conversion/Passes.h"
+#include "moe/GPU/Transforms/Passes.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
 #include "moe/Dialect/Moe/IR/MoeOps.h"
 #include "moe/Dialect/Moe/Transforms/Passes.h"

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
+#include "moe/GPU/Transforms/Passes.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
 #include "moe/Dialect/Moe/Transforms/Passes.h"
 #include "moe/Pipelines/Pipelines.h"
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
   mlir::moe::registerPipelineDependencies(registry);
   mlir::moe::registerMoeTransformsPasses();
   mlir::moe::registerMoeConversionPasses();
+  mlir::moe::registerMoeGPUTransformsPasses();
   mlir::moe::registerMoePipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "moe-mlir optimizer driver\n", registry));

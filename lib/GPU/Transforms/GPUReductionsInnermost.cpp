@@ -10,7 +10,7 @@
 // scf.parallel inside each thread instead.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/Conversion/Passes.h"
+#include "moe/GPU/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -19,7 +19,7 @@
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEGPUREDUCTIONSINNERMOST
-#include "moe/Conversion/Passes.h.inc"
+#include "moe/GPU/Transforms/Passes.h.inc"
 } // namespace mlir::moe
 
 using namespace mlir;

@@ -1,9 +1,10 @@
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu=mma-path=bf16 -moe-lower-gpu-launches | FileCheck %s
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu=mma-path=bf16 -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=DEV
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=OPS
+// RUN: moe-opt %S/../../Conversion/MoeToNVGPU/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu=mma-path=bf16 -moe-lower-gpu-launches | FileCheck %s
+// RUN: moe-opt %S/../../Conversion/MoeToNVGPU/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu=mma-path=bf16 -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=DEV
+// RUN: moe-opt %S/../../Conversion/MoeToNVGPU/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=OPS
 // RUN: moe-opt %s -split-input-file -moe-lower-gpu-launches -verify-diagnostics
 
-// The launch function of the MX block GEMM of Inputs/mx-block-matmul.mlir
+// The launch function of the MX block GEMM of
+// test/Conversion/MoeToNVGPU/Inputs/mx-block-matmul.mlir
 // (M = 256, Nout = 128, K = 256, E = 2) gets its body: one stream, a device
 // buffer per argument (inputs copied in), the TMA descriptors of the two
 // code operands over ui8 views ([M, K] and [E * Nout, K], box 128 x 128),

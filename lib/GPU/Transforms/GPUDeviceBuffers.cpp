@@ -21,7 +21,7 @@
 // the GPU mapping did not cover it.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/Conversion/Passes.h"
+#include "moe/GPU/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -32,7 +32,7 @@
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEGPUDEVICEBUFFERS
-#include "moe/Conversion/Passes.h.inc"
+#include "moe/GPU/Transforms/Passes.h.inc"
 } // namespace mlir::moe
 
 using namespace mlir;

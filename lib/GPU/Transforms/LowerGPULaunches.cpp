@@ -44,7 +44,7 @@
 // other byte type to the runtime as bf16 (lib/Runtime/CUDA/TensorMap.h).
 //
 //===----------------------------------------------------------------------===//
-#include "moe/Conversion/Passes.h"
+#include "moe/GPU/Transforms/Passes.h"
 
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
 
@@ -59,7 +59,7 @@
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_LOWERMOEGPULAUNCHES
-#include "moe/Conversion/Passes.h.inc"
+#include "moe/GPU/Transforms/Passes.h.inc"
 } // namespace mlir::moe
 
 using namespace mlir;

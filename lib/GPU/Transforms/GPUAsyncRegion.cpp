@@ -34,7 +34,7 @@
 // a stream creation would lower to event calls.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/Conversion/Passes.h"
+#include "moe/GPU/Transforms/Passes.h"
 
 #include "mlir/Dialect/Async/IR/Async.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -46,7 +46,7 @@
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEGPUASYNCREGION
-#include "moe/Conversion/Passes.h.inc"
+#include "moe/GPU/Transforms/Passes.h.inc"
 } // namespace mlir::moe
 
 using namespace mlir;

@@ -20,7 +20,7 @@
 // Loops that carry reductions (init values) are left as they are.
 //
 //===----------------------------------------------------------------------===//
-#include "moe/Conversion/Passes.h"
+#include "moe/GPU/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -36,7 +36,7 @@
 
 namespace mlir::moe {
 #define GEN_PASS_DEF_MOEGPULOOPSHAPE
-#include "moe/Conversion/Passes.h.inc"
+#include "moe/GPU/Transforms/Passes.h.inc"
 } // namespace mlir::moe
 
 using namespace mlir;

@@ -1,0 +1,135 @@
+//===- Passes.td - GPU-side transforms of the lowered moe IR -*- tablegen -*-===//
+//
+// Transforms of upstream GPU IR that the moe pipelines need: the host code
+// of the GEMM launches, the shape of the mapped elementwise loops, device
+// buffers, and one stream per call. They are not conversions out of the moe
+// dialect (those are in moe/Conversion), so they live apart.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_GPU_TRANSFORMS_PASSES_TD
+#define MOE_GPU_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LowerMoeGPULaunches : Pass<"moe-lower-gpu-launches", "::mlir::ModuleOp"> {
+  let summary = "Emit the host code of the kernel launches of convert-moe-to-nvgpu";
+  let description = [{
+    Gives every function declaration carrying a `moe.gpu_launch` record (a
+    `#moe.gpu_launch` attribute, made by convert-moe-to-nvgpu) its body: on
+    one stream, device buffers (`gpu.alloc`) for its memref arguments, the
+    inputs copied in (`gpu.memcpy`), the TMA descriptors of `tensor_maps`
+    (`nvgpu.tma.create.descriptor` over the device bytes viewed as ui8
+    [rows, last dimension], of the listed types), the kernel launch
+    (`gpu.launch_func` with the record's grid, block and dynamic shared
+    memory; the descriptors, then the device addresses of `pointers`, as
+    pointers), the result (the last argument) copied
+    back, every buffer freed and the stream synchronized. Runs after buffer
+    deallocation, which cannot handle gpu host ops. With
+    `device-arguments` the arguments are device buffers: the kernel reads
+    and writes them in place, without allocations or copies, and the
+    launch (descriptors and `gpu.launch_func` in synchronous form) replaces
+    each call of the function, which is erased, so that the caller's
+    `moe-gpu-async-region` queues it on the caller's stream: no stream of
+    its own, no host synchronization.
+  }];
+  let options = [
+    Option<"deviceArguments", "device-arguments", "bool", /*default=*/"false",
+           "The launch functions' arguments are device buffers (the "
+           "device-resident pipeline)">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::nvgpu::NVGPUDialect"
+  ];
+}
+
+def MoeGPUReductionsInnermost
+    : Pass<"moe-gpu-reductions-innermost", "::mlir::func::FuncOp"> {
+  let summary = "Interchange linalg.generic loops so that reductions come last";
+  let description = [{
+    Puts the parallel loops of every `linalg.generic` first and its
+    reduction loops last (each group in its original order), so that
+    `convert-linalg-to-parallel-loops` makes one `scf.parallel` over the
+    parallel dimensions with sequential reductions inside: on the GPU,
+    each thread reduces in the host lowering's order.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def MoeGPULoopShape : Pass<"moe-gpu-loop-shape", "::mlir::func::FuncOp"> {
+  let summary = "Collapse and tile outermost scf.parallel loops for GPU blocks";
+  let description = [{
+    Collapses every outermost `scf.parallel` without reductions into one
+    dimension (consecutive threads then touch consecutive innermost
+    elements) and tiles it by `block` threads, shorter loops by the
+    smallest multiple of 32 that covers them: the outer loop becomes the
+    grid and the inner one the block under `gpu-map-parallel-loops`.
+  }];
+  let options = [
+    Option<"block", "block", "int64_t", /*default=*/"256",
+           "Threads per block (a multiple of 32 in [32, 1024])">
+  ];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
+def MoeGPUDeviceBuffers : Pass<"moe-gpu-device-buffers", "::mlir::func::FuncOp"> {
+  let summary = "Keep the buffers of a GPU-mapped host function in device memory";
+  let description = [{
+    For a public function whose computations run in `gpu.launch` ops and
+    kernel launch calls: `memref.alloc` / `dealloc` become `gpu.alloc` /
+    `dealloc`, every memref argument it reads is copied to the device at
+    entry (freed before the return), and the `memref.copy` into an
+    out-parameter becomes a device-to-host `gpu.memcpy`. A host operation
+    still reading or writing a buffer is an error. Runs after buffer
+    deallocation. With `host-arguments=false` the arguments are device
+    buffers already: nothing is copied at entry and the out-parameter
+    copies stay on the device.
+  }];
+  let options = [
+    Option<"hostArguments", "host-arguments", "bool", /*default=*/"true",
+           "The public function's memref arguments are host memory (copied "
+           "in at entry, out-parameters copied back); false: device memory">
+  ];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
+def MoeGPUAsyncRegion : Pass<"moe-gpu-async-region", "::mlir::func::FuncOp"> {
+  let summary = "Queue a public function's gpu host ops on one stream";
+  let description = [{
+    Runs upstream `gpu-async-region` on public functions with a body, so
+    that their gpu host ops (allocations, copies, launches) run in order
+    on one stream with a host synchronization before any other op with
+    side effects (the calls of kernel launch functions among them) and at
+    the return. Private functions are left alone: the launch functions of
+    `moe-lower-gpu-launches` thread their own stream already, and a second
+    token dependency on their launches would not lower.
+
+    With `caller-stream` the function queues its work on the caller's
+    stream instead, and returns with it queued: it gets a trailing
+    `!llvm.ptr` argument, the stream, and every gpu host op of its body
+    becomes asynchronous on one token chain rooted at that stream (which
+    gpu-to-llvm lowers to the stream itself). No stream is created and
+    nothing synchronizes, not even at the return: the caller synchronizes
+    before it reads a result. The other host ops stay where they are, as
+    they touch no device memory (`moe-gpu-device-buffers` checked); a
+    call, whose callee might, is an error, as is a gpu op in a nested
+    region or one that is asynchronous already.
+  }];
+  let options = [
+    Option<"callerStream", "caller-stream", "bool", /*default=*/"false",
+           "Queue the work on the stream passed as a trailing !llvm.ptr "
+           "argument and return without synchronizing">
+  ];
+  let dependentDialects = [
+    "::mlir::async::AsyncDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect"
+  ];
+}
+
+#endif // MOE_GPU_TRANSFORMS_PASSES_TD
