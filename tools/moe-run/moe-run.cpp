@@ -332,6 +332,22 @@ struct Buffer {
   size_t numBytes() const { return spec.numBytes(); }
 };
 
+/// One zeroed buffer per input of `sig`, in order.
+std::vector<Buffer> inputBuffers(const jit::Signature &sig) {
+  std::vector<Buffer> buffers;
+  for (const jit::TensorSpec &spec : sig.inputs)
+    buffers.emplace_back(spec);
+  return buffers;
+}
+
+/// The buffer named `name`, or null.
+Buffer *findBuffer(std::vector<Buffer> &buffers, const char *name) {
+  for (Buffer &b : buffers)
+    if (b.spec.name == name)
+      return &b;
+  return nullptr;
+}
+
 /// Poison patterns: signaling NaNs, which no arithmetic produces, so an
 /// element still holding one was never written.
 constexpr uint32_t kPoisonF32 = 0x7FA5A5A5u;
@@ -561,15 +577,8 @@ std::vector<Buffer> packInputs(const jit::Signature &sig,
   for (std::vector<double> *values : {&in.bgu, &in.bd, &in.checkpoint})
     for (double &v : *values)
       v = ref::roundToBF16(v);
-  std::vector<Buffer> buffers;
-  for (const jit::TensorSpec &spec : sig.inputs)
-    buffers.emplace_back(spec);
-  auto find = [&](const char *name) -> Buffer * {
-    for (Buffer &b : buffers)
-      if (b.spec.name == name)
-        return &b;
-    return nullptr;
-  };
+  std::vector<Buffer> buffers = inputBuffers(sig);
+  auto find = [&](const char *name) { return findBuffer(buffers, name); };
   for (Buffer &b : buffers) {
     const std::string &name = b.spec.name;
     if (name == "x")
@@ -715,15 +724,8 @@ std::vector<Buffer> readInputBuffers(const Options &opts,
                                      const ref::LayerConfig &cfg,
                                      const jit::LayerDesc &layer,
                                      const std::string &where) {
-  std::vector<Buffer> buffers;
-  for (const jit::TensorSpec &spec : sig.inputs)
-    buffers.emplace_back(spec);
-  auto find = [&](const char *name) -> Buffer * {
-    for (Buffer &b : buffers)
-      if (b.spec.name == name)
-        return &b;
-    return nullptr;
-  };
+  std::vector<Buffer> buffers = inputBuffers(sig);
+  auto find = [&](const char *name) { return findBuffer(buffers, name); };
   for (Buffer &b : buffers) {
     const std::string &name = b.spec.name;
     if (name == "wgu_scales" || name == "wd_scales")
