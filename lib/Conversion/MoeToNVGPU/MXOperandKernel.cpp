@@ -9,9 +9,17 @@
 //             cvt.rn.f16x2.e4m3x2 -> f32 * 2^(byte - 127) -> bf16
 //   4 x 16-byte stores
 //
-// and along rows (columns c, c + 1 of rows 32 i .. 32 i + 31): 32 loads of
-// one element pair, the same rounding per column, and per column 4 x
-// 16-byte stores into the transposed output, whose rows are the columns.
+// and along rows, written transposed (the output's rows are the columns):
+//
+//   values: a block per 32-row group and 256-column tile; warp w reads rows
+//           w + 8 i with 16-byte loads into an f32 shared-memory tile, then
+//           thread c rounds column c (32 conflict-free shared loads) and
+//           stores it as 4 x 16 bytes of output row c
+//   codes (or an odd column count): a thread per column pair, 32 loads of
+//           one pair, each column rounded on its own, 2 x 4 16-byte stores
+//
+// Gathered rows (moe.gather_rows folded in) read row ids first and load row
+// ids[r] of the source, zeros for padding.
 //
 // The products x * 2^(127 - byte) and code * 2^(byte - 127) are single IEEE
 // fp32 multiplies by powers of two, as in buildEncodeFP8 and
