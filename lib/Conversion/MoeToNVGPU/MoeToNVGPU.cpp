@@ -1,29 +1,31 @@
 //===- MoeToNVGPU.cpp - moe phase-level ops to NVIDIA GPU kernels ---------===//
 //
 // The GPU lowering of the decomposed moe IR for one NVIDIA chip (option
-// `chip`, described by TargetInfo). Each MX GEMM (moe.block_matmul,
-// moe.expert_matmul) becomes a kernel and a call, on buffers, of a host
-// function declared with the kernel's launch record; moe-lower-gpu-launches
-// gives that function its body (device buffers, copies, TMA descriptors,
-// gpu.launch_func) once buffer deallocation has run, which cannot handle
-// gpu host ops. Everything else stays for the host lowering:
+// `chip`, described by TargetInfo). Each GEMM (moe.block_matmul,
+// moe.expert_matmul) becomes kernels and calls, on buffers, of host
+// functions declared with each kernel's #moe.gpu_launch record;
+// moe-lower-gpu-launches gives them their bodies (device buffers, copies,
+// TMA descriptors, gpu.launch_func) once buffer deallocation has run, which
+// cannot handle gpu host ops. The GEMM's #moe.gemm_config (from
+// moe-gpu-kernel-config, or chosen here the same way) says which path:
 //
-//   %r = moe.block_matmul lhs(f8 scales E8M0) rhs(f8 scales E8M0)
-//     -> gpu.module @moe_kernels {
-//          gpu.func @mx_block_matmul_<i>   (MXGemmSm90.h: TMA + mbarrier
-//        }                                  ring, exact MX on wgmma)
-//        func.func private @mx_block_matmul_<i>_launch(memref lhs, lhs
-//            scales, rhs, rhs scales, block_to_expert, memref result)
-//            attributes {moe.gpu_launch = #moe.gpu_launch<kernel, grid,
-//              block, dynamic_shared_memory, tensor_maps, pointers>}
-//        %b<j> = bufferization.to_buffer %operand<j> read_only
-//        %out = memref.alloc
-//        func.call @mx_block_matmul_<i>_launch(%b0, ..., %b4, %out)
-//        %r = bufferization.to_tensor %out restrict writable
+//   bf16_operands (default):
+//     %r = moe.block_matmul lhs(%q scales %s) rhs(...)   %q, %s = mx_quantize %x
+//       -> call @mx_operand_<i>_launch(%x [, ids], %xb)  gpu.func @mx_operand_<i>
+//          (MXOperandKernel.h: %x rounded to its MX values, bf16, K innermost;
+//           gathered rows read through their ids; codes dequantized)
+//          call @mx_operand_<j>_launch(...)            the rhs alike
+//          call @block_matmul_<k>_launch(%xb, %wb, %blk [, %bias], %out)
+//          gpu.func @block_matmul_<k>                  (MXGemmSm90.h: TMA ring
+//                                                       of bf16 tiles, wgmma)
+//   fp8 / bf16 (MX codes of one type on both sides, no bias):
+//     the codes and scales go to the kernel, which decodes them; it reads
+//     both operands with K contiguous, so a transpose_rhs weight and the
+//     slot-major operands of expert_matmul are transposed first
+//     (linalg.transpose of codes and scales).
 //
-// The kernels read both operands with K contiguous, so a transpose_rhs
-// weight ([E, K, N]) and the slot-major operands of expert_matmul ([S, M])
-// are transposed first, codes and scales alike.
+// Every call is on buffers of its operands (bufferization.to_buffer) and a
+// new result buffer (memref.alloc), returned as a tensor.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
