@@ -26,6 +26,15 @@
 //       K-major bf16 tile d = t % dequantStages
 //     fence.proxy.async, arrive dqfull[d], empty[s]
 //
+// Path Bf16Operands (the operands are bf16 values already, MXOperandKernel):
+//
+//   producer warpgroup, thread 0:                    consumers, for each K tile t:
+//     for each K tile t, s = t % stages:               wait full[s]
+//       wait empty[s], expect_tx, TMA A and B          4 bf16 wgmma m64n128k16
+//       (64 bf16 = one 128B panel per row)             wait_group 1, arrive
+//                                                        empty of tile t-1
+//                                                      store acc (+ bias)
+//
 // The dequantization is exact: the code's sign, exponent and mantissa bits
 // are placed into a bf16 (a power-of-two multiple of the code's value), and
 // one or two bf16 multiplications by powers of two give q * 2^(s-127). It
