@@ -1,8 +1,9 @@
 //===- MXGemmSm90.cpp - IR builders of the sm_90a MX GEMM kernels ---------===//
 //
-// The C++ form of the H200-verified prototype bench/prototypes/mxgemm_sm90
-// (gen_mxgemm.py, variants fp8 and bf16). One CTA computes a tileM x tileN
-// fp32 tile. Path Fp8WgmmaPromote:
+// The C++ form of the H200-verified prototype (bench/prototypes/mxgemm_sm90 at
+// commit 360947c: gen_mxgemm.py, variants fp8 and bf16), grown by the
+// Bf16Operands path. One CTA computes a tileM x tileN fp32 tile. Path
+// Fp8WgmmaPromote:
 //
 //   warpgroup 0 (producer, setmaxnreg decrease)      warpgroups 1.. (consumers)
 //   for each K tile t, stage s = t % stages:         for each K tile t:

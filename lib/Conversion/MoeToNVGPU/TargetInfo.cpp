@@ -1,7 +1,7 @@
 //===- TargetInfo.cpp - what the GPU lowering knows about a chip ----------===//
 //
 // The table of supported chips. The sm_90a values are those of the H200
-// prototype (bench/prototypes/mxgemm_sm90, docs/results/
+// prototype (bench/prototypes/mxgemm_sm90 at commit 360947c, docs/results/
 // 2026-11-30-mxgemm-sm90-prototype.md), which ptxas allocates without
 // spills:
 //   fp8:  128x128x128 tiles, 5 stages, one producer and two consumer
