@@ -8,11 +8,16 @@
 //         warpgroups with setmaxnreg 40 / 232;
 //   bf16: 128x128x128 tiles, 3 fp8 stages and 2 bf16 stages, two producer
 //         (dequantizing) and two consumer warpgroups with setmaxnreg
-//         144 / 112.
-// sm_90a uses the bf16 path by default: the H200's FP8 wgmma does not sum
-// the 32 products of one instruction exactly, and the MX requantization of
-// P1's result amplifies that past SPEC's gate (docs/results/
-// 2026-11-30-sm90a-hybrid.md).
+//         144 / 112;
+//   bf16-operands: 128x128x64 bf16 tiles (one 128-byte panel), 6 stages,
+//         one TMA producer and two consumer warpgroups with setmaxnreg
+//         40 / 232.
+// sm_90a uses the bf16-operands path by default: it needs no dequantization
+// in the GEMM and runs at 480-600 TF where the bf16 path ran at 230-290
+// (docs/results/2026-12-01-sm90a-bf16-operands.md). Neither uses FP8 wgmma:
+// the H200 does not sum the 32 products of one instruction exactly, and the
+// MX requantization of P1's result amplifies that past SPEC's gate
+// (docs/results/2026-11-30-sm90a-hybrid.md).
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
