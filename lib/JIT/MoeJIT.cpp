@@ -17,8 +17,12 @@
 // Target Sm90a: the generated code calls the mgpu* entry points of
 // libmoe_cuda_runtime.so, which the JIT loads (RTLD_GLOBAL, from the
 // directory of this library, else the loader's search path) so that ORC
-// resolves them; its global constructor loads the kernels (cubin, or PTX
-// without ptxas). A run fails with the runtime's sticky error, if any, and
+// resolves them; the library needs no driver until its first call, so
+// compiling does not either. The module's global constructor loads the
+// kernels (cubin, or PTX without ptxas) into the driver; the JIT runs it at
+// the executable's first run, not at compile time, so that a machine
+// without a GPU can compile. A failed load is the error of that run and of
+// every later one. A run fails with the runtime's sticky error, if any, and
 // ends with moeCudaRuntimeReset() so that nothing stays allocated between
 // runs (the runtime's stream-ordered pool keeps the memory for the next).
 // A resident run copies the caller's buffers to the device on a stream of
@@ -113,6 +117,11 @@ struct Executable::Impl {
   Target target = Target::Host;
   /// The CUDA runtime the code calls (target Sm90a), else null.
   const CudaRuntimeApi *cuda = nullptr;
+  /// Target Sm90a: whether the first run ran the global constructors that
+  /// load the kernels, and the error of that load (empty: loaded). Guarded
+  /// by gpuMutex(): the load uses the runtime's per-process sticky error.
+  mutable bool kernelsLoaded = false;
+  mutable std::string kernelLoadError;
   /// gpuMode resident: the entry takes device buffers.
   bool deviceArguments = false;
   /// CompileInfo::gpuMode, for memory-cache hits.
@@ -690,6 +699,9 @@ Status storeCached(ModuleOp module, const std::string &dir,
 }
 
 /// JIT-compiles an LLVM-dialect module and looks up the entry's wrapper.
+/// The global constructors run here only on the host: on a GPU target they
+/// load the kernels into the driver, which loadKernels does at the first
+/// run.
 Status generateCode(ModuleOp module, int optLevel, Executable::Impl &impl) {
   initializeLLVM();
   if (Status s = checkExternalSymbols(module); !s)
@@ -713,7 +725,8 @@ Status generateCode(ModuleOp module, int optLevel, Executable::Impl &impl) {
                                  llvm::JITSymbolFlags::Exported};
     return symbols;
   });
-  (*engine)->initialize();
+  if (!impl.cuda)
+    (*engine)->initialize();
   auto packed =
       (*engine)->lookupPacked("_mlir_ciface_" + impl.signature.function);
   if (!packed)
@@ -722,6 +735,21 @@ Status generateCode(ModuleOp module, int optLevel, Executable::Impl &impl) {
                          " failed: " + llvm::toString(packed.takeError()));
   impl.packed = *packed;
   impl.engine = std::move(*engine);
+  return Status();
+}
+
+/// Target Sm90a: runs the global constructors, which load the kernels, at
+/// the first run; the caller holds gpuMutex(). They run once, so a failed
+/// load (no driver, no device, a kernel the driver rejects) stays the error
+/// of every run of the executable.
+Status loadKernels(const Executable::Impl &impl) {
+  if (!impl.kernelsLoaded) {
+    impl.engine->initialize();
+    impl.kernelsLoaded = true;
+    impl.kernelLoadError = impl.cuda->takeError();
+  }
+  if (!impl.kernelLoadError.empty())
+    return Status::error(impl.kernelLoadError);
   return Status();
 }
 
@@ -877,8 +905,11 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
   }
 
   std::unique_lock<std::mutex> gpuTurn(gpuMutex(), std::defer_lock);
-  if (impl.cuda)
+  if (impl.cuda) {
     gpuTurn.lock();
+    if (Status s = loadKernels(impl); !s)
+      return s;
+  }
 
   // gpuMode resident: the entry takes device buffers. Copy the caller's
   // in; outputs are written only after the call succeeded (a failing copy
@@ -1030,7 +1061,9 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       !s)
     return s;
   // Sm90a: kernels as cubin when ptxas is here, else as PTX that the
-  // driver compiles at load time.
+  // driver compiles at load time. The runtime library resolves the
+  // generated code's mgpu* calls; it needs the driver only when called,
+  // at the first run.
   const CudaRuntimeApi *cuda = nullptr;
   std::string gpuFormat, toolkit;
   if (options.target == Target::Sm90a) {
@@ -1151,31 +1184,13 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
         return s;
   }
 
-  // Loading the kernels (the global constructor) uses the CUDA runtime and
-  // its sticky error, which a GPU run must not see meanwhile.
-  std::unique_lock<std::mutex> gpuTurn(gpuMutex(), std::defer_lock);
-  if (cuda)
-    gpuTurn.lock();
   Clock::time_point codegenStart = Clock::now();
+  impl->cuda = cuda;
   if (Status s = generateCode(*lowered, options.optLevel, *impl); !s) {
     std::string text = diagnostics.take();
     return Status::error(s.message() + (text.empty() ? "" : "\n" + text));
   }
   info.codegenSeconds = secondsSince(codegenStart);
-  impl->cuda = cuda;
-  // The global constructor loaded the kernels; a missing driver or device
-  // shows up here first.
-  if (cuda && cuda->hasError()) {
-    std::string error = cuda->getLastError();
-    // Unload (the global destructors) while the error still silences the
-    // runtime, then clear it for later compilations.
-    analysis.impl.reset();
-    impl.reset();
-    cuda->clearError();
-    return Status::error(error);
-  }
-  if (gpuTurn.owns_lock())
-    gpuTurn.unlock();
 
   result.impl_ = impl;
   if (impl_->options.memoryCache) {

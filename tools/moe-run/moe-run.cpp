@@ -109,6 +109,9 @@ options:
                        buffer the function takes (f64 and f32 files
                        converted element by element), with no fp64 copy
   --print-layer-ir     print the module of --layer and exit
+  --compile-only       compile, print the compile line and exit: no
+                       inputs, run or references (compile times of layers
+                       too large to run here; sm90a needs no GPU for it)
 
 Options take their value as the next argument or after '='.
 Exit status: 0 all outputs pass, 1 mismatch or input error, 2 usage error.
@@ -137,6 +140,7 @@ struct Options {
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
+  bool compileOnly = false;
 };
 
 int64_t parseCount(const std::string &opt, const std::string &text, int64_t min,
@@ -160,7 +164,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       "--empty-experts", "--inputs",    "--outputs",  "--cache-dir",
       "--repeat",        "--opt-level", "--tolerance", "--mma-path",
       "--check",         "--gpu-mode",  "--warmup",   "--times-json"};
-  const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir"};
+  const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir",
+                                          "--compile-only"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -259,6 +264,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.fuse = false;
     } else if (name == "--print-layer-ir") {
       opts.printLayerIR = true;
+    } else if (name == "--compile-only") {
+      opts.compileOnly = true;
     }
   }
   if (opts.file.empty() == !opts.haveLayer)
@@ -859,6 +866,15 @@ void writeTimesJson(const std::string &path, int64_t warmup,
     throw DataError(path + ": cannot write: " + std::strerror(errno));
 }
 
+/// "compile: 1.234 s (compiled; parse ..., pipeline ..., codegen ...)".
+void printCompileLine(double compileSeconds, const jit::CompileInfo &info) {
+  std::printf("compile: %.3f s (%s; parse %.3f s, pipeline %.3f s, "
+              "codegen %.3f s)\n",
+              compileSeconds, jit::toString(info.source), info.parseSeconds,
+              info.pipelineSeconds, info.codegenSeconds);
+  std::fflush(stdout);
+}
+
 int run(const Options &opts) {
   jit::Compiler compiler({opts.cacheDir, /*memoryCache=*/true});
   jit::CompileOptions compileOptions;
@@ -891,8 +907,15 @@ int run(const Options &opts) {
   if (!exe)
     throw DataError(exe.message());
   double compileSeconds = seconds(compileStart, Clock::now());
+  const jit::CompileInfo &info = exe->compileInfo();
   const jit::Signature &sig = exe->signature();
   where += " (@" + sig.function + ")";
+  if (opts.compileOnly) {
+    std::printf("moe-run: %s, target %s, compile only\n", where.c_str(),
+                jit::toString(opts.target));
+    printCompileLine(compileSeconds, info);
+    return 0;
+  }
 
   jit::Expected<jit::LayerDesc> layer = exe->layer();
   if (!layer)
@@ -939,8 +962,12 @@ int run(const Options &opts) {
     jit::RunStats stats;
     jit::Status status = exe->run(inRefs, outRefs, &stats);
     double t = seconds(t0, Clock::now());
-    if (!status)
+    // The compilation succeeded (on a GPU target even without a driver,
+    // which only running needs): say what it cost before the run's error.
+    if (!status) {
+      printCompileLine(compileSeconds, info);
       throw DataError(where + ": run failed: " + status.message());
+    }
     if (r < opts.warmup)
       continue;
     times.call.push_back(stats.callSeconds);
@@ -1009,11 +1036,7 @@ int run(const Options &opts) {
       pass = false;
     }
 
-  const jit::CompileInfo &info = exe->compileInfo();
-  std::printf("compile: %.3f s (%s; parse %.3f s, pipeline %.3f s, "
-              "codegen %.3f s)\n",
-              compileSeconds, jit::toString(info.source), info.parseSeconds,
-              info.pipelineSeconds, info.codegenSeconds);
+  printCompileLine(compileSeconds, info);
   std::string best =
       opts.repeat > 1 ? " (best of " + std::to_string(opts.repeat) + ")" : "";
   std::printf("run: %.6f s%s\n", runSeconds, best.c_str());

@@ -255,10 +255,12 @@ TEST(RunTest, Sm90aHybridWithoutGemmsRunsOnHost) {
   }
 }
 
+/// The message of every sm90a run on a machine without libcuda.
+constexpr const char *kNoDriver = "moe-cuda-runtime: libcuda.so.1 not found";
+
 /// Every GEMM runs on the GPU in the default (resident) mode: bf16 GEMMs
 /// (quant = none), GEMMs with a bias, and a block GEMM written by hand.
-/// Without a driver each compilation gets through the pipeline and fails
-/// only when loading the kernels; with one, it is resident.
+/// Compiling needs no driver.
 TEST(CompileTest, Sm90aRunsEveryGemmResident) {
   const char *module =
       "func.func @gemm(%l: tensor<128x64xbf16>, %w: tensor<2x96x64xbf16>,\n"
@@ -273,13 +275,7 @@ TEST(CompileTest, Sm90aRunsEveryGemmResident) {
   options.target = Target::Sm90a;
   options.sourceName = "gemm.mlir";
   auto expectResident = [](Expected<Executable> &exe, const char *what) {
-    if (!exe) {
-      EXPECT_EQ(exe.message().rfind("moe-cuda-runtime: libcuda.so.1 not found",
-                                    0),
-                0u)
-          << what << ": " << exe.message();
-      return;
-    }
+    ASSERT_TRUE(exe) << what << ": " << exe.message();
     EXPECT_EQ(exe->compileInfo().gpuMode, "resident") << what;
   };
   Expected<Executable> exe = compiler.compile(module, options);
@@ -301,26 +297,24 @@ TEST(CompileTest, Sm90aRunsEveryGemmResident) {
 }
 
 /// Target sm90a in the default (resident) mode: the addition is a GPU
-/// kernel. Without a driver the compilation fails with the runtime's
-/// message (loading the kernels); with one, the run copies the buffers
-/// through device memory and gets the sums.
+/// kernel. Without a driver the run fails with the runtime's message
+/// (loading the kernels) and writes nothing; with one, it copies the
+/// buffers through device memory and gets the sums.
 TEST(RunTest, Sm90aResidentRunsOnTheDevice) {
   Compiler compiler;
   CompileOptions options = fastOptions();
   options.target = Target::Sm90a;
   Expected<Executable> exe = compiler.compile(kAddModule, options);
-  if (!exe) {
-    EXPECT_EQ(exe.message().rfind("moe-cuda-runtime: libcuda.so.1 not found",
-                                  0),
-              0u)
-        << exe.message();
-    return;
-  }
+  ASSERT_TRUE(exe) << exe.message();
   EXPECT_EQ(exe->compileInfo().gpuMode, "resident");
   AddBuffers buf;
   RunStats stats;
   Status status = exe->run(buf.inputs(), buf.outputs(), &stats);
-  ASSERT_TRUE(status) << status.message();
+  if (!status) {
+    EXPECT_EQ(status.message().rfind(kNoDriver, 0), 0u) << status.message();
+    EXPECT_TRUE(buf.untouched());
+    return;
+  }
   EXPECT_GT(stats.copySeconds, 0.0);
   for (int i = 0; i < 32; ++i)
     EXPECT_EQ(buf.out[i], buf.a[i] + buf.b[i]) << "element " << i;
@@ -552,6 +546,37 @@ TEST_F(LayerTest, SignatureAndLayer) {
   Expected<LayerDesc> layer = exe->layer();
   ASSERT_TRUE(layer) << layer.message();
   EXPECT_EQ(toString(*layer), toString(desc));
+}
+
+/// Issue 11, item 2: compiling a layer for sm90a needs no driver, only
+/// running does. The compilation gives a resident executable (also from
+/// the memory cache). Without a driver, every run fails with the runtime's
+/// message and writes nothing, and a host run afterwards still works; with
+/// one, the run gets through (the GPU tests check its results).
+TEST_F(LayerTest, Sm90aCompilesWithoutADriver) {
+  CompileOptions options = fastOptions();
+  options.target = Target::Sm90a;
+  Expected<Executable> gpu = compiler->compileLayer(desc, options);
+  ASSERT_TRUE(gpu) << gpu.message();
+  EXPECT_EQ(gpu->target(), Target::Sm90a);
+  EXPECT_EQ(gpu->compileInfo().source, CompileInfo::Source::Compiled);
+  EXPECT_EQ(gpu->compileInfo().gpuMode, "resident");
+  Expected<Executable> cached = compiler->compileLayer(desc, options);
+  ASSERT_TRUE(cached) << cached.message();
+  EXPECT_EQ(cached->compileInfo().source, CompileInfo::Source::MemoryCache);
+  EXPECT_EQ(cached->compileInfo().gpuMode, "resident");
+
+  // The kernels load once, at the first run; a failed load fails every
+  // run of the executable.
+  for (const Executable *run : {&*gpu, &*gpu, &*cached}) {
+    Status status = run->run(inputs(), outputs());
+    if (status)
+      return;
+    EXPECT_EQ(status.message().rfind(kNoDriver, 0), 0u) << status.message();
+    EXPECT_TRUE(untouched());
+  }
+  Status status = exe->run(inputs(), outputs());
+  EXPECT_TRUE(status) << status.message();
 }
 
 TEST_F(LayerTest, RunMatchesReference) {

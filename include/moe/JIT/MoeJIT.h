@@ -224,13 +224,16 @@ layerToMLIR(const LayerDesc &layer,
 
 /// Where compiled code runs. Host: everything on the CPU. Sm90a: the five
 /// MX GEMMs (recompute, P1..P4; e4m3 or e5m2) as sm_90a kernels, the rest
-/// on the CPU; needs libmoe_cuda_runtime.so (next to libMoeJIT.so, else on
-/// the loader's path), a CUDA driver and an sm_90 GPU, plus ptxas
-/// (MOE_CUDA_ROOT, CUDA_ROOT, CUDA_HOME, CUDA_PATH, /usr/local/cuda or PATH)
-/// for a cubin, else the driver compiles PTX. Its errors (no driver, a
-/// failing CUDA call) come back from compile or run; each run releases its
-/// device memory. Sm90a ignores CompileOptions::fuse (the kernels replace
-/// unfused GEMMs).
+/// where CompileOptions::gpuMode says. Compiling needs
+/// libmoe_cuda_runtime.so (next to libMoeJIT.so, else on the loader's path)
+/// and, for a cubin, ptxas (MOE_CUDA_ROOT, CUDA_ROOT, CUDA_HOME, CUDA_PATH,
+/// /usr/local/cuda or PATH; without it the kernels are PTX that the driver
+/// compiles), but no driver or GPU: the kernels are loaded at the
+/// executable's first run. Running needs a CUDA driver and an sm_90 GPU;
+/// their absence, a kernel the driver rejects and the first failing CUDA
+/// call are the run's error (a failed load, of every later run too). Each
+/// run releases its device memory. Sm90a ignores CompileOptions::fuse (the
+/// kernels replace unfused GEMMs).
 enum class Target { Host, Sm90a };
 MOE_JIT_EXPORT const char *toString(Target target);
 /// "host" or "sm90a" (also "sm_90a").

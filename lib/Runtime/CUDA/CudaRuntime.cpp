@@ -779,8 +779,13 @@ extern "C" void *mgpuModuleLoadJIT(void *data, int32_t optLevel) {
 }
 
 extern "C" void mgpuModuleUnload(void *module) {
+  // Unloading nothing needs no driver: the JIT destroys executables whose
+  // kernels were never loaded (compiled on a machine without a GPU, or
+  // never run), and their destructors unload a null module.
+  if (!module)
+    return;
   EntryScope scope("mgpuModuleUnload", EntryScope::Kind::Release);
-  if (!scope || !module)
+  if (!scope)
     return;
   releaseHandle(scope, scope.rt().modules, static_cast<CUmodule>(module),
                 "module %p was not loaded by this runtime or is unloaded "
