@@ -346,6 +346,8 @@ class Bench:
             return
         cmd = [self.args.ncu, "--clock-control", "none", "--metrics",
                "gpu__time_duration.sum", "--print-units", "base", "--csv"]
+        if self.args.ncu_replay != "kernel":
+            cmd += ["--replay-mode", self.args.ncu_replay]
         if self.args.ncu_kernels:
             cmd += ["--kernel-name", "regex:" + self.args.ncu_kernels]
         cmd += [self.args.moe_run, "--target=sm90a", "--layer", spec,
@@ -576,6 +578,12 @@ def main(argv=None):
     parser.add_argument("--ncu-kernels", metavar="REGEX",
                         help="profile only kernels matching REGEX (default: "
                         "every kernel)")
+    parser.add_argument("--ncu-replay", choices=("kernel", "application"),
+                        default="kernel",
+                        help="ncu's replay mode; one metric needs one pass, "
+                        "so 'application' profiles a single run of moe-run "
+                        "without saving and restoring device memory around "
+                        "each kernel (default: kernel)")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
                         help="seconds after which remaining steps are "
                         "skipped (default %d)" % DEFAULT_BUDGET_S)
