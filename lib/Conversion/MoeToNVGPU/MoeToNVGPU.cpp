@@ -59,7 +59,6 @@ using namespace mlir::moe;
 namespace {
 
 constexpr StringLiteral kKernelModule = "moe_kernels";
-constexpr StringLiteral kGPULaunchAttr = "moe.gpu_launch";
 
 /// The code type of an MX GEMM the kernels implement (codes with scales
 /// on both sides, f8E4M3FN or f8E5M2 alike), or null.
@@ -138,7 +137,7 @@ Value emitLaunch(OpBuilder &b, Location loc, const LaunchRecord &record,
     host = func::FuncOp::create(b, loc, kernel.getName().str() + "_launch",
                                 FunctionType::get(ctx, argTypes, {}));
     host.setPrivate();
-    host->setAttr(kGPULaunchAttr,
+    host->setAttr(kGPULaunchAttrName,
                   GPULaunchAttr::get(
                       ctx,
                       SymbolRefAttr::get(module.getNameAttr(),

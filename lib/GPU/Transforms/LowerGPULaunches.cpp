@@ -67,8 +67,6 @@ using namespace mlir::moe;
 
 namespace {
 
-constexpr StringLiteral kGPULaunchAttr = "moe.gpu_launch";
-
 /// Emits the host side of one kernel launch at the builder's insertion
 /// point: on a stream of its own, threading one async token through every
 /// step, or with synchronous-form ops for the caller to queue on its
@@ -223,7 +221,7 @@ LogicalResult verifyLaunchFunction(func::FuncOp func, GPULaunchAttr launch) {
           [&](const TensorMapArg &map) { return argIndexValid(map.index); }) ||
       !llvm::all_of(launch.getPointers(), argIndexValid))
     return func.emitError("a ")
-           << kGPULaunchAttr
+           << kGPULaunchAttrName
            << " function must be a declaration taking static identity-layout "
               "memrefs (inputs, then the result) and returning nothing";
   for (const TensorMapArg &map : launch.getTensorMaps()) {
@@ -297,7 +295,7 @@ void emitLaunchBody(func::FuncOp func, GPULaunchAttr launch) {
              /*deviceArguments=*/false);
   host.finish();
   func::ReturnOp::create(b, func.getLoc());
-  func->removeAttr(kGPULaunchAttr);
+  func->removeAttr(kGPULaunchAttrName);
 }
 
 /// Replaces every call of `func` with the launch on the call's device
@@ -335,12 +333,12 @@ struct LowerMoeGPULaunchesPass
     ModuleOp module = getOperation();
     for (auto func :
          llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
-      Attribute record = func->getAttr(kGPULaunchAttr);
+      Attribute record = func->getAttr(kGPULaunchAttrName);
       if (!record)
         continue;
       auto launch = dyn_cast<GPULaunchAttr>(record);
       if (!launch) {
-        func.emitError() << kGPULaunchAttr
+        func.emitError() << kGPULaunchAttrName
                          << " must be a #moe.gpu_launch attribute, got "
                          << record;
         return signalPassFailure();

@@ -19,6 +19,11 @@
 
 namespace mlir::moe {
 
+/// The discardable attribute of a GPU launch's host function that holds its
+/// #moe.gpu_launch record: set by convert-moe-to-nvgpu, read and removed by
+/// moe-lower-gpu-launches.
+constexpr llvm::StringLiteral kGPULaunchAttrName = "moe.gpu_launch";
+
 /// An argument of a kernel launch that the kernel takes as a TMA descriptor
 /// of `type`, built over the argument's bytes: `index : type` in
 /// #moe.gpu_launch.
