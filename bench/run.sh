@@ -45,10 +45,12 @@ case "${1:-}" in
   shift 2
   mkdir -p "$dir"
   rm -f "$dir/exit-status"
+  # The console exists before this returns, so --wait finds the run at once.
+  : > "$dir/console.log"
   # setsid: a session of its own, so the run survives the end of this
   # command; the exit status is written last, when the run has ended.
   setsid bash -c 'python3 bench/moe_bench.py --out "$0" "$@"; echo $? > "$0/exit-status"' \
-    "$dir" "$@" > "$dir/console.log" 2>&1 < /dev/null &
+    "$dir" "$@" >> "$dir/console.log" 2>&1 < /dev/null &
   echo "bench: started in $dir (pid $!); collect with: bash bench/run.sh --wait $dir --out \$OUT"
   ;;
 --wait)
