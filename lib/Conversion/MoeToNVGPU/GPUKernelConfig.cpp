@@ -38,18 +38,14 @@ struct MoeGPUKernelConfigPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<TargetInfo> target =
-        TargetInfo::get(chip, [&] { return module.emitError(); });
-    if (failed(target))
-      return signalPassFailure();
-    FailureOr<MXMmaPath> preferred = getPreferredMmaPath(
-        *target, mmaPath, [&] { return module.emitError(); });
-    if (failed(preferred))
+    FailureOr<GemmTargetChoice> choice =
+        resolveGemmTarget(module, chip, mmaPath);
+    if (failed(choice))
       return signalPassFailure();
     module.walk([&](Operation *op) {
       if (isGPUGemm(op) && !op->hasAttr(kGemmConfigAttrName))
         op->setAttr(kGemmConfigAttrName,
-                    selectGemmConfig(op, *target, *preferred));
+                    selectGemmConfig(op, choice->target, choice->preferred));
     });
   }
 };

@@ -23,6 +23,20 @@ moe::getPreferredMmaPath(const TargetInfo &target, StringRef option,
   return failure();
 }
 
+FailureOr<GemmTargetChoice>
+moe::resolveGemmTarget(ModuleOp module, StringRef chip,
+                       StringRef mmaPathOption) {
+  auto emitError = [&] { return module.emitError(); };
+  FailureOr<TargetInfo> target = TargetInfo::get(chip, emitError);
+  if (failed(target))
+    return failure();
+  FailureOr<MXMmaPath> preferred =
+      getPreferredMmaPath(*target, mmaPathOption, emitError);
+  if (failed(preferred))
+    return failure();
+  return GemmTargetChoice{*target, *preferred};
+}
+
 GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
                                      MXMmaPath preferred) {
   // The MX paths take codes of one type on both sides; every other GEMM

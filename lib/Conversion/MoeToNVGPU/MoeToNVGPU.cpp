@@ -370,13 +370,9 @@ struct ConvertMoeToNVGPUPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<TargetInfo> target =
-        TargetInfo::get(chip, [&] { return module.emitError(); });
-    if (failed(target))
-      return signalPassFailure();
-    FailureOr<MXMmaPath> preferred = getPreferredMmaPath(
-        *target, mmaPath, [&] { return module.emitError(); });
-    if (failed(preferred))
+    FailureOr<GemmTargetChoice> choice =
+        resolveGemmTarget(module, chip, mmaPath);
+    if (failed(choice))
       return signalPassFailure();
 
     SmallVector<Operation *> gemms;
@@ -388,7 +384,7 @@ struct ConvertMoeToNVGPUPass
       return;
 
     OpBuilder b(&getContext());
-    GemmLowering lowering(b, getOrCreateKernelModule(b, module), *target);
+    GemmLowering lowering(b, getOrCreateKernelModule(b, module), choice->target);
     for (Operation *op : gemms) {
       // The configuration moe-gpu-kernel-config recorded (or a test set),
       // else the one it would record.
@@ -401,7 +397,7 @@ struct ConvertMoeToNVGPUPass
           return signalPassFailure();
         }
       } else {
-        config = selectGemmConfig(op, *target, *preferred);
+        config = selectGemmConfig(op, choice->target, choice->preferred);
       }
       if (failed(config.getMma() == MXMmaPath::Bf16Operands
                      ? lowering.lowerBf16Operands(op, config)

@@ -13,6 +13,8 @@
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
 
+#include "mlir/IR/BuiltinOps.h"
+
 namespace mlir::moe {
 
 /// The discardable attribute of a GPU GEMM that holds its
@@ -24,6 +26,15 @@ constexpr StringLiteral kGemmConfigAttrName = "moe.gemm_config";
 FailureOr<MXMmaPath>
 getPreferredMmaPath(const TargetInfo &target, StringRef option,
                     function_ref<InFlightDiagnostic()> emitError);
+
+/// A GPU pass's chip and MMA-path options resolved: the target and the
+/// preferred path, or failure with an error on `module`.
+struct GemmTargetChoice {
+  TargetInfo target;
+  MXMmaPath preferred;
+};
+FailureOr<GemmTargetChoice> resolveGemmTarget(ModuleOp module, StringRef chip,
+                                              StringRef mmaPathOption);
 
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when
 /// `preferred` is the requested path: the MX paths only for GEMMs of codes
