@@ -161,6 +161,9 @@ void addKernelSerialization(OpPassManager &pm, const TargetInfo &target,
     kernels.addPass(arith::createArithExpandOpsPass(expand));
     kernels.addPass(createLowerAffinePass());
   } else {
+    // Before libdevice calls hide them: the activation backward of an
+    // epilogue evaluates sigmoid(g) for act(g) and for act'(g).
+    kernels.addPass(createCSEPass());
     kernels.addPass(createConvertNVGPUToNVVMPass());
   }
   kernels.addPass(createSCFToControlFlowPass());
@@ -334,7 +337,10 @@ void moe::buildGPUDevicePipeline(OpPassManager &pm,
 
 void moe::buildGPUHybridPipeline(OpPassManager &pm,
                                  const GPUHybridPipelineOptions &options) {
+  // The kernel regions of moe-fuse are what convert-moe-to-nvgpu builds
+  // its kernels from (a GEMM with its epilogue).
   pm.addPass(createMoeDecomposeBwd());
+  pm.addPass(createMoeFuse());
   if (addGPUKernels(pm, options.chip, options.mmaPath, options.format,
                     options.toolkit))
     addHostLowering(pm, HostLowering::Hybrid);
@@ -343,6 +349,7 @@ void moe::buildGPUHybridPipeline(OpPassManager &pm,
 void moe::buildGPUResidentPipeline(OpPassManager &pm,
                                    const GPUResidentPipelineOptions &options) {
   pm.addPass(createMoeDecomposeBwd());
+  pm.addPass(createMoeFuse());
   if (!addGPUKernels(pm, options.chip, options.mmaPath, options.format,
                      options.toolkit))
     return;

@@ -5,7 +5,8 @@
 // B=128 (S = 384 slots): the recompute is 384x256x256, P1 384x128x256.
 // The main checks are on the bf16-dequantization path (the codes the host
 // quantized go to the kernels); OPS checks the default path, where operand
-// kernels round each GEMM operand before its GEMM.
+// kernels round each GEMM operand before its GEMM and P1's kernel computes
+// the activation backward of its moe.fused region (no host exp).
 // REQUIRES: ptxas
 // RUN: moe-opt %s -moe-gpu-hybrid-pipeline="toolkit=%cuda_root mma-path=bf16" | FileCheck %s --implicit-check-not=moe.
 // RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa mma-path=bf16" | FileCheck %s --check-prefix=PTX
@@ -58,8 +59,9 @@
 // OPS:         llvm.call @block_matmul_2_launch(
 // OPS:         llvm.call @mx_operand_3_launch(
 // OPS:         llvm.call @mx_operand_4_launch(
-// OPS:         llvm.call @block_matmul_5_launch(
-// OPS:         llvm.call @exp
+// OPS-NOT:     llvm.call @exp
+// OPS:         llvm.call @block_matmul_act_5_launch(
+// OPS-NOT:     llvm.call @exp
 // OPS:         llvm.call @mx_operand_6_launch(
 // OPS:         llvm.call @mx_operand_7_launch(
 // OPS:         llvm.call @block_matmul_8_launch(

@@ -16,7 +16,8 @@
 
 // The entry: every allocation, kernel and free on the stream argument,
 // the GEMMs in program order among the elementwise kernels, each after the
-// operand kernels that round its two operands, no host math.
+// operand kernels that round its two operands (P1's kernel computes the
+// activation backward of its moe.fused region), no host math.
 // CHECK-LABEL: llvm.func @moe_layer_bwd(
 // CHECK-SAME:      %[[S:[^:]*]]: !llvm.ptr) attributes {llvm.emit_c_interface} {
 // CHECK-NOT:     llvm.call @exp
@@ -24,8 +25,6 @@
 // CHECK-NOT:     llvm.call @mgpuEvent
 // CHECK:         llvm.call @mgpuMemAlloc(%{{.*}}, %[[S]], %{{.*}})
 // CHECK-NOT:     llvm.call @mgpuMemcpy
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_layer_bwd_kernel::@moe_layer_bwd_kernel
-// CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_0
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_1
@@ -39,10 +38,12 @@
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_4
 // CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_layer_bwd_kernel::@moe_layer_bwd_kernel
+// CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_5
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_act_5
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_6
 // CHECK-NOT:     llvm.call @mgpuStream
@@ -92,7 +93,7 @@
 // HOST:         %[[S:.*]] = llvm.call @mgpuStreamCreate()
 // HOST:         llvm.call @mgpuMemAlloc(
 // HOST:         llvm.call @mgpuMemcpy(
-// HOST:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_layer_bwd_kernel::@moe_layer_bwd_kernel
+// HOST:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_0
 
 // CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a)
 

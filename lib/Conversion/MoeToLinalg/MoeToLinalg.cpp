@@ -911,15 +911,27 @@ struct AffinityGradLowering : SlotOpLowering<AffinityGradOp> {
     int64_t lanes = std::gcd<int64_t>(32, op.getDAct().getType().getDimSize(1));
     if (bias)
       lanes = std::gcd<int64_t>(lanes, tensorType(bias).getDimSize(1));
-    // Loops (s, l, j), j reducing: lane[s, l] += dA[s, jW + l] * h[s, jW + l].
+    // Loops (s, l, j), j reducing: lane[s, l] += dA[s, jW + l] * h[s, jW + l]
+    // (without h: += dA[s, jW + l], the partial sums of a fused epilogue).
     AffineMap rowMap = dimsMap(ctx, 3, {0, 2, 1});
     AffineMap laneMap = dimsMap(ctx, 3, {0, 1});
-    Value laneSums = buildGeneric(
-        rewriter, loc,
-        {splitLanes(rewriter, loc, adaptor.getDAct(), lanes),
-         splitLanes(rewriter, loc, adaptor.getH(), lanes)},
-        zeroTensor(rewriter, loc, {S, lanes}, f32), {rowMap, rowMap, laneMap},
-        withReductions(2, 1), multiplyAccumulate);
+    Value laneSums =
+        adaptor.getH()
+            ? buildGeneric(
+                  rewriter, loc,
+                  {splitLanes(rewriter, loc, adaptor.getDAct(), lanes),
+                   splitLanes(rewriter, loc, adaptor.getH(), lanes)},
+                  zeroTensor(rewriter, loc, {S, lanes}, f32),
+                  {rowMap, rowMap, laneMap}, withReductions(2, 1),
+                  multiplyAccumulate)
+            : buildGeneric(
+                  rewriter, loc,
+                  splitLanes(rewriter, loc, adaptor.getDAct(), lanes),
+                  zeroTensor(rewriter, loc, {S, lanes}, f32),
+                  {rowMap, laneMap}, withReductions(2, 1),
+                  [](OpBuilder &b, Location l, ValueRange args) {
+                    return addF(b, l, args[1], args[0]);
+                  });
     if (bias) {
       // Loops (s, l, j), j reducing: lane[s, l] += dy[s, jW + l] *
       // bd[block_to_expert[s / B], jW + l].
@@ -1145,17 +1157,6 @@ struct ExpertSumLowering : SlotOpLowering<ExpertSumOp> {
   }
 };
 
-/// Replaces a moe.fused op by its body: block arguments become the inputs
-/// and the moe.yield operands the results.
-void inlineFused(RewriterBase &rewriter, FusedOp op) {
-  Block &body = op.getBody().front();
-  auto yield = cast<YieldOp>(body.getTerminator());
-  SmallVector<Value> results(yield.getValues());
-  rewriter.inlineBlockBefore(&body, op, op.getInputs());
-  rewriter.eraseOp(yield);
-  rewriter.replaceOp(op, results);
-}
-
 /// Lowers the moe phase-level ops of the operation it runs on to linalg,
 /// tensor, scf, arith and math (see the file header), and marks function
 /// inputs read only for bufferization.
@@ -1169,7 +1170,7 @@ struct ConvertMoeToLinalgPass
     SmallVector<FusedOp> fused;
     getOperation()->walk([&](FusedOp op) { fused.push_back(op); });
     for (FusedOp op : fused)
-      inlineFused(rewriter, op);
+      op.inlineBody(rewriter);
 
     RewritePatternSet patterns(ctx);
     patterns.add<GatherRowsLowering, SlotAffinitiesLowering,

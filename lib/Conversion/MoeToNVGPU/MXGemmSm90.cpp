@@ -65,6 +65,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+#include "moe/Dialect/Moe/Utils/MXBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -317,6 +318,8 @@ private:
   /// warp's scales allow, else two (and NaN for s = 255).
   SmallVector<Value> bf16Factors(Value scaleByte, bool twoFactors);
   void storeAccumulator(Value acc, Value rowInTile, Value quad);
+  /// The GatedActBwd epilogue of a consumer thread's dA fragment.
+  void storeGatedActBwd(Value acc, Value rowInTile, Value quad);
 
   OpBuilder &b;
   Location loc;
@@ -331,6 +334,8 @@ private:
 
   // Kernel arguments and the values both roles use.
   Value tmapA, tmapB, scalesA, scalesB, result, blockToExpert, bias;
+  // The GatedActBwd epilogue's operands and extra outputs (or null).
+  Value gateUp, affinities, hOut, scaledHOut, partialsOut;
   Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
   // First K element (index) and number of K tiles (index) of this CTA.
   Value kBegin, kTiles;
@@ -515,6 +520,8 @@ void KernelEmitter::emitProducerFp8() {
 }
 
 void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
+  if (p.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd)
+    return storeGatedActBwd(acc, rowInTile, quad);
   // Partial tiles (TMA zero-filled them) store only the rows and columns
   // inside C; N is even, so a column pair is inside or outside as a whole.
   bool guardRows = p.m % cfg.tileM != 0;
@@ -574,6 +581,112 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
       LLVM::StoreOp::create(b, loc, vec, globalElement(f32T, base, ix),
                             /*alignment=*/8);
     }
+  }
+}
+
+void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
+                                     Value quad) {
+  // Thread fragment: rows row32 and row32 + 8, column pairs col32 + 8 jb.
+  // Each element meets g = gate_up[row, col] and u = gate_up[row, N + col]
+  // (the recompute's or the checkpoint's f32 rows) and a[row]; the math is
+  // buildGatedActBwd's, so the values are those of the host lowering's
+  // moe.gated_act_bwd. Loads of a partial tile read a clamped (valid)
+  // address and its stores are skipped.
+  const MXGemmEpilogue &epi = p.epilogue;
+  bool guardRows = p.m % cfg.tileM != 0;
+  bool guardCols = p.n % cfg.tileN != 0;
+  int64_t partials = (p.n + cfg.tileN - 1) / cfg.tileN;
+  auto vecT = VectorType::get({2}, f32T);
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  Value row32 = add(m0, rowInTile);
+  Value col32 = add(n0, mul(quad, 2));
+  auto lane = [&](Value vec, int64_t i) {
+    return LLVM::ExtractElementOp::create(b, loc, vec, i32(i));
+  };
+  auto pair = [&](Value x, Value y) {
+    Value vec = LLVM::UndefOp::create(b, loc, vecT);
+    vec = LLVM::InsertElementOp::create(b, loc, vec, x, i32(0));
+    return LLVM::InsertElementOp::create(b, loc, vec, y, i32(1)).getResult();
+  };
+  auto minu = [&](Value x, int64_t bound) {
+    return arith::MinUIOp::create(b, loc, x, cst(x.getType(), bound));
+  };
+  auto storeIf = [&](Value inside, Value vec, Value base, Value index) {
+    OpBuilder::InsertionGuard g(b);
+    if (inside) {
+      auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+    }
+    LLVM::StoreOp::create(b, loc, vec, globalElement(f32T, base, index),
+                          /*alignment=*/8);
+  };
+  for (int64_t r = 0; r < 2; ++r) {
+    Value rowR = add(row32, 8 * r);
+    Value rowInside;
+    if (guardRows)
+      rowInside = cmp(arith::CmpIPredicate::ult, rowR, p.m);
+    Value row = toI64(guardRows ? minu(rowR, p.m - 1) : rowR);
+    Value a = loadGlobal(f32T, globalElement(f32T, affinities, row), 4);
+    Value gateRow = mul(row, 2 * p.n);
+    Value hRow = mul(row, p.n);
+    Value partial = zero;
+    for (int64_t jb = 0; jb < accLen() / 4; ++jb) {
+      Value colJ = add(col32, 8 * jb);
+      Value inside = rowInside;
+      if (guardCols) {
+        Value c = cmp(arith::CmpIPredicate::ult, colJ, p.n);
+        inside = inside ? andi(inside, c) : c;
+      }
+      Value col = toI64(guardCols ? minu(colJ, p.n - 2) : colJ);
+      Value gIndex = add(gateRow, col);
+      Value uIndex = add(gIndex, p.n);
+      Value g = loadGlobal(vecT, globalElement(f32T, gateUp, gIndex), 8);
+      Value u = loadGlobal(vecT, globalElement(f32T, gateUp, uIndex), 8);
+      GatedActGrads grads[2];
+      for (int64_t e = 0; e < 2; ++e) {
+        Value dA = extract(acc, 4 * jb + 2 * r + e);
+        grads[e] = buildGatedActBwd(b, loc, epi.activation, epi.clamp,
+                                    lane(g, e), lane(u, e), dA, a);
+        // The partial sum of the row's <dA, h> over this tile, in column
+        // order; columns outside N add nothing.
+        Value product = arith::MulFOp::create(b, loc, dA, grads[e].h);
+        if (guardCols)
+          product = select(inside, product, zero);
+        partial = arith::AddFOp::create(b, loc, partial, product);
+      }
+      storeIf(inside, pair(grads[0].dGate, grads[1].dGate), result, gIndex);
+      storeIf(inside, pair(grads[0].dUp, grads[1].dUp), result, uIndex);
+      Value hIndex = add(hRow, col);
+      if (hOut)
+        storeIf(inside, pair(grads[0].h, grads[1].h), hOut, hIndex);
+      if (scaledHOut) {
+        // moe.scale_rows: a * h.
+        Value ah0 = arith::MulFOp::create(b, loc, a, grads[0].h);
+        Value ah1 = arith::MulFOp::create(b, loc, a, grads[1].h);
+        storeIf(inside, pair(ah0, ah1), scaledHOut, hIndex);
+      }
+    }
+    if (!partialsOut)
+      continue;
+    // The quad's four column sets hold the tile's columns: butterfly sums
+    // (each lane adds the same two terms, so all four get the same bits),
+    // stored by lane 0 of the quad.
+    for (int64_t offset : {1, 2}) {
+      Value other = gpu::ShuffleOp::create(b, loc, partial, i32(offset),
+                                           i32(32), gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      partial = arith::AddFOp::create(b, loc, partial, other);
+    }
+    Value first = eq(quad, 0);
+    Value inside = rowInside ? andi(rowInside, first) : first;
+    OpBuilder::InsertionGuard g(b);
+    auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value tileN = divu(toI64(n0), cfg.tileN);
+    Value index = add(mul(row, partials), tileN);
+    LLVM::StoreOp::create(b, loc, partial,
+                          globalElement(f32T, partialsOut, index),
+                          /*alignment=*/4);
   }
 }
 
@@ -987,6 +1100,17 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     blockToExpert = entry.getArgument(3);
     if (p.biasType)
       bias = entry.getArgument(4);
+    if (p.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd) {
+      gateUp = entry.getArgument(4);
+      affinities = entry.getArgument(5);
+      unsigned next = 6;
+      if (p.epilogue.writeH)
+        hOut = entry.getArgument(next++);
+      if (p.epilogue.writeScaledH)
+        scaledHOut = entry.getArgument(next++);
+      if (p.epilogue.writePartials)
+        partialsOut = entry.getArgument(next++);
+    }
   } else {
     scalesA = entry.getArgument(2);
     scalesB = entry.getArgument(3);
@@ -1184,6 +1308,15 @@ static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
       return why;
     }
   }
+  if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&
+      (problem.path != MXMmaPath::Bf16Operands ||
+       problem.kind != MXGemmKind::Block || problem.biasType ||
+       problem.n % 2)) {
+    os << "the activation-backward epilogue needs a block GEMM without bias "
+          "on the bf16-operands MMA path, with an even N, got N = "
+       << problem.n;
+    return why;
+  }
   // A CTA's rows (Block) or K tiles (Expert) must stay inside one block.
   bool block = problem.kind == MXGemmKind::Block;
   int64_t blockTile = block ? cfg.tileM : cfg.tileK;
@@ -1246,6 +1379,11 @@ MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
   SmallVector<Type> args = {ptr, ptr, gptr, gptr, gptr, gptr};
   if (bf16Operands)
     args.resize(problem.biasType ? 5 : 4);
+  const MXGemmEpilogue &epilogue = problem.epilogue;
+  if (epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd)
+    args.append(2 + epilogue.writeH + epilogue.writeScaledH +
+                    epilogue.writePartials,
+                gptr);
   auto type = FunctionType::get(ctx, args, {});
   auto func = gpu::GPUFuncOp::create(builder, loc, name, type);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),

@@ -112,10 +112,11 @@ struct LaunchRecord {
 
 /// Declares the host function that runs `record` (its body comes from
 /// moe-lower-gpu-launches, after buffer deallocation) and calls it on
-/// buffers of `operands`, the result written into a new buffer of
-/// `resultType`; returns the result as a tensor.
-Value emitLaunch(OpBuilder &b, Location loc, const LaunchRecord &record,
-                 ValueRange operands, RankedTensorType resultType) {
+/// buffers of `operands`, each result written into a new buffer of its
+/// `resultTypes` entry; returns the results as tensors.
+SmallVector<Value> emitLaunch(OpBuilder &b, Location loc,
+                              const LaunchRecord &record, ValueRange operands,
+                              TypeRange resultTypes) {
   MLIRContext *ctx = b.getContext();
   auto memRefOf = [](Type type) {
     auto shaped = cast<ShapedType>(type);
@@ -124,8 +125,8 @@ Value emitLaunch(OpBuilder &b, Location loc, const LaunchRecord &record,
   SmallVector<Type> argTypes;
   for (Value operand : operands)
     argTypes.push_back(memRefOf(operand.getType()));
-  MemRefType resultMemRef = memRefOf(resultType);
-  argTypes.push_back(resultMemRef);
+  for (Type type : resultTypes)
+    argTypes.push_back(memRefOf(type));
 
   gpu::GPUFuncOp kernel = record.kernel;
   auto module = kernel->getParentOfType<gpu::GPUModuleOp>();
@@ -150,12 +151,69 @@ Value emitLaunch(OpBuilder &b, Location loc, const LaunchRecord &record,
   for (Value operand : operands)
     args.push_back(bufferization::ToBufferOp::create(
         b, loc, memRefOf(operand.getType()), operand, /*read_only=*/true));
-  Value result = memref::AllocOp::create(b, loc, resultMemRef);
-  args.push_back(result);
+  SmallVector<Value> buffers;
+  for (Type type : resultTypes)
+    buffers.push_back(
+        memref::AllocOp::create(b, loc, cast<MemRefType>(memRefOf(type))));
+  args.append(buffers);
   func::CallOp::create(b, loc, host, args);
-  return bufferization::ToTensorOp::create(b, loc, resultType, result,
-                                           /*restrict=*/true,
-                                           /*writable=*/true);
+  SmallVector<Value> results;
+  for (auto [type, buffer] : llvm::zip_equal(resultTypes, buffers))
+    results.push_back(bufferization::ToTensorOp::create(
+        b, loc, type, buffer, /*restrict=*/true, /*writable=*/true));
+  return results;
+}
+
+/// The ops of one moe.fused region after convert-moe-to-nvgpu inlined it:
+/// a GEMM's kernel may compute those of them it knows (its epilogue).
+using KernelGroup = SmallPtrSet<Operation *, 16>;
+
+/// The P1 epilogue of a moe.fused region: the activation backward of the
+/// GEMM's result dA, with the scale_rows of its h by the same affinities
+/// and the affinity gradient <dA, h> when the region has them.
+struct GatedActEpilogue {
+  GatedActBwdOp act;
+  ScaleRowsOp scaled;
+  AffinityGradOp grad;
+};
+
+/// The P1 epilogue of `gemm` among the ops of its region, if it has one
+/// the kernel computes: the result dA read only by one moe.gated_act_bwd
+/// (as d_act) and by a moe.affinity_grad of that h.
+std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
+                                                      const KernelGroup &group) {
+  if (gemm.getBias())
+    return std::nullopt;
+  Value dA = gemm.getResult();
+  GatedActEpilogue epi;
+  for (OpOperand &use : dA.getUses()) {
+    Operation *user = use.getOwner();
+    if (!group.contains(user))
+      return std::nullopt;
+    if (auto act = dyn_cast<GatedActBwdOp>(user);
+        act && !epi.act && act.getDAct() == dA && act.getGateUp() != dA &&
+        act.getSlotAffinities() != dA) {
+      epi.act = act;
+      continue;
+    }
+    if (auto grad = dyn_cast<AffinityGradOp>(user);
+        grad && !epi.grad && grad.getDAct() == dA && grad.getH() &&
+        grad.getH() != dA && !llvm::is_contained(grad.getOperands().drop_front(2), dA)) {
+      epi.grad = grad;
+      continue;
+    }
+    return std::nullopt;
+  }
+  if (!epi.act || (epi.grad && epi.grad.getH() != epi.act.getH()))
+    return std::nullopt;
+  for (Operation *user : epi.act.getH().getUsers()) {
+    auto scaled = dyn_cast<ScaleRowsOp>(user);
+    if (scaled && !epi.scaled && group.contains(scaled) &&
+        scaled.getInput() == epi.act.getH() &&
+        scaled.getScale() == epi.act.getSlotAffinities())
+      epi.scaled = scaled;
+  }
+  return epi;
 }
 
 /// Builds the kernels of the module's GPU GEMMs and the host code that
@@ -177,8 +235,18 @@ public:
 
   /// `op` on the MX path of `config`: codes and scales, K-major.
   LogicalResult lowerMXCodes(Operation *op, GemmConfigAttr config);
-  /// `op` on the Bf16Operands path, with the kernel of `config`.
-  LogicalResult lowerBf16Operands(Operation *op, GemmConfigAttr config);
+  /// `op` (a P1 GEMM) and the activation-backward epilogue `epi` of its
+  /// region as one kernel on the operands `lhs` and `rhs`.
+  LogicalResult lowerGatedActEpilogue(Operation *op,
+                                      const MXGemmProblem &problem,
+                                      const MXGemmConfig &cfg, Value lhs,
+                                      Value rhs, Value blocks,
+                                      GatedActEpilogue epi);
+  /// `op` on the Bf16Operands path, with the kernel of `config`; with the
+  /// ops of its moe.fused region (`group`, may be null), the kernel also
+  /// computes the epilogue it finds there.
+  LogicalResult lowerBf16Operands(Operation *op, GemmConfigAttr config,
+                                  const KernelGroup *group);
 
 private:
   /// The GEMM operand `data` (with `scales` for codes) as the Bf16Operands
@@ -238,8 +306,8 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
                       launch.dynamicSharedMemory,
                       {{0, launch.tensorMapA}, {2, launch.tensorMapB}},
                       {1, 3, 5, 4}};
-  Value result = emitLaunch(b, loc, record, operands,
-                            cast<RankedTensorType>(op->getResult(0).getType()));
+  Value result =
+      emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
   op->erase();
   return success();
@@ -301,16 +369,32 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   if (problem.alongRows)
     std::swap(outShape[rank - 2], outShape[rank - 1]);
   auto outType = RankedTensorType::get(outShape, b.getBF16Type());
-  Value result = emitLaunch(b, op->getLoc(), record, operands, outType);
+  Value result = emitLaunch(b, op->getLoc(), record, operands, outType)[0];
   prepared[key] = result;
   return result;
 }
 
 LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
-                                              GemmConfigAttr config) {
+                                              GemmConfigAttr config,
+                                              const KernelGroup *group) {
   Location loc = op->getLoc();
   MXGemmProblem problem = getMXGemmProblem(op, MXMmaPath::Bf16Operands);
   MXGemmConfig cfg = getMXGemmConfig(config, target);
+  std::optional<GatedActEpilogue> epi;
+  if (auto gemm = dyn_cast<BlockMatmulOp>(op); gemm && group)
+    epi = matchGatedActEpilogue(gemm, *group);
+  if (epi) {
+    MXGemmEpilogue &e = problem.epilogue;
+    e.kind = MXGemmEpilogue::Kind::GatedActBwd;
+    e.activation = epi->act.getActivation();
+    e.clamp = epi->act.getClampAttr();
+    e.writeScaledH = bool(epi->scaled);
+    e.writePartials = bool(epi->grad);
+    // h itself only when something else reads it.
+    for (Operation *user : epi->act.getH().getUsers())
+      if (user != epi->scaled && user != epi->grad)
+        e.writeH = true;
+  }
   FailureOr<Value> lhs, rhs;
   Value bias, blocks;
   StringRef prefix;
@@ -338,6 +422,8 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
                              [&] { return op->emitOpError(); })))
     return failure();
   b.setInsertionPoint(op);
+  if (epi)
+    return lowerGatedActEpilogue(op, problem, cfg, *lhs, *rhs, blocks, *epi);
   MXGemmLaunch launch =
       buildMXGemmSm90Kernel(b, loc, kernels, freshName(prefix), problem, cfg);
   // Host arguments: lhs, rhs, block_to_expert (, bias), result. Kernel
@@ -355,9 +441,70 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     operands.push_back(bias);
     record.pointerArgs.push_back(3);
   }
-  Value result = emitLaunch(b, loc, record, operands,
-                            cast<RankedTensorType>(op->getResult(0).getType()));
+  Value result =
+      emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
+  op->erase();
+  return success();
+}
+
+LogicalResult GemmLowering::lowerGatedActEpilogue(
+    Operation *op, const MXGemmProblem &problem, const MXGemmConfig &cfg,
+    Value lhs, Value rhs, Value blocks, GatedActEpilogue epi) {
+  // The launch goes where the activation backward was: its operands (the
+  // slot affinities come after the GEMM in the region) are defined there.
+  Location loc = epi.act.getLoc();
+  b.setInsertionPoint(epi.act);
+  MXGemmLaunch launch = buildMXGemmSm90Kernel(
+      b, loc, kernels, freshName("block_matmul_act_"), problem, cfg);
+  // Host arguments: lhs, rhs, block_to_expert, gate_up, affinities, then
+  // the results [dg | du] (, h) (, a * h) (, partials). Kernel arguments:
+  // tmapA, tmapB, dgu, blockToExpert, gateUp, affinities (, h) (, a * h)
+  // (, partials).
+  SmallVector<Value> operands = {lhs, rhs, blocks, epi.act.getGateUp(),
+                                 epi.act.getSlotAffinities()};
+  LaunchRecord record{launch.kernel,
+                      launch.grid,
+                      launch.block,
+                      launch.dynamicSharedMemory,
+                      {{0, launch.tensorMapA}, {1, launch.tensorMapB}},
+                      {5, 2, 3, 4}};
+  SmallVector<Type> resultTypes = {epi.act.getDGateUp().getType()};
+  const MXGemmEpilogue &e = problem.epilogue;
+  auto hType = cast<RankedTensorType>(epi.act.getH().getType());
+  if (e.writeH)
+    resultTypes.push_back(hType);
+  if (e.writeScaledH)
+    resultTypes.push_back(hType);
+  if (e.writePartials)
+    resultTypes.push_back(RankedTensorType::get(
+        {problem.m, (problem.n + cfg.tileN - 1) / cfg.tileN},
+        b.getF32Type()));
+  for (int64_t i = 1, n = resultTypes.size(); i < n; ++i)
+    record.pointerArgs.push_back(5 + i);
+  SmallVector<Value> results =
+      emitLaunch(b, loc, record, operands, resultTypes);
+  unsigned next = 0;
+  epi.act.getDGateUp().replaceAllUsesWith(results[next++]);
+  if (e.writeH)
+    epi.act.getH().replaceAllUsesWith(results[next++]);
+  if (e.writeScaledH) {
+    epi.scaled.getResult().replaceAllUsesWith(results[next++]);
+    epi.scaled->erase();
+  }
+  if (e.writePartials) {
+    // The affinity gradient from the kernel's partial sums of <dA, h>.
+    AffinityGradOp grad = epi.grad;
+    b.setInsertionPoint(grad);
+    Value da = AffinityGradOp::create(
+        b, grad.getLoc(), grad.getResult().getType(), results[next++],
+        /*h=*/Value(), grad.getTokenPositionToId(), grad.getBlockToExpert(),
+        grad.getDyRows(), grad.getDownBias(), grad.getBlockSizeAttr(),
+        grad.getNumExpertsAttr());
+    grad.getResult().replaceAllUsesWith(da);
+    grad->erase();
+  }
+  epi.act->erase();
   op->erase();
   return success();
 }
@@ -374,6 +521,21 @@ struct ConvertMoeToNVGPUPass
         resolveGemmTarget(module, chip, mmaPath);
     if (failed(choice))
       return signalPassFailure();
+
+    // Each moe.fused region is a kernel unit: inline it and remember its
+    // ops, so that its GEMM's kernel computes the epilogue it finds there.
+    // What no kernel computes stays for the host lowering.
+    SmallVector<FusedOp> regions;
+    module.walk([&](FusedOp op) { regions.push_back(op); });
+    std::vector<KernelGroup> groups(regions.size());
+    DenseMap<Operation *, const KernelGroup *> groupOf;
+    IRRewriter rewriter(&getContext());
+    for (auto [region, group] : llvm::zip_equal(regions, groups)) {
+      for (Operation *op : region.inlineBody(rewriter)) {
+        group.insert(op);
+        groupOf[op] = &group;
+      }
+    }
 
     SmallVector<Operation *> gemms;
     module.walk([&](Operation *op) {
@@ -400,7 +562,7 @@ struct ConvertMoeToNVGPUPass
         config = selectGemmConfig(op, choice->target, choice->preferred);
       }
       if (failed(config.getMma() == MXMmaPath::Bf16Operands
-                     ? lowering.lowerBf16Operands(op, config)
+                     ? lowering.lowerBf16Operands(op, config, groupOf.lookup(op))
                      : lowering.lowerMXCodes(op, config)))
         return signalPassFailure();
     }

@@ -354,9 +354,9 @@ func.func @affinity_grad(%dA: tensor<64x64xf32>, %h: tensor<64x64xf32>,
                          %tok: tensor<64xi32>, %blk: tensor<2xi32>,
                          %dy: tensor<64x64xbf16>, %bd: tensor<4x64xbf16>)
     -> tensor<40xf32> {
-  %da = moe.affinity_grad %dA, %h, %tok, %blk bias(%dy, %bd)
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk bias(%dy, %bd)
       {block_size = 32 : i64, num_experts = 4 : i64}
-      : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64xi32>, tensor<2xi32>,
+      : tensor<64x64xf32> dot tensor<64x64xf32>, tensor<64xi32>, tensor<2xi32>,
         tensor<64x64xbf16>, tensor<4x64xbf16> -> tensor<40xf32>
   return %da : tensor<40xf32>
 }

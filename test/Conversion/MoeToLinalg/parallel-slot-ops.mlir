@@ -33,9 +33,9 @@
 // CHECK:         return %[[R]]
 func.func @affinity_grad(%dA: tensor<64x16xf32>, %h: tensor<64x16xf32>,
     %tok: tensor<64xi32>, %blk: tensor<2xi32>) -> tensor<40xf32> {
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x16xf32>, tensor<64x16xf32>, tensor<64xi32>, tensor<2xi32>
+      : tensor<64x16xf32> dot tensor<64x16xf32>, tensor<64xi32>, tensor<2xi32>
       -> tensor<40xf32>
   return %da : tensor<40xf32>
 }

@@ -16,6 +16,30 @@
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin > %t.layer.log 2>&1
 // RUN: FileCheck %s --check-prefix=LAYER < %t.layer.log
 // RUN: FileCheck %s --check-prefix=SPILLS < %t.layer.log
+// The same layer through moe-fuse: P1's kernel computes the activation
+// backward of its region (f64 sigmoid as the host lowering evaluates it,
+// the quad's butterfly sums of <dA, h>, [dg | du] and a * h stored as f32
+// pairs), with no spills.
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.fused.ptx
+// RUN: FileCheck %s --check-prefix=FUSED-PTX < %t.fused.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.fused.ptx -o %t.fused.cubin 2>&1 | FileCheck %s --check-prefix=FUSED
+
+// FUSED-PTX-LABEL: .entry block_matmul_act_5(
+// FUSED-PTX:         wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// FUSED-PTX:         wgmma.wait_group.sync.aligned 0
+// FUSED-PTX:         ld.global.nc.v2.b32
+// FUSED-PTX:         rcp.rn.f64
+// FUSED-PTX:         cvt.rn.f32.f64
+// FUSED-PTX:         st.global.v2.b32
+// FUSED-PTX:         shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
+// FUSED-PTX:         shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
+// FUSED-PTX:         st.global.b32
+// FUSED-PTX-LABEL: .entry mx_operand_6(
+// FUSED-NOT:   warning
+// FUSED:       Compiling entry function 'block_matmul_act_5' for 'sm_90a'
+// FUSED-NEXT:  Function properties for block_matmul_act_5
+// FUSED-NEXT:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// FUSED-NOT:   warning
 
 // CHECK-NOT:   warning
 // LAYER-NOT:   warning

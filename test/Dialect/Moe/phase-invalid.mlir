@@ -730,9 +730,9 @@ func.func @f(%gu: tensor<64x64xf32>, %dA: tensor<64x32xf32>, %a: tensor<64xf32>)
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2x?xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op block_to_expert must be a static 1-D tensor [N], got 'tensor<2x?xi32>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2x?xi32>
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2x?xi32>
       -> tensor<32xf32>
   return
 }
@@ -741,9 +741,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi16>) {
   // expected-error @+1 {{'moe.affinity_grad' op block_to_expert must be an i32 tensor, got 'tensor<2xi16>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi16>
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi16>
       -> tensor<32xf32>
   return
 }
@@ -752,9 +752,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op block_size must be a positive multiple of 32, got 16}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 16 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
       -> tensor<32xf32>
   return
 }
@@ -763,9 +763,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32x1xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op d_act must be a static 2-D tensor [S, I], got 'tensor<64x32x1xf32>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32x1xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
+      : tensor<64x32x1xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
       -> tensor<32xf32>
   return
 }
@@ -774,9 +774,9 @@ func.func @f(%dA: tensor<64x32x1xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi3
 
 func.func @f(%dA: tensor<96x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op d_act must be an f32 tensor [S, I] = [64, 32], got 'tensor<96x32xf32>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<96x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
+      : tensor<96x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
       -> tensor<32xf32>
   return
 }
@@ -785,9 +785,9 @@ func.func @f(%dA: tensor<96x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xbf16>, %tok: tensor<64xi32>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op h must be an f32 tensor [S, I] = [64, 32], got 'tensor<64x32xbf16>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xbf16>, tensor<64xi32>, tensor<2xi32>
+      : tensor<64x32xf32> dot tensor<64x32xbf16>, tensor<64xi32>, tensor<2xi32>
       -> tensor<32xf32>
   return
 }
@@ -796,9 +796,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xbf16>, %tok: tensor<64xi32
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xf32>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op token_position_to_id must be an i32 tensor [S] = [64], got 'tensor<64xf32>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xf32>, tensor<2xi32>
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xf32>, tensor<2xi32>
       -> tensor<32xf32>
   return
 }
@@ -807,9 +807,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xf32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op result must be a static 1-D tensor [T*E], got 'tensor<16x2xf32>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
       -> tensor<16x2xf32>
   return
 }
@@ -832,9 +832,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op num_experts must be positive, got -2}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = -2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
       -> tensor<32xf32>
   return
 }
@@ -843,9 +843,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op result size 33 must be a multiple of num_experts = 2}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
       -> tensor<33xf32>
   return
 }
@@ -854,9 +854,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>, %rows: tensor<64x96xbf16>, %bd: tensor<192xf32>) {
   // expected-error @+1 {{'moe.affinity_grad' op down_bias must be a static 2-D tensor [E, H], got 'tensor<192xf32>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk bias(%rows, %bd)
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk bias(%rows, %bd)
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>,
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>,
         tensor<64x96xbf16>, tensor<192xf32> -> tensor<32xf32>
   return
 }
@@ -865,9 +865,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>, %rows: tensor<64x96xbf16>, %bd: tensor<2x96xf16>) {
   // expected-error @+1 {{'moe.affinity_grad' op down_bias must be a bf16 or f32 tensor [E, H] = [2, 96], got 'tensor<2x96xf16>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk bias(%rows, %bd)
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk bias(%rows, %bd)
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>,
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>,
         tensor<64x96xbf16>, tensor<2x96xf16> -> tensor<32xf32>
   return
 }
@@ -876,9 +876,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>, %rows: tensor<64x32xbf16>, %bd: tensor<2x96xf32>) {
   // expected-error @+1 {{'moe.affinity_grad' op dy_rows must be a bf16 or f32 tensor [S, H] = [64, 96], got 'tensor<64x32xbf16>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk bias(%rows, %bd)
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk bias(%rows, %bd)
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>,
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>,
         tensor<64x32xbf16>, tensor<2x96xf32> -> tensor<32xf32>
   return
 }
@@ -887,9 +887,9 @@ func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>
 
 func.func @f(%dA: tensor<64x32xf32>, %h: tensor<64x32xf32>, %tok: tensor<64xi32>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.affinity_grad' op result must be an f32 tensor [T*E] = [32], got 'tensor<32xbf16>'}}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
+      : tensor<64x32xf32> dot tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32>
       -> tensor<32xbf16>
   return
 }

@@ -70,8 +70,8 @@ func.func @gemms(%dyq: tensor<896x256xf8E4M3FN>, %dys: tensor<896x8xf8E8M0FNU>,
 
 // CHECK-LABEL: func.func @elementwise
 // CHECK: moe.gated_act_bwd %{{.*}}, %{{.*}}, %{{.*}} {activation = #moe.activation<geglu>, clamp = #moe.clamp<gate_hi = 7.000000e+00>} : tensor<896x256xf32>, tensor<896x128xf32>, tensor<896xf32> -> tensor<896x256xf32>, tensor<896x128xf32>
-// CHECK: moe.affinity_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {block_size = 128 : i64, num_experts = 4 : i64} : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<1024xf32>
-// CHECK: moe.affinity_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias(%{{.*}}, %{{.*}}) {block_size = 128 : i64, num_experts = 4 : i64} : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32>, tensor<896x256xbf16>, tensor<4x256xf32> -> tensor<1024xf32>
+// CHECK: moe.affinity_grad %{{.*}} dot %{{.*}}, %{{.*}}, %{{.*}} {block_size = 128 : i64, num_experts = 4 : i64} : tensor<896x128xf32> dot tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<1024xf32>
+// CHECK: moe.affinity_grad %{{.*}} dot %{{.*}}, %{{.*}}, %{{.*}} bias(%{{.*}}, %{{.*}}) {block_size = 128 : i64, num_experts = 4 : i64} : tensor<896x128xf32> dot tensor<896x128xf32>, tensor<896xi32>, tensor<7xi32>, tensor<896x256xbf16>, tensor<4x256xf32> -> tensor<1024xf32>
 // CHECK: moe.scale_rows %{{.*}}, %{{.*}} : tensor<896x128xf32>, tensor<896xf32> -> tensor<896x128xf32>
 // CHECK: moe.scatter_add_rows %{{.*}}[%{{.*}}], %{{.*}} {block_size = 128 : i64, dx_accumulate = #moe.dx_accumulate<bf16>, num_experts = 4 : i64, top_k = 2 : i64} : tensor<896x256xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<256x256xbf16>
 // CHECK: moe.expert_sum %{{.*}}, %{{.*}} {block_size = 128 : i64} : tensor<896x256xf32>, tensor<7xi32> -> tensor<4x256xf32>
@@ -83,13 +83,13 @@ func.func @elementwise(%gu: tensor<896x256xf32>, %dA: tensor<896x128xf32>,
       {activation = #moe.activation<geglu>, clamp = #moe.clamp<gate_hi = 7.0>}
       : tensor<896x256xf32>, tensor<896x128xf32>, tensor<896xf32>
       -> tensor<896x256xf32>, tensor<896x128xf32>
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 128 : i64, num_experts = 4 : i64}
-      : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>,
+      : tensor<896x128xf32> dot tensor<896x128xf32>, tensor<896xi32>,
         tensor<7xi32> -> tensor<1024xf32>
-  %da2 = moe.affinity_grad %dA, %h, %tok, %blk bias(%rows, %bd)
+  %da2 = moe.affinity_grad %dA dot %h, %tok, %blk bias(%rows, %bd)
       {block_size = 128 : i64, num_experts = 4 : i64}
-      : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>,
+      : tensor<896x128xf32> dot tensor<896x128xf32>, tensor<896xi32>,
         tensor<7xi32>, tensor<896x256xbf16>, tensor<4x256xf32>
       -> tensor<1024xf32>
   %ah = moe.scale_rows %h, %a

@@ -21,6 +21,7 @@
 #define MOE_CONVERSION_MOETONVGPU_MXGEMMSM90_H
 
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
+#include "moe/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -38,6 +39,28 @@ enum class MXGemmKind {
   /// Grid z is the expert; the contraction runs over the slots of its
   /// blocks (blocks are grouped by expert, experts never decrease).
   Expert,
+};
+
+/// What a Bf16Operands Block kernel does with its f32 accumulator.
+struct MXGemmEpilogue {
+  enum class Kind {
+    /// Store it (plus the bias) into c.
+    Store,
+    /// The P1 epilogue (moe.gated_act_bwd, from a moe.fused region): the
+    /// accumulator is dA [M, N]; with gate_up [M, 2N] and the slot
+    /// affinities a [M], each element gives dg, du and h through
+    /// buildGatedActBwd, the builder the host lowering uses. c is
+    /// [dg | du] [M, 2N]; dA itself is never stored.
+    GatedActBwd,
+  };
+  Kind kind = Kind::Store;
+  Activation activation = Activation::swiglu;
+  /// The clamp limits of g and u, or null.
+  ClampAttr clamp;
+  /// GatedActBwd outputs beside [dg | du]: h [M, N], a * h [M, N] (the
+  /// moe.scale_rows of P4), and the row sums of dA * h over each tile's N
+  /// columns [M, ceil(N / tileN)] (a moe.affinity_grad without `dot`).
+  bool writeH = false, writeScaledH = false, writePartials = false;
 };
 
 /// The static problem of one MX GEMM.
@@ -65,6 +88,8 @@ struct MXGemmProblem {
   /// adds, or null without a bias (Block problems on the Bf16Operands path
   /// only).
   Type biasType;
+  /// What the kernel does with its accumulator.
+  MXGemmEpilogue epilogue = {};
 };
 
 /// What the host needs to launch a built kernel.
@@ -83,6 +108,12 @@ struct MXGemmProblem {
 /// with the tensor maps over the operands' bytes (ui8 [rows, 2 K], box 128
 /// bytes = 64 bf16 x tile rows) and bias [E, N] (bf16 or f32) when the
 /// problem has a biasType.
+///
+/// A GatedActBwd epilogue replaces the bias by its operands and outputs:
+///   (!llvm.ptr tmapA, !llvm.ptr tmapB, !llvm.ptr<1> dgu,
+///    !llvm.ptr<1> blockToExpert, !llvm.ptr<1> gateUp,
+///    !llvm.ptr<1> affinities[, h][, scaledH][, partials])
+/// all f32 but blockToExpert, the optional ones as the epilogue writes them.
 struct MXGemmLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;

@@ -358,7 +358,9 @@ LogicalResult AffinityGradOp::verify() {
   int64_t I = getDAct().getType().getDimSize(1);
   if (failed(expectTensor(*this, getDAct(), "d_act", "[S, I]", {*S, I},
                           Elem::F32)) ||
-      failed(expectTensor(*this, getH(), "h", "[S, I]", {*S, I}, Elem::F32)) ||
+      (getH() &&
+       failed(expectTensor(*this, getH(), "h", "[S, I]", {*S, I},
+                           Elem::F32))) ||
       failed(expectTensor(*this, getTokenPositionToId(),
                           "token_position_to_id", "[S]", {*S}, Elem::I32)) ||
       failed(expectRank(*this, getResult(), "result", 1, "[T*E]")))
@@ -456,6 +458,19 @@ void FusedOp::build(OpBuilder &builder, OperationState &state,
   body->push_back(block);
   for (Value input : inputs)
     block->addArgument(input.getType(), input.getLoc());
+}
+
+SmallVector<Operation *> FusedOp::inlineBody(RewriterBase &rewriter) {
+  Block &body = getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  SmallVector<Value> results(yield.getValues());
+  rewriter.inlineBlockBefore(&body, *this, getInputs());
+  rewriter.eraseOp(yield);
+  rewriter.replaceOp(*this, results);
+  return ops;
 }
 
 LogicalResult FusedOp::verify() {

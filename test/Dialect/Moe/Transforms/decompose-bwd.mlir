@@ -23,7 +23,7 @@
 // CHECK-NEXT: %[[WDQ:.*]], %[[WDS:.*]] = moe.mx_quantize %[[WD]] {axis = 2 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<2x32x96xbf16> -> tensor<2x32x96xf8E4M3FN>, tensor<2x32x3xf8E8M0FNU>
 // CHECK-NEXT: %[[DA:.*]] = moe.block_matmul lhs(%[[DYQ]] : tensor<256x96xf8E4M3FN> scales %[[DYS]] : tensor<256x3xf8E8M0FNU>) rhs(%[[WDQ]] : tensor<2x32x96xf8E4M3FN> scales %[[WDS]] : tensor<2x32x3xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) {block_size = 128 : i64} -> tensor<256x32xf32>
 // CHECK-NEXT: %[[DGU:.*]], %[[H:.*]] = moe.gated_act_bwd %[[GU]], %[[DA]], %[[A]] : tensor<256x64xf32>, tensor<256x32xf32>, tensor<256xf32> -> tensor<256x64xf32>, tensor<256x32xf32>
-// CHECK-NEXT: %[[DAFF:.*]] = moe.affinity_grad %[[DA]], %[[H]], %[[TOK]], %[[BLK]] {block_size = 128 : i64, num_experts = 2 : i64} : tensor<256x32xf32>, tensor<256x32xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<128xf32>
+// CHECK-NEXT: %[[DAFF:.*]] = moe.affinity_grad %[[DA]] dot %[[H]], %[[TOK]], %[[BLK]] {block_size = 128 : i64, num_experts = 2 : i64} : tensor<256x32xf32> dot tensor<256x32xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<128xf32>
 // P2: [dg|du] rows and Wgu along 2I.
 // CHECK-NEXT: %[[DGQ:.*]], %[[DGS:.*]] = moe.mx_quantize %[[DGU]] {axis = 1 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x64xf32> -> tensor<256x64xf8E4M3FN>, tensor<256x2xf8E8M0FNU>
 // CHECK-NEXT: %[[WIQ:.*]], %[[WIS:.*]] = moe.mx_quantize %[[W]] {axis = 2 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<2x96x64xbf16> -> tensor<2x96x64xf8E4M3FN>, tensor<2x96x2xf8E8M0FNU>
@@ -111,7 +111,7 @@ func.func @checkpoint(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
 // CHECK-NEXT: %[[GUM:.*]] = moe.scale_rows %[[GU]], %[[VALID]]
 // CHECK: %[[DA:.*]] = moe.block_matmul {{.*}} -> tensor<256x32xf32>
 // CHECK-NEXT: %[[DGU:.*]], %[[H:.*]] = moe.gated_act_bwd %[[GUM]], %[[DA]], %[[A]]
-// CHECK-NEXT: moe.affinity_grad %[[DA]], %[[H]], %[[TOK]], %[[BLK]] bias(%[[DYR]], %[[BD]]) {block_size = 128 : i64, num_experts = 2 : i64} : tensor<256x32xf32>, tensor<256x32xf32>, tensor<256xi32>, tensor<2xi32>, tensor<256x96xbf16>, tensor<2x96xbf16> -> tensor<128xf32>
+// CHECK-NEXT: moe.affinity_grad %[[DA]] dot %[[H]], %[[TOK]], %[[BLK]] bias(%[[DYR]], %[[BD]]) {block_size = 128 : i64, num_experts = 2 : i64} : tensor<256x32xf32> dot tensor<256x32xf32>, tensor<256xi32>, tensor<2xi32>, tensor<256x96xbf16>, tensor<2x96xbf16> -> tensor<128xf32>
 // CHECK: %[[DWD:.*]] = moe.expert_matmul {{.*}} -> tensor<2x32x96xf32>
 // CHECK-NEXT: %[[SB:.*]] = moe.expert_sum %[[DGU]], %[[BLK]] {block_size = 128 : i64} : tensor<256x64xf32>, tensor<2xi32> -> tensor<2x64xf32>
 // CHECK-NEXT: %[[DBGU:.*]] = tensor.expand_shape %[[SB]] {{\[\[}}0], [1, 2]] output_shape [2, 2, 32] : tensor<2x64xf32> into tensor<2x2x32xf32>

@@ -40,7 +40,7 @@
 // CHECK-NEXT:      %[[DA:.+]] = moe.block_matmul lhs(%[[DYQ]] : tensor<128x96xf8E4M3FN> scales %[[DYS]] : tensor<128x3xf8E8M0FNU>) rhs(%[[Q2]] : tensor<2x32x96xf8E4M3FN> scales %[[Q3]] : tensor<2x32x3xf8E8M0FNU>) experts(%[[Q4]] : tensor<4xi32>) {block_size = 32 : i64} -> tensor<128x32xf32>
 // CHECK-NEXT:      %[[A:.+]] = moe.slot_affinities %[[Q6]], %[[Q1]], %[[Q4]]
 // CHECK-NEXT:      %[[DGU:[^ ,]+]], %[[H:[^ ]+]] = moe.gated_act_bwd %[[Q5]], %[[DA]], %[[A]] :
-// CHECK-NEXT:      %[[DAFF:.+]] = moe.affinity_grad %[[DA]], %[[H]], %[[Q1]], %[[Q4]] {
+// CHECK-NEXT:      %[[DAFF:.+]] = moe.affinity_grad %[[DA]] dot %[[H]], %[[Q1]], %[[Q4]] {
 // CHECK-NEXT:      %[[GQ:[^ ,]+]], %[[GS:[^ ]+]] = moe.mx_quantize %[[DGU]] {axis = 1 : i64
 // CHECK-NEXT:      %[[GTQ:[^ ,]+]], %[[GTS:[^ ]+]] = moe.mx_quantize %[[DGU]] {axis = 0 : i64
 // CHECK-NEXT:      %[[AH:.+]] = moe.scale_rows %[[H]], %[[A]]
@@ -105,9 +105,9 @@ func.func @default(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
   %dgu, %h = moe.gated_act_bwd %gu, %dA, %a
       : tensor<128x64xf32>, tensor<128x32xf32>, tensor<128xf32>
       -> tensor<128x64xf32>, tensor<128x32xf32>
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<128x32xf32>, tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>
+      : tensor<128x32xf32> dot tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>
       -> tensor<96xf32>
   %gq, %gs = moe.mx_quantize %dgu {axis = 1 : i64, quant = #mx}
       : tensor<128x64xf32> -> tensor<128x64xf8E4M3FN>, tensor<128x2xf8E8M0FNU>
@@ -201,9 +201,9 @@ func.func @checkpoint(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
       {activation = #moe.activation<geglu>, clamp = #moe.clamp<gate_hi = 7.0>}
       : tensor<128x64xf32>, tensor<128x32xf32>, tensor<128xf32>
       -> tensor<128x64xf32>, tensor<128x32xf32>
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<128x32xf32>, tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>
+      : tensor<128x32xf32> dot tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>
       -> tensor<96xf32>
   %gq, %gs = moe.mx_quantize %dgu {axis = 1 : i64, quant = #mx}
       : tensor<128x64xf32> -> tensor<128x64xf8E4M3FN>, tensor<128x2xf8E8M0FNU>
@@ -312,9 +312,9 @@ func.func @bias(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
   %dgu, %h = moe.gated_act_bwd %gu, %dA, %a
       : tensor<128x64xf32>, tensor<128x32xf32>, tensor<128xf32>
       -> tensor<128x64xf32>, tensor<128x32xf32>
-  %da = moe.affinity_grad %dA, %h, %tok, %blk bias(%dy_rows, %bd)
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk bias(%dy_rows, %bd)
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<128x32xf32>, tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>,
+      : tensor<128x32xf32> dot tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>,
         tensor<128x96xbf16>, tensor<2x96xbf16> -> tensor<96xf32>
   %gq, %gs = moe.mx_quantize %dgu {axis = 1 : i64, quant = #mx}
       : tensor<128x64xf32> -> tensor<128x64xf8E4M3FN>, tensor<128x2xf8E8M0FNU>
@@ -419,9 +419,9 @@ func.func @on_h(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
   %dgu, %h = moe.gated_act_bwd %gu, %dA, %a
       : tensor<128x64xf32>, tensor<128x32xf32>, tensor<128xf32>
       -> tensor<128x64xf32>, tensor<128x32xf32>
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<128x32xf32>, tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>
+      : tensor<128x32xf32> dot tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>
       -> tensor<96xf32>
   %gq, %gs = moe.mx_quantize %dgu {axis = 1 : i64, quant = #mx5}
       : tensor<128x64xf32> -> tensor<128x64xf8E5M2>, tensor<128x2xf8E8M0FNU>
@@ -530,9 +530,9 @@ func.func @quant_none(%x: tensor<48x96xbf16>, %dy: tensor<48x96xbf16>,
   %dgu, %h = moe.gated_act_bwd %gu, %dA, %a
       : tensor<128x64xf32>, tensor<128x32xf32>, tensor<128xf32>
       -> tensor<128x64xf32>, tensor<128x32xf32>
-  %da = moe.affinity_grad %dA, %h, %tok, %blk
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk
       {block_size = 32 : i64, num_experts = 2 : i64}
-      : tensor<128x32xf32>, tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>
+      : tensor<128x32xf32> dot tensor<128x32xf32>, tensor<128xi32>, tensor<4xi32>
       -> tensor<96xf32>
   %gb = arith.truncf %dgu : tensor<128x64xf32> to tensor<128x64xbf16>
   %c = moe.block_matmul lhs(%gb : tensor<128x64xbf16>)

@@ -117,11 +117,14 @@ def program(inp):
   %dgu2, %h2 = moe.gated_act_bwd %gure, %dA, %a {{activation =
       #moe.activation<geglu>, clamp = #moe.clamp<gate_lo = {GLO},
       gate_hi = {GHI}>}} : {gu}, {si}, {a} -> {gu}, {si}
-  %da = moe.affinity_grad %dA, %h, %tok, %blk bias(%rows, %bd)
+  %da = moe.affinity_grad %dA dot %h, %tok, %blk bias(%rows, %bd)
       {{{B_}, num_experts = {E} : i64}}
-      : {si}, {si}, {tok}, {blk}, {rows}, {bd} -> {da}
-  %da2 = moe.affinity_grad %dA, %h2, %tok, %blk
-      {{{B_}, num_experts = {E} : i64}} : {si}, {si}, {tok}, {blk} -> {da}
+      : {si} dot {si}, {tok}, {blk}, {rows}, {bd} -> {da}
+  %da2 = moe.affinity_grad %dA dot %h2, %tok, %blk
+      {{{B_}, num_experts = {E} : i64}} : {si} dot {si}, {tok}, {blk} -> {da}
+  // The partial-sums form (no h): each slot's row of %dA summed.
+  %da3 = moe.affinity_grad %dA, %tok, %blk
+      {{{B_}, num_experts = {E} : i64}} : {si}, {tok}, {blk} -> {da}
   %ah = moe.scale_rows %h, %a : {si}, {a} -> {si}
   %ady = moe.scale_rows %rows, %a : {rows}, {a} -> {sh}
   %ahq, %ahs = moe.mx_quantize %ah {{axis = 0 : i64, quant = {mx4}}}
@@ -171,7 +174,8 @@ def program(inp):
         ("mmbf", (S, I), "f32"), ("dgu", (S, 2 * I), "f32"),
         ("h", (S, I), "f32"), ("dgu2", (S, 2 * I), "f32"),
         ("h2", (S, I), "f32"), ("da", (T * E,), "f32"),
-        ("da2", (T * E,), "f32"), ("ah", (S, I), "f32"),
+        ("da2", (T * E,), "f32"), ("da3", (T * E,), "f32"),
+        ("ah", (S, I), "f32"),
         ("ady", (S, H), "f32"), ("dwd", (E, I, H), "f32"),
         ("dwbf", (E, H, H), "f32"), ("dx", (T, H), "bf16"),
         ("dxb", (T, H), "bf16"), ("dxf", (T, H), "f32"),
@@ -345,6 +349,7 @@ def expected(inp):
         (None, None))
     out["da"] = affinity_grad(out["dA"], out["h"], tok, blk, rows, inp["bd"])
     out["da2"] = affinity_grad(out["dA"], out["h2"], tok, blk)
+    out["da3"] = affinity_grad(out["dA"], np.ones_like(out["dA"]), tok, blk)
     out["ah"] = (a[:, None] * out["h"]).astype(F32)
     out["ady"] = (a[:, None] * rows32).astype(F32)
     out["dwd"] = expert_matmul(qdq(out["ah"], 0, "e4m3", "rceil"),

@@ -264,14 +264,21 @@ def Moe_AffinityGradOp : Moe_Op<"affinity_grad",
     both optional operands are. `num_experts` is E, the stride of the
     result's token index (no operand carries it without the bias).
 
+    Without `dot h`, `d_act` [S, P] holds partial sums of `<dA, h>` that a
+    GEMM epilogue computed over P column tiles (the fused P1 kernel of the
+    GPU lowering), and each slot's sum is theirs in the same lane order.
+
     ```mlir
-    %da = moe.affinity_grad %dA, %h, %tok, %blk
+    %da = moe.affinity_grad %dA dot %h, %tok, %blk
         {block_size = 128 : i64, num_experts = 4 : i64}
-        : tensor<896x128xf32>, tensor<896x128xf32>, tensor<896xi32>,
+        : tensor<896x128xf32> dot tensor<896x128xf32>, tensor<896xi32>,
           tensor<7xi32> -> tensor<1024xf32>
+    %da2 = moe.affinity_grad %partials, %tok, %blk
+        {block_size = 128 : i64, num_experts = 4 : i64}
+        : tensor<896x1xf32>, tensor<896xi32>, tensor<7xi32> -> tensor<1024xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$d_act, AnyRankedTensor:$h,
+  let arguments = (ins AnyRankedTensor:$d_act, Optional<AnyRankedTensor>:$h,
                        AnyRankedTensor:$token_position_to_id,
                        AnyRankedTensor:$block_to_expert,
                        Optional<AnyRankedTensor>:$dy_rows,
@@ -279,9 +286,9 @@ def Moe_AffinityGradOp : Moe_Op<"affinity_grad",
                        I64Attr:$block_size, I64Attr:$num_experts);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $d_act `,` $h `,` $token_position_to_id `,` $block_to_expert
+    $d_act (`dot` $h^)? `,` $token_position_to_id `,` $block_to_expert
         (`bias` `(` $dy_rows^ `,` $down_bias `)`)? attr-dict `:`
-        type($d_act) `,` type($h) `,` type($token_position_to_id) `,`
+        type($d_act) (`dot` type($h)^)? `,` type($token_position_to_id) `,`
         type($block_to_expert)
         (`,` type($dy_rows)^ `,` type($down_bias))? `->` type($result)
   }];
@@ -412,6 +419,13 @@ def Moe_FusedOp : Moe_Op<"fused", [IsolatedFromAbove,
     OpBuilder<(ins "::mlir::TypeRange":$resultTypes,
                    "::mlir::ValueRange":$inputs, "Phase":$phase)>
   ];
+  let extraClassDeclaration = [{
+    /// Replaces this op by its body, in place: the block arguments become
+    /// the inputs and the moe.yield operands the results. Returns the
+    /// inlined ops in order (the kernel a GPU lowering builds from them).
+    ::llvm::SmallVector<::mlir::Operation *>
+    inlineBody(::mlir::RewriterBase &rewriter);
+  }];
 }
 
 def Moe_YieldOp : Moe_Op<"yield", [Pure, Terminator, ReturnLike,
