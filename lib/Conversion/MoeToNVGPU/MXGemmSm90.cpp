@@ -320,6 +320,10 @@ private:
   void storeAccumulator(Value acc, Value rowInTile, Value quad);
   /// The GatedActBwd epilogue of a consumer thread's dA fragment.
   void storeGatedActBwd(Value acc, Value rowInTile, Value quad);
+  /// Producer warpgroup, once thread 0 has issued its last TMA load (the
+  /// consumers have `stages` K tiles left): the tile's gate and up rows
+  /// into L2, so that the epilogue's loads hit there.
+  void emitEpiloguePrefetch();
 
   OpBuilder &b;
   Location loc;
@@ -630,7 +634,11 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
     Value gateRow = mul(row, 2 * p.n);
     Value hRow = mul(row, p.n);
     Value partial = zero;
-    for (int64_t jb = 0; jb < accLen() / 4; ++jb) {
+    // Every load of the row half first, so that they are all in flight
+    // together (the math waits once, not once per column pair).
+    int64_t pairs = accLen() / 4;
+    SmallVector<Value> insides, gIndices, gs, us;
+    for (int64_t jb = 0; jb < pairs; ++jb) {
       Value colJ = add(col32, 8 * jb);
       Value inside = rowInside;
       if (guardCols) {
@@ -639,9 +647,18 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
       }
       Value col = toI64(guardCols ? minu(colJ, p.n - 2) : colJ);
       Value gIndex = add(gateRow, col);
+      insides.push_back(inside);
+      gIndices.push_back(gIndex);
+      gs.push_back(loadGlobal(vecT, globalElement(f32T, gateUp, gIndex), 8));
+      us.push_back(loadGlobal(
+          vecT, globalElement(f32T, gateUp, add(gIndex, p.n)), 8));
+    }
+    for (int64_t jb = 0; jb < pairs; ++jb) {
+      Value inside = insides[jb];
+      Value gIndex = gIndices[jb];
       Value uIndex = add(gIndex, p.n);
-      Value g = loadGlobal(vecT, globalElement(f32T, gateUp, gIndex), 8);
-      Value u = loadGlobal(vecT, globalElement(f32T, gateUp, uIndex), 8);
+      Value col = sub(gIndex, gateRow);
+      Value g = gs[jb], u = us[jb];
       GatedActGrads grads[2];
       for (int64_t e = 0; e < 2; ++e) {
         Value dA = extract(acc, 4 * jb + 2 * r + e);
@@ -687,6 +704,26 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
     LLVM::StoreOp::create(b, loc, partial,
                           globalElement(f32T, partialsOut, index),
                           /*alignment=*/4);
+  }
+}
+
+void KernelEmitter::emitEpiloguePrefetch() {
+  // Full tiles only: a bulk prefetch is whole 16-byte units inside the
+  // buffer.
+  if (p.m % cfg.tileM || p.n % cfg.tileN)
+    return;
+  int64_t producerThreads = 128 * cfg.producerWarpgroups;
+  NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(1), i32(producerThreads),
+                          /*reductionOp=*/nullptr,
+                          /*reductionPredicate=*/Value());
+  Value size = i32(cfg.tileN * 4);
+  for (int64_t r0 = 0; r0 < cfg.tileM; r0 += producerThreads) {
+    Value row = toI64(add(add(m0, tid), r0));
+    Value g = add(mul(row, 2 * p.n), toI64(n0));
+    for (Value index : {g, add(g, p.n)})
+      NVVM::CpAsyncBulkPrefetchOp::create(
+          b, loc, globalElement(f32T, gateUp, index), size,
+          /*l2CacheHint=*/Value());
   }
 }
 
@@ -1213,6 +1250,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       emitProducerBf16Operands();
     else
       emitProducerBf16();
+    if (gateUp)
+      emitEpiloguePrefetch();
     b.setInsertionPointToStart(roles.elseBlock());
     setMaxRegisters(cfg.consumerRegisters);
     int64_t S = cfg.stages, SD = cfg.dequantStages;

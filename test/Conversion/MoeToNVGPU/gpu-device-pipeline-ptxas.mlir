@@ -17,7 +17,9 @@
 // RUN: FileCheck %s --check-prefix=LAYER < %t.layer.log
 // RUN: FileCheck %s --check-prefix=SPILLS < %t.layer.log
 // The same layer through moe-fuse: P1's kernel computes the activation
-// backward of its region (f64 sigmoid as the host lowering evaluates it,
+// backward of its region (the producer warpgroup prefetches the tile's g
+// and u rows into L2 once the last TMA load is out; f64 sigmoid as the
+// host lowering evaluates it,
 // the quad's butterfly sums of <dA, h>, [dg | du] and a * h stored as f32
 // pairs), with no spills.
 // RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.fused.ptx
@@ -25,6 +27,8 @@
 // RUN: %ptxas -arch=sm_90a -v %t.fused.ptx -o %t.fused.cubin 2>&1 | FileCheck %s --check-prefix=FUSED
 
 // FUSED-PTX-LABEL: .entry block_matmul_act_5(
+// FUSED-PTX:         bar.sync 1, 128;
+// FUSED-PTX:         cp.async.bulk.prefetch.L2.global
 // FUSED-PTX:         wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // FUSED-PTX:         wgmma.wait_group.sync.aligned 0
 // FUSED-PTX:         ld.global.nc.v2.b32
