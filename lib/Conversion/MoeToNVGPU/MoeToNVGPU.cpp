@@ -144,7 +144,8 @@ SmallVector<Value> emitLaunch(OpBuilder &b, Location loc,
                       SymbolRefAttr::get(module.getNameAttr(),
                                          {FlatSymbolRefAttr::get(kernel)}),
                       record.grid, record.block, record.dynamicSharedMemory,
-                      record.tensorMaps, record.pointerArgs));
+                      record.tensorMaps, record.pointerArgs,
+                      static_cast<int64_t>(resultTypes.size())));
   }
 
   SmallVector<Value> args;

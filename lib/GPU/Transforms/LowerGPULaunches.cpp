@@ -13,13 +13,13 @@
 //     %t = gpu.wait async                             (a new stream)
 //     per input: gpu.alloc of its bytes, memref.view as its type,
 //                gpu.memcpy host -> device
-//     gpu.alloc of the result's bytes
+//     gpu.alloc of each result's bytes (the record's `results` last ones)
 //     per tensor_maps entry: nvgpu.tma.create.descriptor of the device
 //       bytes viewed as ui8 [rows, last dimension], of the entry's type
 //     gpu.launch_func @kernel (descriptors as !llvm.ptr, then the device
 //       addresses of pointers as !llvm.ptr<1>) with the record's grid,
 //       block and dynamic_shared_memory
-//     gpu.memcpy device -> %out; gpu.dealloc of every buffer
+//     gpu.memcpy device -> each result; gpu.dealloc of every buffer
 //     gpu.wait [%t]                                   (synchronize, destroy)
 //   }
 //
@@ -224,6 +224,11 @@ LogicalResult verifyLaunchFunction(func::FuncOp func, GPULaunchAttr launch) {
            << kGPULaunchAttrName
            << " function must be a declaration taking static identity-layout "
               "memrefs (inputs, then the result) and returning nothing";
+  if (launch.getResults() > static_cast<int64_t>(args.size()))
+    return func.emitError("the ")
+           << kGPULaunchAttrName << " record's " << launch.getResults()
+           << " results exceed the function's " << args.size()
+           << " arguments";
   for (const TensorMapArg &map : launch.getTensorMaps()) {
     // The descriptor is over the bytes of the rows: FP8 codes, or bf16
     // values two bytes each.
@@ -247,6 +252,7 @@ void emitLaunch(OpBuilder &b, HostLauncher &host, GPULaunchAttr launch,
   // The buffers the kernel sees: the arguments themselves, or device
   // copies (as i8 bytes) of them.
   SmallVector<Value> device;
+  size_t inputs = args.size() - launch.getResults();
   for (auto [i, arg] : llvm::enumerate(args)) {
     if (deviceArguments) {
       device.push_back(arg);
@@ -254,7 +260,7 @@ void emitLaunch(OpBuilder &b, HostLauncher &host, GPULaunchAttr launch,
     }
     auto type = cast<MemRefType>(arg.getType());
     Value bytes = host.allocate(type);
-    if (i + 1 < args.size())
+    if (i < inputs)
       host.copy(host.view(bytes, type), arg);
     device.push_back(bytes);
   }
@@ -279,8 +285,9 @@ void emitLaunch(OpBuilder &b, HostLauncher &host, GPULaunchAttr launch,
   host.launch(launch.getKernel(), launch.getGrid(), launch.getBlock(),
               launch.getDynamicSharedMemory(), operands);
   if (!deviceArguments) {
-    Value out = args.back();
-    host.copy(out, host.view(device.back(), cast<MemRefType>(out.getType())));
+    for (size_t i = inputs; i < args.size(); ++i)
+      host.copy(args[i],
+                host.view(device[i], cast<MemRefType>(args[i].getType())));
   }
 }
 

@@ -845,6 +845,13 @@ func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4, 1]
 
 // -----
 
+// expected-error @+1 {{results must be at least 1, got 0}}
+func.func @f() attributes {l = #moe.gpu_launch<kernel = @m::@k, grid = [2, 4, 1], block = [384, 1, 1], pointers = [0], results = 0>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{clamp gate_lo (2.000000e+00) must be less than gate_hi (1.000000e+00)}}
 func.func @f() attributes {c = #moe.clamp<gate_lo = 2.0, gate_hi = 1.0>} {
   return

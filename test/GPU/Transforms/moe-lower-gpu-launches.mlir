@@ -148,6 +148,14 @@ func.func private @map_out_of_range(memref<128x128xi8>, memref<4xf32>)
 
 // -----
 
+// expected-error @below {{the moe.gpu_launch record's 3 results exceed the function's 2 arguments}}
+func.func private @too_many_results(memref<4xf32>, memref<4xf32>)
+    attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @m::@k,
+                  grid = [1, 1, 1], block = [128, 1, 1], pointers = [0, 1],
+                  results = 3>}
+
+// -----
+
 // A TMA descriptor covers one-byte codes and two-byte bf16 values only.
 // expected-error @below {{tensor map argument #0 must have one- or two-byte elements, got 'memref<128x128xf32>'}}
 func.func private @wide_map(memref<128x128xf32>, memref<4xf32>)

@@ -194,7 +194,7 @@ GPULaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       SymbolRefAttr kernel, ArrayRef<int64_t> grid,
                       ArrayRef<int64_t> block, int64_t dynamicSharedMemory,
                       ArrayRef<TensorMapArg> tensorMaps,
-                      ArrayRef<int64_t> pointers) {
+                      ArrayRef<int64_t> pointers, int64_t results) {
   // gpu.launch_func names a kernel through the gpu.module that holds it.
   if (kernel.getNestedReferences().size() != 1)
     return emitError() << "kernel must be a symbol @module::@kernel, got "
@@ -230,5 +230,7 @@ GPULaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (!seen.insert(index).second)
       return emitError() << "argument #" << index << " is passed twice";
   }
+  if (results < 1)
+    return emitError() << "results must be at least 1, got " << results;
   return success();
 }

@@ -232,7 +232,8 @@ def Moe_GPULaunchAttr : Moe_Attr<"GPULaunch", "gpu_launch"> {
     The launch record of a host function that `convert-moe-to-nvgpu`
     declares for each kernel, as the function's discardable attribute
     `moe.gpu_launch`; `moe-lower-gpu-launches` gives the function its body
-    from it. The function takes memrefs, the inputs then the result; the
+    from it. The function takes memrefs, the inputs then the `results` it
+    writes (1 when left out; a fused epilogue writes several); the
     kernel `@module::@kernel` runs on `grid` x `block` threads with
     `dynamic_shared_memory` bytes (0 when left out) and takes, in this
     order, a TMA descriptor of the given type over each argument of
@@ -243,7 +244,8 @@ def Moe_GPULaunchAttr : Moe_Attr<"GPULaunch", "gpu_launch"> {
     The verifier rejects records no launch can have: a kernel not nested in
     a module, grid or block not three positive sizes, more than 1024
     threads in a block, shared memory outside the launch's i32 operand, and
-    an argument index that is negative or listed twice. What needs the
+    an argument index that is negative or listed twice, and fewer than one
+    result. What needs the
     function (indices in range, argument types) is checked by
     `moe-lower-gpu-launches`. `pointers` is never empty in the records the
     lowering makes: every kernel writes its result through a pointer.
@@ -265,14 +267,15 @@ def Moe_GPULaunchAttr : Moe_Attr<"GPULaunch", "gpu_launch"> {
     ArrayRefParameter<"int64_t">:$block,
     DefaultValuedParameter<"int64_t", "0">:$dynamicSharedMemory,
     OptionalArrayRefParameter<"::mlir::moe::TensorMapArg">:$tensorMaps,
-    ArrayRefParameter<"int64_t">:$pointers
+    ArrayRefParameter<"int64_t">:$pointers,
+    DefaultValuedParameter<"int64_t", "1">:$results
   );
   let assemblyFormat = [{
     `<` `kernel` `=` $kernel `,` `grid` `=` `[` $grid `]` `,`
     `block` `=` `[` $block `]` `,`
     (`dynamic_shared_memory` `=` $dynamicSharedMemory^ `,`)?
     (`tensor_maps` `=` `[` $tensorMaps^ `]` `,`)?
-    `pointers` `=` `[` $pointers `]` `>`
+    `pointers` `=` `[` $pointers `]` (`,` `results` `=` $results^)? `>`
   }];
   let genVerifyDecl = 1;
 }
