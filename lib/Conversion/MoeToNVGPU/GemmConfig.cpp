@@ -7,6 +7,7 @@
 #include "moe/Conversion/MoeToNVGPU/GemmConfig.h"
 
 #include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+#include "moe/Dialect/Moe/IR/MoeOps.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -50,12 +51,21 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       !fitsMXGemmSm90(getMXGemmProblem(op, path), target.getMXGemmConfig(path),
                       target))
     path = MXMmaPath::Bf16Dequant;
-  const MXGemmConfig &c = target.getMXGemmConfig(path);
+  MXGemmConfig c = target.getMXGemmConfig(path);
+  // A block GEMM's rhs stored [E, K, N] (transpose_rhs: the recompute's
+  // gate/up weight) is read as it is stored, so that its operand kernel
+  // writes it in place instead of transposed, where the kernel can.
+  if (auto block = dyn_cast<BlockMatmulOp>(op);
+      block && path == MXMmaPath::Bf16Operands && block.getTransposeRhs()) {
+    c.rhsNMajor = true;
+    if (!fitsMXGemmSm90(getMXGemmProblem(op, path), c, target))
+      c.rhsNMajor = false;
+  }
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
       {c.producerWarpgroups, c.consumerWarpgroups},
-      {c.producerRegisters, c.consumerRegisters});
+      {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor);
 }
 
 MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
@@ -74,5 +84,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.consumerWarpgroups = config.getWarpgroups()[1];
   c.producerRegisters = config.getRegisters()[0];
   c.consumerRegisters = config.getRegisters()[1];
+  c.rhsNMajor = config.getRhsNMajor();
   return c;
 }

@@ -164,7 +164,10 @@ public:
     barsT = nvgpu::MBarrierGroupType::get(ctx, workgroup, lay.numBarriers);
     // One 128-byte row per tile row: tileK codes, or tileK / 2 bf16s.
     tileAT = smemType({cfg.tileM, kSwizzleBytes}, b.getI8Type());
-    tileBT = smemType({cfg.tileN, kSwizzleBytes}, b.getI8Type());
+    // An N-major rhs arrives as tileN / 64 boxes of tileK rows x 64 N.
+    tileBT = cfg.rhsNMajor
+                 ? smemType({cfg.tileK, kSwizzleBytes}, b.getI8Type())
+                 : smemType({cfg.tileN, kSwizzleBytes}, b.getI8Type());
     tmapAT = tensorMapType(tileAT);
     tmapBT = tensorMapType(tileBT);
   }
@@ -279,10 +282,13 @@ private:
   /// (slot, phase parity) of K tile `t` (index) in a ring `depth` deep;
   /// `flip` inverts the parity (a wait for a fresh "empty" barrier passes).
   std::pair<Value, Value> stageAndParity(Value t, int64_t depth, bool flip);
-  /// The wgmma shared-memory descriptor of a K-major 128B-swizzled tile at
-  /// shared address `addr`: start address >> 4, LBO 16 B (unused), SBO
-  /// 1024 B (8 rows x 128 B), layout type 1 (128B swizzle) in bits 62-63.
-  Value matrixDescriptor(Value addr);
+  /// The wgmma shared-memory descriptor of a 128B-swizzled tile at shared
+  /// address `addr`: start address >> 4, LBO `leadingBytes`, SBO 1024 B
+  /// (8 rows x 128 B), layout type 1 (128B swizzle) in bits 62-63. K-major
+  /// tiles leave LBO unused (16 B); an N-major tile's LBO is the distance
+  /// between its 64-column boxes (CUTLASS's canonical MN-major SW128
+  /// layout ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))).
+  Value matrixDescriptor(Value addr, int64_t leadingBytes = 16);
   /// Pins the registers of a wgmma result after wgmma.wait_group: an empty
   /// asm with side effects that ties them all, so that no read of them is
   /// scheduled above the wait (CUTLASS's fence_operand).
@@ -362,9 +368,9 @@ std::pair<Value, Value> KernelEmitter::stageAndParity(Value t, int64_t depth,
   return {stage, arith::TruncIOp::create(b, loc, i1T, parity)};
 }
 
-Value KernelEmitter::matrixDescriptor(Value addr) {
-  uint64_t hi = (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
-                (uint64_t(1) << 62);
+Value KernelEmitter::matrixDescriptor(Value addr, int64_t leadingBytes) {
+  uint64_t hi = (uint64_t(leadingBytes >> 4) << 16) |
+                (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
   Value lo = shru(andi(addr, 0x3FFFF), 4);
   return arith::OrIOp::create(b, loc, lo, i64(static_cast<int64_t>(hi)));
 }
@@ -399,16 +405,31 @@ void KernelEmitter::loadTile(Value t, Value s) {
   Value stageA = add(add(alignPad, mul(s, cfg.tileM * rowBytes)), lay.a);
   Value stageB = add(add(alignPad, mul(s, cfg.tileN * rowBytes)), lay.b);
   Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
-  Value vb = memref::ViewOp::create(b, loc, tileBT, smem, stageB, {});
   // Coordinates innermost first: [k, row].
   nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
                                 ValueRange{kk, i32ToIndex(m0)}, s,
                                 /*multicastMask=*/Value(),
                                 /*predicate=*/Value());
-  nvgpu::TmaAsyncLoadOp::create(b, loc, vb, bars, tmapB,
-                                ValueRange{kk, i32ToIndex(rowB0)}, s,
-                                /*multicastMask=*/Value(),
-                                /*predicate=*/Value());
+  if (!cfg.rhsNMajor) {
+    Value vb = memref::ViewOp::create(b, loc, tileBT, smem, stageB, {});
+    nvgpu::TmaAsyncLoadOp::create(b, loc, vb, bars, tmapB,
+                                  ValueRange{kk, i32ToIndex(rowB0)}, s,
+                                  /*multicastMask=*/Value(),
+                                  /*predicate=*/Value());
+    return;
+  }
+  // N-major rhs rows are K: box h holds columns n0 + 64 h .. + 63 (bytes
+  // 128 h on) of the tile's tileK rows, which start at row rowB0 + k.
+  Value row = add(i32ToIndex(rowB0), add(kBegin, mul(t, cfg.tileK)));
+  for (int64_t h = 0; h < cfg.tileN / 64; ++h) {
+    Value at = add(stageB, h * cfg.tileK * kSwizzleBytes);
+    Value vb = memref::ViewOp::create(b, loc, tileBT, smem, at, {});
+    Value col = i32ToIndex(mul(add(n0, 64 * h), elementBytes()));
+    nvgpu::TmaAsyncLoadOp::create(b, loc, vb, bars, tmapB,
+                                  ValueRange{col, row}, s,
+                                  /*multicastMask=*/Value(),
+                                  /*predicate=*/Value());
+  }
 }
 
 void KernelEmitter::emitContractionRange() {
@@ -1071,20 +1092,27 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     Value baseA = smemAddr(add(add(mul(d64, strideA), aWarpgroupOff), offA));
     Value baseB = smemAddr(add(mul(d64, strideB), offB));
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    // An N-major rhs: its boxes are tileK rows of 128 bytes apart, and a
+    // k16 step is 16 rows on (2048 bytes, 128 units of 16 bytes).
+    bool nMajor = cfg.rhsNMajor;
+    int64_t stepB = nMajor ? cfg.mmaK * kSwizzleBytes / 16 : 2;
     for (int64_t panel = 0; panel < panels; ++panel) {
       Value descA = matrixDescriptor(add(baseA, panel * panelBytesA));
-      Value descB = matrixDescriptor(add(baseB, panel * panelBytesB));
+      Value descB =
+          nMajor ? matrixDescriptor(baseB, cfg.tileK * kSwizzleBytes)
+                 : matrixDescriptor(add(baseB, panel * panelBytesB));
       for (int64_t i = 0; i < stepsPerPanel; ++i) {
-        // k16 steps advance 32 bytes (2 units of 16 bytes).
+        // K-major k16 steps advance 32 bytes (2 units of 16 bytes).
         Value da = i ? add(descA, 2 * i) : descA;
-        Value db = i ? add(descB, 2 * i) : descB;
+        Value db = i ? add(descB, stepB * i) : descB;
         bool start = first && panel == 0 && i == 0;
         acc = NVVM::WgmmaMmaAsyncOp::create(
             b, loc, accT, acc, da, db, shape, NVVM::WGMMATypes::bf16,
             NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
             start ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
             NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-            NVVM::MMALayout::row, NVVM::MMALayout::col,
+            NVVM::MMALayout::row,
+            nMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col,
             /*satfinite=*/nullptr);
       }
     }
@@ -1242,7 +1270,10 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       Value blockIdx = divu(toI64(m0), p.blockSize);
       Value expert =
           loadGlobal(i32T, globalElement(i32T, blockToExpert, blockIdx), 4);
-      rowB0 = add(mul(expert, i32(p.n)), n0);
+      // N-major: the expert's first K row; K-major: its first N row of
+      // this tile.
+      rowB0 = cfg.rhsNMajor ? mul(expert, i32(p.k))
+                            : add(mul(expert, i32(p.n)), n0);
     }
     if (isFp8())
       emitProducerFp8();
@@ -1346,6 +1377,18 @@ static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
          << target.getChip();
       return why;
     }
+  }
+  // N-major rhs rows are K rows of consecutive experts: a K tile must not
+  // run into the next expert's (TMA zero-fills only past the tensor).
+  if (cfg.rhsNMajor &&
+      (problem.path != MXMmaPath::Bf16Operands ||
+       problem.kind != MXGemmKind::Block || problem.k % cfg.tileK ||
+       problem.n % 8 || cfg.tileN % 64)) {
+    os << "an N-major rhs needs a block GEMM on the bf16-operands MMA path "
+          "with K a multiple of the tile K "
+       << cfg.tileK << " and N a multiple of 8, got " << problem.m << "x"
+       << problem.n << "x" << problem.k;
+    return why;
   }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&
       (problem.path != MXMmaPath::Bf16Operands ||

@@ -9,7 +9,9 @@
 //             cvt.rn.f16x2.e4m3x2 -> f32 * 2^(byte - 127) -> bf16
 //   4 x 16-byte stores
 //
-// and along rows, written transposed (the output's rows are the columns):
+// and along rows, written transposed (the output's rows are the columns),
+// or in place for a GEMM that reads the operand N-major (a thread per
+// column pair, 32 loads of one pair, 32 4-byte stores of the rounded pair):
 //
 //   values: a block per 32-row group and 256-column tile; warp w reads rows
 //           w + 8 i with 16-byte loads into an f32 shared-memory tile, then
@@ -73,7 +75,9 @@ public:
 
   /// Whether values are transposed through a shared-memory tile: along
   /// rows, values whose rows split into 16-byte chunks.
-  bool tiled() const { return p.alongRows && !codes && p.cols % 8 == 0; }
+  bool tiled() const {
+    return p.alongRows && p.transposeOut && !codes && p.cols % 8 == 0;
+  }
 
   /// The number of threads with work (tiled: of blocks).
   int64_t workItems() const {
@@ -411,11 +415,29 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
       codeScales[0] = element(v, 0);
       codeScales[1] = element(v, 1);
     }
-    for (int64_t q = 0; q < 2; ++q) {
-      // Output row t * cols + c + q, elements 32 g .. 32 g + 31.
-      Value at = add(mul(add(mul(t, p.cols), add(c, q)), p.rows),
-                     mul(g, kBlock));
-      storeBlock(roundBlock(columns[q], codeScales[q]), mul(at, 2));
+    SmallVector<Value> rounded[2];
+    for (int64_t q = 0; q < 2; ++q)
+      rounded[q] = roundBlock(columns[q], codeScales[q]);
+    if (p.transposeOut) {
+      for (int64_t q = 0; q < 2; ++q) {
+        // Output row t * cols + c + q, elements 32 g .. 32 g + 31.
+        Value at = add(mul(add(mul(t, p.cols), add(c, q)), p.rows),
+                       mul(g, kBlock));
+        storeBlock(rounded[q], mul(at, 2));
+      }
+    } else {
+      // In place: the pair of row 32 g + j as one 4-byte store, so that a
+      // warp writes 128 contiguous bytes of each row.
+      auto pairT = VectorType::get({2}, bf16T);
+      for (int64_t j = 0; j < kBlock; ++j) {
+        Value v = LLVM::UndefOp::create(b, loc, pairT);
+        for (int64_t q = 0; q < 2; ++q)
+          v = LLVM::InsertElementOp::create(
+              b, loc, v, rounded[q][j],
+              arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(q)));
+        Value at = add(mul(add(row0, j), p.cols), c);
+        store(v, out, mul(at, 2), 4);
+      }
     }
   }
   b.setInsertionPointAfter(ifOp);

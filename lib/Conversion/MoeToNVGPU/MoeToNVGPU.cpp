@@ -254,13 +254,13 @@ private:
   /// kernels read it: bf16, its contraction axis `kAxis` innermost. Reuses
   /// the operand already made for the same value, scales and axis.
   FailureOr<Value> prepareOperand(Operation *op, Value data, Value scales,
-                                  int64_t kAxis);
+                                  int64_t kAxis, bool transpose = true);
 
   OpBuilder &b;
   gpu::GPUModuleOp kernels;
   const TargetInfo &target;
   unsigned next = 0;
-  DenseMap<std::tuple<Value, Value, int64_t>, Value> prepared;
+  DenseMap<std::tuple<Value, Value, int64_t, int64_t>, Value> prepared;
 };
 
 LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
@@ -315,9 +315,10 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
 }
 
 FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
-                                              Value scales, int64_t kAxis) {
-  // GEMMs of one block share operands (regions are isolated from above).
-  auto key = std::make_tuple(data, scales, kAxis);
+                                              Value scales, int64_t kAxis,
+                                              bool transpose) {
+  // GEMMs of one block share operands.
+  auto key = std::make_tuple(data, scales, kAxis, int64_t(transpose));
   if (Value done = prepared.lookup(key))
     if (done.getParentBlock() == op->getBlock())
       return done;
@@ -329,6 +330,7 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   problem.rows = shape[rank - 2];
   problem.cols = shape[rank - 1];
   problem.alongRows = kAxis == rank - 2;
+  problem.transposeOut = transpose;
   problem.sourceType = type.getElementType();
   Value source = data;
   if (scales) {
@@ -342,8 +344,9 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
       problem.quant = quantize.getQuant();
       scales = Value();
     }
-  } else if (problem.sourceType.isBF16() && !problem.alongRows) {
-    // bf16 values with K innermost already.
+  } else if (problem.sourceType.isBF16() &&
+             (!problem.alongRows || !transpose)) {
+    // bf16 values in the layout the kernel reads already.
     prepared[key] = data;
     return data;
   }
@@ -367,7 +370,7 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
     record.pointerArgs = {0, 1, 2};
   }
   SmallVector<int64_t> outShape(shape);
-  if (problem.alongRows)
+  if (problem.alongRows && transpose)
     std::swap(outShape[rank - 2], outShape[rank - 1]);
   auto outType = RankedTensorType::get(outShape, b.getBF16Type());
   Value result = emitLaunch(b, op->getLoc(), record, operands, outType)[0];
@@ -403,8 +406,11 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     lhs = prepareOperand(op, gemm.getLhs(), gemm.getLhsScales(), 1);
     if (failed(lhs))
       return failure();
+    // rhs_n_major: the kernel reads a transpose_rhs weight [E, K, N] as it
+    // is stored.
     rhs = prepareOperand(op, gemm.getRhs(), gemm.getRhsScales(),
-                         gemm.getTransposeRhs() ? 1 : 2);
+                         gemm.getTransposeRhs() ? 1 : 2,
+                         /*transpose=*/!cfg.rhsNMajor);
     bias = gemm.getBias();
     blocks = gemm.getBlockToExpert();
     prefix = "block_matmul_";

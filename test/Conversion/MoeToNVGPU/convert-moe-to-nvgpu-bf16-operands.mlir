@@ -168,8 +168,9 @@ func.func @quantized_k_innermost(%x: tensor<256x256xbf16>,
 // -----
 
 // A transpose_rhs weight [E, K, N] quantized along K (axis 1) with e5m2 /
-// FLOOR: a column-mode operand kernel writes it as [E, N, K] through a
-// shared-memory tile (one block per 32-row group and 256-column tile:
+// FLOOR, with a #moe.gemm_config that reads the rhs K-major (no
+// rhs_n_major): a column-mode operand kernel writes it as [E, N, K] through
+// a shared-memory tile (one block per 32-row group and 256-column tile:
 // 2 x 8 x 1 = 16 blocks). N = 96 is a partial tile: the kernel guards its
 // columns, the GEMM its column stores.
 
@@ -234,6 +235,59 @@ func.func @quantized_transposed(%x: tensor<256x256xbf16>,
   %r = moe.block_matmul
       lhs(%xq : tensor<256x256xf8E5M2> scales %xs : tensor<256x8xf8E8M0FNU>)
       rhs(%wq : tensor<2x256x96xf8E5M2> scales %ws : tensor<2x8x96xf8E8M0FNU>)
+      experts(%blk : tensor<2xi32>) {block_size = 128 : i64, transpose_rhs,
+       moe.gemm_config = #moe.gemm_config<mma = bf16_operands,
+           tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6,
+           warpgroups = [1, 2], registers = [40, 232]>}
+      -> tensor<256x96xf32>
+  return %r : tensor<256x96xf32>
+}
+
+// -----
+
+// The same GEMM with the configuration moe-gpu-kernel-config chooses
+// (rhs_n_major): the operand kernel rounds the weight along K in place, a
+// column pair per thread (2 x 8 x 48 = 768 pairs: 3 blocks), 32 4-byte
+// stores of the pair; the GEMM reads [E * K, N] rows with two 64-column
+// boxes of 64 K rows per stage, the expert's first K row at expert * 256,
+// and issues the transposed-B wgmma (B layout row) with a descriptor whose
+// LBO is one box (8192 bytes: 1 << 62 | 64 << 32 | 512 << 16, next to A's
+// 1 << 62 | 64 << 32 | 1 << 16) and whose k16 steps advance 16 rows
+// (2048 bytes, 128 units).
+
+// CHECK-LABEL: func.func @n_major_rhs(
+// CHECK:         call @mx_operand_1_launch(%{{.*}}, %{{.*}}) : (memref<2x256x96xbf16>, memref<2x256x96xbf16>) -> ()
+// CHECK:         call @block_matmul_2_launch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<2x256x96xbf16>, memref<2xi32>, memref<256x96xf32>) -> ()
+// CHECK-LABEL: func.func private @mx_operand_1_launch(memref<2x256x96xbf16>, memref<2x256x96xbf16>)
+// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_1, grid = [3, 1, 1], block = [256, 1, 1], pointers = [0, 1]>
+// CHECK-LABEL: func.func private @block_matmul_2_launch(
+// CHECK-SAME:      tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, {{.*}}>, 1 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>], pointers = [3, 2]>
+// CHECK-LABEL: gpu.func @mx_operand_1(
+// CHECK-NOT:         workgroup
+// CHECK-COUNT-32:    llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> vector<2xbf16>
+// CHECK-COUNT-32:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
+// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<1>
+// CHECK-NOT:         llvm.store
+// CHECK:           gpu.return
+// CHECK-LABEL: gpu.func @block_matmul_2(
+// CHECK:           nvvm.setmaxregister decrease 40
+// CHECK:           arith.muli %{{.*}}, %c256_i32 : i32
+// CHECK-COUNT-2:   nvgpu.tma.async.load
+// CHECK:           nvvm.setmaxregister increase 232
+// CHECK:           arith.constant 4611686293305360384 : i64
+// CHECK:           arith.constant 4611686293338849280 : i64
+// CHECK:           nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+func.func @n_major_rhs(%x: tensor<256x256xbf16>, %w: tensor<2x256x96xbf16>,
+                       %blk: tensor<2xi32>) -> tensor<256x96xf32> {
+  %xq, %xs = moe.mx_quantize %x
+      {axis = 1 : i64, quant = #moe.mx<f8E5M2, block = 32, rule = floor>}
+      : tensor<256x256xbf16> -> tensor<256x256xf8E5M2>, tensor<256x8xf8E8M0FNU>
+  %wq, %ws = moe.mx_quantize %w
+      {axis = 1 : i64, quant = #moe.mx<f8E5M2, block = 32, rule = floor>}
+      : tensor<2x256x96xbf16> -> tensor<2x256x96xf8E5M2>, tensor<2x8x96xf8E8M0FNU>
+  %r = moe.block_matmul
+      lhs(%xq : tensor<256x256xf8E5M2> scales %xs : tensor<256x8xf8E8M0FNU>)
+      rhs(%wq : tensor<2x256x96xf8E5M2> scales %ws : tensor<2x8x96xf8E8M0FNU>)
       experts(%blk : tensor<2xi32>) {block_size = 128 : i64, transpose_rhs}
       -> tensor<256x96xf32>
   return %r : tensor<256x96xf32>
@@ -286,10 +340,8 @@ func.func @quantized_transposed(%x: tensor<256x256xbf16>,
 // CHECK:             llvm.getelementptr %[[SCALES]]
 // CHECK-NEXT:        llvm.load %{{.*}} invariant {alignment = 2 : i64} : !llvm.ptr<1> -> vector<2xi8>
 // CHECK-NOT:         nvvm.convert.f32x2.to.f8x2
-// CHECK-COUNT-16:    nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
-// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
-// CHECK-COUNT-16:    nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
-// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-COUNT-32:    nvvm.convert.f8x2.to.f16x2 %{{.*}} : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
+// CHECK-COUNT-8:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
 // CHECK-NOT:         nvvm.convert.f32x2.to.f8x2
 // CHECK:           gpu.return
 //
@@ -336,33 +388,18 @@ func.func @expert_f32_and_codes(%h: tensor<256x128xf32>,
 // -----
 
 // bf16 without scales (quant = none): the K-innermost lhs goes to the GEMM
-// as it is (no operand kernel); the transpose_rhs weight [E, K, N] is only
-// transposed by its operand kernel, with no FP8 rounding.
+// as it is, and so does the transpose_rhs weight [E, K, N], which the
+// kernel reads N-major (rhs_n_major): no operand kernel at all.
 
 // CHECK-LABEL: func.func @bf16_transposed(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<256x256xbf16>, %[[W:[^:]*]]: tensor<2x256x128xbf16>, %[[BLK:[^:]*]]: tensor<2xi32>)
-// CHECK:         %[[WB:.*]] = bufferization.to_buffer %[[W]] read_only
-// CHECK:         call @mx_operand_0_launch(%[[WB]], %{{.*}}) : (memref<2x256x128xbf16>, memref<2x128x256xbf16>) -> ()
-// CHECK:         %[[WT:.*]] = bufferization.to_tensor
 // CHECK:         %[[A:.*]] = bufferization.to_buffer %[[X]] read_only
-// CHECK:         %[[B:.*]] = bufferization.to_buffer %[[WT]] read_only
-// CHECK:         call @block_matmul_1_launch(%[[A]], %[[B]], %{{.*}}, %{{.*}})
+// CHECK:         %[[B:.*]] = bufferization.to_buffer %[[W]] read_only
+// CHECK:         call @block_matmul_0_launch(%[[A]], %[[B]], %{{.*}}, %{{.*}})
 // CHECK-NOT:     call
-// CHECK-LABEL: func.func private @mx_operand_0_launch(
-// CHECK-SAME:      grid = [16, 1, 1]
-// CHECK-NOT:   gpu.func @mx_operand_1
-// CHECK-LABEL: gpu.func @mx_operand_0(
-// CHECK-NOT:         nvvm.convert
-// CHECK-COUNT-4:     llvm.load %{{.*}} : !llvm.ptr<1> -> vector<8xbf16>
-// CHECK-NOT:         nvvm.convert
-// CHECK-NOT:         arith.mulf
-// CHECK:             arith.truncf %{{.*}} : f32 to bf16
-// CHECK-NOT:         nvvm.convert
-// CHECK-COUNT-4:     llvm.store %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
-// CHECK-NOT:         nvvm.convert
-// CHECK:           gpu.return
-// CHECK-LABEL: gpu.func @block_matmul_1(
-// CHECK-COUNT-4:     nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-NOT:   gpu.func @mx_operand
+// CHECK-LABEL: gpu.func @block_matmul_0(
+// CHECK-COUNT-4:     nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
 func.func @bf16_transposed(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
                            %blk: tensor<2xi32>) -> tensor<256x128xf32> {
   %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)

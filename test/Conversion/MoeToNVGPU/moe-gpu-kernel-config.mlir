@@ -74,3 +74,25 @@ func.func @user_set(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
       -> tensor<256x256xf32>
   return %r : tensor<256x256xf32>
 }
+
+// A transpose_rhs weight [E, K, N] (the recompute's gate/up weight) is read
+// as it is stored (rhs_n_major) on every path that takes it on bf16
+// operands; with K = 96, not a multiple of the tile K 64, a K tile would
+// run into the next expert's rows, so the rhs is read K-major.
+// DEFAULT-LABEL: func.func @n_major(
+// DEFAULT:         moe.block_matmul
+// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true>
+// DEFAULT:         moe.block_matmul
+// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
+                   %x2: tensor<256x96xbf16>, %w2: tensor<2x96x128xbf16>,
+                   %blk: tensor<2xi32>)
+    -> (tensor<256x128xf32>, tensor<256x128xf32>) {
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<2x256x128xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64, transpose_rhs} -> tensor<256x128xf32>
+  %r2 = moe.block_matmul lhs(%x2 : tensor<256x96xbf16>)
+      rhs(%w2 : tensor<2x96x128xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64, transpose_rhs} -> tensor<256x128xf32>
+  return %r, %r2 : tensor<256x128xf32>, tensor<256x128xf32>
+}

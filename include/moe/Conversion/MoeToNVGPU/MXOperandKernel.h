@@ -12,7 +12,8 @@
 //           quantized by the caller): dequantized.
 //
 //   out     bf16 [batch, rows, cols] (along cols) or [batch, cols, rows]
-//           (along rows: written transposed, so K is contiguous)
+//           (along rows: written transposed, so K is contiguous; or as
+//           [batch, rows, cols] for a GEMM that reads it N-major)
 //
 // Values may be the rows of a moe.gather_rows: row r is then read from
 // source[ids[r]] (a token's row of x or dy), zeros where ids[r] is padding
@@ -56,6 +57,10 @@ struct MXOperandProblem {
   /// The quantization of values (none or null: round to bf16 only). Unused
   /// for codes.
   MXQuantAttr quant;
+  /// Along rows: write the output transposed ([batch, cols, rows], K
+  /// contiguous), or in the source's layout (for a GEMM that reads the
+  /// operand N-major).
+  bool transposeOut = true;
   /// Values only, batch 1: the rows come from a source of `sourceRows` rows
   /// through i32 row ids (negative or out of range: a zero row); 0 when the
   /// source is read as it is.

@@ -59,6 +59,9 @@ struct MXGemmConfig {
   int64_t scaleTableStride;
   /// Suspend-time hint of mbarrier.try_wait (ns).
   int64_t waitTicks;
+  /// Bf16Operands block GEMMs: the rhs is read [K, N] per expert (N
+  /// contiguous) with the transposed-B MMA (#moe.gemm_config rhs_n_major).
+  bool rhsNMajor = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

@@ -146,7 +146,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        MXMmaPath mma, ArrayRef<int64_t> tile,
                        ArrayRef<int64_t> mmaShape, int64_t stages,
                        int64_t dequantStages, ArrayRef<int64_t> warpgroups,
-                       ArrayRef<int64_t> registers) {
+                       ArrayRef<int64_t> registers, bool rhsNMajor) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -177,6 +177,10 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << dequantStages;
   if (mma != MXMmaPath::Bf16Dequant && dequantStages != 0)
     return emitError() << "dequant_stages applies only to the bf16 MMA path";
+  // Only the kernels that stream bf16 values by TMA read them N-major.
+  if (rhsNMajor && mma != MXMmaPath::Bf16Operands)
+    return emitError()
+           << "rhs_n_major applies only to the bf16_operands MMA path";
   // The range and granularity setmaxnreg accepts.
   for (int64_t count : registers)
     if (count < 24 || count > 256 || count % 8)

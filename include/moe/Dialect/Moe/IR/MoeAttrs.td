@@ -185,7 +185,10 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     the depth of the shared-memory ring of operand tiles (`stages`) and, on
     the `bf16` path, of the ring of dequantized tiles (`dequant_stages`),
     the producer and consumer warpgroups, and their `setmaxnreg` register
-    counts. `moe-gpu-kernel-config` chooses it from the chip's description
+    counts, and (`rhs_n_major`, `bf16_operands` only) whether the kernel
+    reads the rhs of a block GEMM as it is stored, [K, N] per expert with N
+    contiguous, through the transposed-B form of the MMA, instead of a copy
+    with K contiguous. `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
     the chip cannot run (a tile K other than one 128-byte swizzle panel, an
@@ -214,14 +217,16 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     "int64_t":$stages,
     DefaultValuedParameter<"int64_t", "0">:$dequantStages,
     ArrayRefParameter<"int64_t">:$warpgroups,
-    ArrayRefParameter<"int64_t">:$registers
+    ArrayRefParameter<"int64_t">:$registers,
+    DefaultValuedParameter<"bool", "false">:$rhsNMajor
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
     `mma_shape` `=` `[` $mmaShape `]` `,` `stages` `=` $stages `,`
     (`dequant_stages` `=` $dequantStages^ `,`)?
     `warpgroups` `=` `[` $warpgroups `]` `,`
-    `registers` `=` `[` $registers `]` `>`
+    `registers` `=` `[` $registers `]`
+    (`,` `rhs_n_major` `=` $rhsNMajor^)? `>`
   }];
   let genVerifyDecl = 1;
 }
