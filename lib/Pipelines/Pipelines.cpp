@@ -11,6 +11,9 @@
 //     buffer-results-to-out-params           results -> trailing out-params
 //     llvm-request-c-wrappers                _mlir_ciface_<name> for callers
 //     buffer-deallocation-pipeline           frees every temporary
+//     moe-results-in-place                   results computed in their
+//                                            out-parameters, no copy
+//     moe-free-after-last-use                each free after the last use
 //     convert-linalg-to-loops, scf-to-cf
 //     arith-expand (bf16), math-to-libm      no soft-float runtime needed
 //     expand-strided-metadata, lower-affine, ... -to-llvm
@@ -31,7 +34,7 @@
 // and the hybrid GPU pipeline, which joins them:
 //
 //   moe.blockwise_bwd
-//     moe-decompose-bwd (no fusion)
+//     moe-decompose-bwd, moe-fuse            kernel regions
 //     moe-gpu-kernel-config{chip}            #moe.gemm_config on every GEMM
 //     convert-moe-to-nvgpu{chip}             kernels + calls of launch
 //                                            functions (declarations)
@@ -48,10 +51,11 @@
 // and the device-resident GPU pipeline, with every phase on the GPU:
 //
 //   moe.blockwise_bwd
-//     moe-decompose-bwd (no fusion)
+//     moe-decompose-bwd, moe-fuse
 //     moe-gpu-kernel-config{chip}, convert-moe-to-nvgpu{chip}, kernel
 //       lowering and serialization (GEMMs)
-//     convert-moe-to-linalg{parallel-slot-ops}, bufferization, deallocation
+//     convert-moe-to-linalg{parallel-slot-ops}, bufferization, deallocation,
+//     moe-results-in-place, moe-free-after-last-use
 //     moe-gpu-reductions-innermost, convert-linalg-to-parallel-loops,
 //     moe-gpu-loop-shape, gpu-map-parallel-loops,
 //     convert-parallel-loops-to-gpu        one gpu.launch per loop nest
@@ -264,6 +268,10 @@ void addHostLowering(OpPassManager &pm, HostLowering mode,
   pm.addNestedPass<func::FuncOp>(LLVM::createLLVMRequestCWrappersPass());
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createConvertBufferizationToMemRefPass());
+  // Results computed in their out-parameters (no copy at the end), and
+  // every temporary freed after its last use rather than at the end.
+  pm.addNestedPass<func::FuncOp>(createMoeResultsInPlace());
+  pm.addNestedPass<func::FuncOp>(createMoeFreeAfterLastUse());
   // The launch functions get their bodies only now: buffer deallocation
   // cannot handle gpu host ops.
   if (mode == HostLowering::Hybrid)

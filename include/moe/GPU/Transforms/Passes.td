@@ -132,4 +132,40 @@ def MoeGPUAsyncRegion : Pass<"moe-gpu-async-region", "::mlir::func::FuncOp"> {
   ];
 }
 
+def MoeResultsInPlace : Pass<"moe-results-in-place", "::mlir::func::FuncOp"> {
+  let summary = "Compute each result in its out-parameter instead of copying it there";
+  let description = [{
+    After `buffer-results-to-out-params`, a result that a kernel computed in
+    a buffer of its own (`memref.alloc`, possibly viewed through a
+    `memref.expand_shape` or `memref.collapse_shape`) is copied into its
+    out-parameter at the end of the function (the upstream pass's
+    `hoist-static-allocs` does not fire on these functions in LLVM 22).
+    For every such `memref.copy` whose target is an argument used by that
+    copy only, and whose source buffer is used after it by its
+    `memref.dealloc` only, the buffer becomes a view of the argument (the
+    inverse reshape, made at the function's entry): the kernel writes the
+    out-parameter directly, and the copy, the allocation and its
+    deallocation go away. At the backward's shape 1 this saves the copy of
+    the f32 weight gradients (9.7 GB) and their second buffer.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
+def MoeFreeAfterLastUse : Pass<"moe-free-after-last-use", "::mlir::func::FuncOp"> {
+  let summary = "Free each buffer right after its last use";
+  let description = [{
+    The ownership-based buffer deallocation frees a block's buffers at the
+    block's end, so that every temporary of the backward is live at once
+    (the three rounded copies of the weights together). This pass moves
+    each unconditional `memref.dealloc` of a `memref.alloc` of the same
+    block to just after the last op of that block that uses the buffer or
+    any value derived from it (any result of a user, transitively: views,
+    casts, extracted pointers), so that the device-resident pipeline's
+    stream-ordered frees return the memory to the pool for the next
+    kernels. Program order is stream order there, so no kernel that reads
+    the buffer can run after its free.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 #endif // MOE_GPU_TRANSFORMS_PASSES_TD
