@@ -236,9 +236,10 @@ class Bench:
                 for line in f:
                     if line.startswith("commit: "):
                         self.result["bundle"] = line[len("commit: "):].strip()
-        # The device machine gets a copy of the working tree without .git:
-        # the bundle's commit is then the one that was built.
-        self.result["commit"] = commit or self.result["bundle"]
+        # The bundle's commit is the code that ran. The device machine's
+        # copy of the working tree may have no .git, or a stale one (a run
+        # at d5c006f recorded the session's first commit).
+        self.result["commit"] = self.result["bundle"] or commit
         if self.args.dry_run:
             self.result["device"] = "dry run"
             return

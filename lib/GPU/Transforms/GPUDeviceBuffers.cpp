@@ -23,6 +23,8 @@
 //===----------------------------------------------------------------------===//
 #include "moe/GPU/Transforms/Passes.h"
 
+#include "moe/Dialect/Moe/IR/MoeDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -47,8 +49,9 @@ bool isPlainBuffer(MemRefType type) {
 }
 
 /// Whether the code writes into `buffer` other than by memref.copy: a
-/// store (in a gpu.launch body too), a linalg output, the result (last
-/// operand) of a call, through views of it.
+/// store (in a gpu.launch body too), a linalg output, a result of a call
+/// (its last operand, or those its #moe.gpu_launch record counts), through
+/// views of it.
 bool isWrittenInPlace(Value buffer) {
   for (OpOperand &use : buffer.getUses()) {
     Operation *user = use.getOwner();
@@ -58,8 +61,16 @@ bool isWrittenInPlace(Value buffer) {
     } else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user)) {
       if (linalgOp.isDpsInit(&use))
         return true;
-    } else if (isa<func::CallOp>(user)) {
-      if (use.getOperandNumber() + 1 == user->getNumOperands())
+    } else if (auto call = dyn_cast<func::CallOp>(user)) {
+      // A kernel launch writes its record's trailing `results` operands;
+      // any other call, its last.
+      int64_t results = 1;
+      if (auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+              call, call.getCalleeAttr()))
+        if (auto launch = callee->getAttrOfType<GPULaunchAttr>(
+                kGPULaunchAttrName))
+          results = launch.getResults();
+      if (use.getOperandNumber() + results >= user->getNumOperands())
         return true;
     } else if (isa<ViewLikeOpInterface>(user)) {
       if (llvm::any_of(user->getResults(), isWrittenInPlace))

@@ -160,3 +160,27 @@ func.func @blocks(%in: memref<8xf32>) {
 ^next:
   return
 }
+
+// -----
+
+// A kernel launch with two results (a fused epilogue's) writes an
+// out-parameter through its first result operand, which is not the call's
+// last operand: the record's `results` = 2 marks it written, so it is
+// copied back to the host before the return.
+// CHECK-LABEL: func.func @two_results(
+// CHECK-SAME:      %[[IN:[^:]*]]: memref<4xf32>, %[[OUT:[^:]*]]: memref<4xf32>)
+// CHECK:         %[[DIN:.*]] = gpu.alloc  () : memref<4xf32>
+// CHECK:         %[[DOUT:.*]] = gpu.alloc  () : memref<4xf32>
+// CHECK:         call @k_launch(%[[DIN]], %[[DOUT]], %{{.*}})
+// CHECK:         gpu.memcpy  %[[OUT]], %[[DOUT]] : memref<4xf32>, memref<4xf32>
+// CHECK:         return
+func.func private @k_launch(memref<4xf32>, memref<4xf32>, memref<2xf32>)
+    attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @m::@k,
+                  grid = [1, 1, 1], block = [128, 1, 1], pointers = [0, 1, 2],
+                  results = 2>}
+func.func @two_results(%in: memref<4xf32>, %out: memref<4xf32>) {
+  %tmp = memref.alloc() : memref<2xf32>
+  call @k_launch(%in, %out, %tmp) : (memref<4xf32>, memref<4xf32>, memref<2xf32>) -> ()
+  memref.dealloc %tmp : memref<2xf32>
+  return
+}
