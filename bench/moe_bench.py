@@ -67,8 +67,9 @@ SHAPES = {
 }
 MODEL_FLOPS = 12
 # The GEMM kernels' names: block_matmul_<n>, expert_matmul_<n> (mx_ in
-# front on the fp8 / bf16 MMA paths); mx_operand_<n> round operands.
-GEMM_KERNEL = re.compile(r"^(mx_)?(block|expert)_matmul_[0-9]+$")
+# front on the fp8 / bf16 MMA paths), block_matmul_act_<n> (P1 with the
+# activation backward in its epilogue); mx_operand_<n> round operands.
+GEMM_KERNEL = re.compile(r"^(mx_)?(block|expert)_matmul(_act)?_[0-9]+$")
 # The device machine allows 10 minutes a command; past this many seconds
 # the remaining steps are skipped (and recorded) so that the JSON and the
 # table still come out.
