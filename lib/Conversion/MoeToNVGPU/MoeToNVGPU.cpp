@@ -110,6 +110,19 @@ struct LaunchRecord {
   SmallVector<int64_t> pointerArgs;
 };
 
+/// The launch record of a GEMM kernel: TMA descriptors of tmapA and tmapB
+/// over host arguments `mapA` and `mapB`, then global pointers to the host
+/// arguments `pointers`, in the kernel's argument order.
+LaunchRecord gemmRecord(const MXGemmLaunch &launch, int64_t mapA,
+                        int64_t mapB, ArrayRef<int64_t> pointers) {
+  return {launch.kernel,
+          launch.grid,
+          launch.block,
+          launch.dynamicSharedMemory,
+          {{mapA, launch.tensorMapA}, {mapB, launch.tensorMapB}},
+          SmallVector<int64_t>(pointers)};
+}
+
 /// Declares the host function that runs `record` (its body comes from
 /// moe-lower-gpu-launches, after buffer deallocation) and calls it on
 /// buffers of `operands`, each result written into a new buffer of its
@@ -301,12 +314,7 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
       buildMXGemmSm90Kernel(b, loc, kernels, freshName(prefix), problem, cfg);
   // Kernel arguments: tmapA (lhs codes), tmapB (rhs codes), then the
   // global pointers sa, sb, c, blockToExpert.
-  LaunchRecord record{launch.kernel,
-                      launch.grid,
-                      launch.block,
-                      launch.dynamicSharedMemory,
-                      {{0, launch.tensorMapA}, {2, launch.tensorMapB}},
-                      {1, 3, 5, 4}};
+  LaunchRecord record = gemmRecord(launch, 0, 2, {1, 3, 5, 4});
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
@@ -438,12 +446,7 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   // (, bias).
   SmallVector<Value> operands = {*lhs, *rhs, blocks};
   int64_t resultArg = bias ? 4 : 3;
-  LaunchRecord record{launch.kernel,
-                      launch.grid,
-                      launch.block,
-                      launch.dynamicSharedMemory,
-                      {{0, launch.tensorMapA}, {1, launch.tensorMapB}},
-                      {resultArg, 2}};
+  LaunchRecord record = gemmRecord(launch, 0, 1, {resultArg, 2});
   if (bias) {
     operands.push_back(bias);
     record.pointerArgs.push_back(3);
@@ -470,12 +473,7 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   // (, partials).
   SmallVector<Value> operands = {lhs, rhs, blocks, epi.act.getGateUp(),
                                  epi.act.getSlotAffinities()};
-  LaunchRecord record{launch.kernel,
-                      launch.grid,
-                      launch.block,
-                      launch.dynamicSharedMemory,
-                      {{0, launch.tensorMapA}, {1, launch.tensorMapB}},
-                      {5, 2, 3, 4}};
+  LaunchRecord record = gemmRecord(launch, 0, 1, {5, 2, 3, 4});
   SmallVector<Type> resultTypes = {epi.act.getDGateUp().getType()};
   const MXGemmEpilogue &e = problem.epilogue;
   auto hType = cast<RankedTensorType>(epi.act.getH().getType());
