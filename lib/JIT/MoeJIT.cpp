@@ -813,16 +813,14 @@ Expected<LayerDesc> Executable::layer() const {
   return *impl_->layer;
 }
 
-Status Executable::run(const std::vector<ConstTensorRef> &inputs,
-                       const std::vector<TensorRef> &outputs,
-                       RunStats *stats) const {
-  RunStats ignored;
-  if (!stats)
-    stats = &ignored;
-  *stats = RunStats();
-  if (!impl_)
-    return Status::error("run: empty Executable (not from a Compiler)");
-  const Impl &impl = *impl_;
+namespace {
+
+/// The argument checks of Executable::run and runOnDevice: counts, null
+/// and misaligned pointers, dtypes, shapes, outputs overlapping other
+/// buffers and, with `routing` (host memory), the routing layout.
+Status checkArguments(const Executable::Impl &impl,
+                      const std::vector<ConstTensorRef> &inputs,
+                      const std::vector<TensorRef> &outputs, bool routing) {
   const Signature &sig = impl.signature;
   if (inputs.size() != sig.inputs.size() ||
       outputs.size() != sig.outputs.size())
@@ -872,6 +870,8 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
             " overlaps " + describe(other.kind, other.index, otherSpec));
       }
 
+  if (!routing)
+    return Status();
   // The routing layout: ids in range, then the ordering contract.
   if (impl.tokenInput >= 0 && impl.expertInput >= 0) {
     const TensorSpec &tokSpec = sig.inputs[impl.tokenInput];
@@ -903,6 +903,102 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
                            "break the routing layout contract: " +
                            problem);
   }
+
+  return Status();
+}
+
+/// The packed arguments of the entry: one StridedMemRefType descriptor per
+/// buffer of `data` (inputs, then outputs): allocated and aligned pointer,
+/// offset 0, sizes, row-major strides.
+struct MemRefArguments {
+  MemRefArguments(const Signature &sig, const std::vector<const void *> &data)
+      : descriptors(data.size()), pointers(data.size()), args(data.size()) {
+    size_t inputs = sig.inputs.size();
+    for (size_t i = 0; i < data.size(); ++i) {
+      const TensorSpec &spec =
+          i < inputs ? sig.inputs[i] : sig.outputs[i - inputs];
+      std::vector<int64_t> &desc = descriptors[i];
+      auto address = static_cast<int64_t>(reinterpret_cast<intptr_t>(data[i]));
+      desc = {address, address, 0};
+      desc.insert(desc.end(), spec.shape.begin(), spec.shape.end());
+      std::vector<int64_t> strides(spec.shape.size(), 1);
+      for (size_t d = spec.shape.size(); d-- > 1;)
+        strides[d - 1] = strides[d] * spec.shape[d];
+      desc.insert(desc.end(), strides.begin(), strides.end());
+      pointers[i] = desc.data();
+      args[i] = &pointers[i];
+    }
+  }
+  std::vector<std::vector<int64_t>> descriptors;
+  std::vector<void *> pointers;
+  /// What the packed entry takes (`args.data()`); a resident entry's stream
+  /// is appended by the caller.
+  std::vector<void *> args;
+};
+
+} // namespace
+
+Status Executable::runOnDevice(const std::vector<ConstTensorRef> &inputs,
+                               const std::vector<TensorRef> &outputs,
+                               void *stream, RunStats *stats) const {
+  RunStats ignored;
+  if (!stats)
+    stats = &ignored;
+  *stats = RunStats();
+  if (!impl_)
+    return Status::error("runOnDevice: empty Executable (not from a Compiler)");
+  const Impl &impl = *impl_;
+  if (!impl.cuda || !impl.deviceArguments)
+    return Status::error(
+        "runOnDevice: @" + impl.signature.function +
+        " was not compiled for device buffers (it needs target sm90a with "
+        "gpuMode resident; this one is " +
+        std::string(toString(impl.target)) +
+        (impl.gpuMode.empty() ? "" : ", gpuMode " + impl.gpuMode) +
+        "): use run()");
+  if (Status s = checkArguments(impl, inputs, outputs, /*routing=*/false); !s)
+    return s;
+
+  std::vector<const void *> data;
+  for (const ConstTensorRef &in : inputs)
+    data.push_back(in.data);
+  for (const TensorRef &out : outputs)
+    data.push_back(out.data);
+  MemRefArguments packed(impl.signature, data);
+  packed.args.push_back(&stream);
+
+  // The runtime's call stream and sticky error are per process: queuing
+  // takes turns, the work on the device does not.
+  std::lock_guard<std::mutex> gpuTurn(gpuMutex());
+  if (Status s = loadKernels(impl); !s)
+    return s;
+  Clock::time_point callStart = Clock::now();
+  impl.cuda->setCallStream(stream);
+  impl.packed(packed.args.data());
+  impl.cuda->setCallStream(nullptr);
+  stats->callSeconds = secondsSince(callStart);
+  // No runtime reset, even on an error: work queued before (this call's
+  // or another stream's) may still read the tensor maps the runtime holds,
+  // and the call frees its own workspace on the stream.
+  std::string error = impl.cuda->takeError();
+  if (!error.empty())
+    return Status::error(error);
+  return Status();
+}
+
+Status Executable::run(const std::vector<ConstTensorRef> &inputs,
+                       const std::vector<TensorRef> &outputs,
+                       RunStats *stats) const {
+  RunStats ignored;
+  if (!stats)
+    stats = &ignored;
+  *stats = RunStats();
+  if (!impl_)
+    return Status::error("run: empty Executable (not from a Compiler)");
+  const Impl &impl = *impl_;
+  const Signature &sig = impl.signature;
+  if (Status s = checkArguments(impl, inputs, outputs, /*routing=*/true); !s)
+    return s;
 
   std::unique_lock<std::mutex> gpuTurn(gpuMutex(), std::defer_lock);
   if (impl.cuda) {
@@ -941,27 +1037,13 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
       return failRun();
   }
 
-  // One StridedMemRefType descriptor per buffer: allocated and aligned
-  // pointer, offset 0, sizes, row-major strides.
-  std::vector<std::vector<int64_t>> descriptors(count);
-  std::vector<void *> descriptorPointers(count), args(count);
-  for (size_t i = 0; i < count; ++i) {
-    bool isInput = i < inputs.size();
-    const TensorSpec &spec = bufferSpec(i);
-    const void *data = impl.deviceArguments ? device[i]
-                       : isInput            ? inputs[i].data
-                                            : outputs[i - inputs.size()].data;
-    std::vector<int64_t> &desc = descriptors[i];
-    auto address = static_cast<int64_t>(reinterpret_cast<intptr_t>(data));
-    desc = {address, address, 0};
-    desc.insert(desc.end(), spec.shape.begin(), spec.shape.end());
-    std::vector<int64_t> strides(spec.shape.size(), 1);
-    for (size_t d = spec.shape.size(); d-- > 1;)
-      strides[d - 1] = strides[d] * spec.shape[d];
-    desc.insert(desc.end(), strides.begin(), strides.end());
-    descriptorPointers[i] = desc.data();
-    args[i] = &descriptorPointers[i];
-  }
+  std::vector<const void *> data(count);
+  for (size_t i = 0; i < count; ++i)
+    data[i] = impl.deviceArguments ? device[i]
+              : i < inputs.size()  ? inputs[i].data
+                                   : outputs[i - inputs.size()].data;
+  MemRefArguments packed(sig, data);
+  std::vector<void *> &args = packed.args;
   // The resident entry queues everything on the run's stream, last, and
   // returns without waiting: the synchronization that makes the results
   // readable is here, and callSeconds includes it, so it is the time of the

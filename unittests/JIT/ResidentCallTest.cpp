@@ -205,4 +205,72 @@ TEST_F(ResidentCall, QueuesEverythingOnTheRunStreamWithoutSynchronizing) {
   }
 }
 
+/// runOnDevice: the caller's buffers and stream. The fake driver runs no
+/// kernel, so the caller's "device" buffers are host vectors here; what
+/// matters is the log: the call makes no forbidden driver call at all (no
+/// copy of the arguments, no synchronization, no stream of its own), and
+/// everything that names a stream names the caller's.
+TEST_F(ResidentCall, RunOnDeviceQueuesOnTheCallersStream) {
+  Compiler compiler;
+  CompileOptions options;
+  options.target = Target::Sm90a;
+  options.optLevel = 0;
+  Expected<Executable> exe = compiler.compileLayer(desc, options);
+  ASSERT_TRUE(exe) << exe.message();
+  FakeDriverLog fake;
+  ASSERT_TRUE(fake.loaded())
+      << "libcuda.so.1 is not the fake driver (run through lit)";
+  const Signature &sig = exe->signature();
+  void *stream = reinterpret_cast<void *>(uintptr_t(0x5eed0));
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    fake.reset();
+    RunStats stats;
+    Status status = exe->runOnDevice(inputs(sig), outputs(sig), stream, &stats);
+    ASSERT_TRUE(status) << status.message();
+    std::map<std::string, int> calls;
+    for (const FakeCall &call : fake.calls()) {
+      const std::string symbol = call.symbol;
+      ++calls[symbol];
+      if (symbol != "cuModuleLoadDataEx")
+        EXPECT_EQ(forbiddenInCall().count(symbol), 0u) << symbol;
+      if (call.stream) {
+        EXPECT_EQ(call.stream, reinterpret_cast<uintptr_t>(stream)) << symbol;
+      }
+    }
+    EXPECT_EQ(calls["cuMemcpyHtoD_v2"] + calls["cuMemcpyDtoH_v2"], 0);
+    EXPECT_GE(calls["cuLaunchKernel"] + calls["cuLaunchKernelEx"], 6);
+    EXPECT_EQ(calls["cuMemAllocFromPoolAsync"], calls["cuMemFreeAsync"] +
+                                                    calls["cuMemcpyHtoDAsync_v2"])
+        << "the call frees its workspace on the stream (the tensor maps' "
+           "copies stay with the runtime's cache)";
+  }
+}
+
+/// runOnDevice needs an executable compiled for device buffers; the
+/// arguments are checked as run() checks them.
+TEST_F(ResidentCall, RunOnDeviceRejectsWhatItCannotRun) {
+  Compiler compiler;
+  Expected<Executable> host = compiler.compileLayer(desc, {});
+  ASSERT_TRUE(host) << host.message();
+  const Signature &sig = host->signature();
+  Status status = host->runOnDevice(inputs(sig), outputs(sig), nullptr);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(),
+            "runOnDevice: @moe_layer_bwd was not compiled for device buffers "
+            "(it needs target sm90a with gpuMode resident; this one is "
+            "host): use run()");
+
+  CompileOptions options;
+  options.target = Target::Sm90a;
+  options.optLevel = 0;
+  Expected<Executable> exe = compiler.compileLayer(desc, options);
+  ASSERT_TRUE(exe) << exe.message();
+  std::vector<TensorRef> outs = outputs(sig);
+  outs[0].data = nullptr;
+  status = exe->runOnDevice(inputs(sig), outs, nullptr);
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.message(), "output 'dx' (#0): null data pointer");
+}
+
 } // namespace

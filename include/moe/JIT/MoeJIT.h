@@ -330,6 +330,23 @@ public:
              const std::vector<TensorRef> &outputs,
              RunStats *stats = nullptr) const;
 
+  /// Runs a resident GPU executable (target Sm90a, gpuMode resident) on
+  /// device buffers, queued on the caller's CUDA stream `stream` (a
+  /// CUstream; null: the legacy default stream). Nothing is allocated
+  /// outside the stream-ordered pool, nothing is copied and nothing
+  /// synchronizes: the call returns with the backward queued, and the
+  /// outputs are ready when `stream` has reached that point (the caller's
+  /// next work on the stream, or its synchronization). The same checks as
+  /// run() but the routing layout's contents, which are on the device:
+  /// they must hold the layout contract (docs/host-api.md). Errors the
+  /// driver reports while queuing come back here; a fault of a kernel is
+  /// the stream's (the caller's next synchronization). Runs on different
+  /// streams may overlap on the device; the queuing takes turns.
+  /// `stats->callSeconds` is the queuing time.
+  Status runOnDevice(const std::vector<ConstTensorRef> &inputs,
+                     const std::vector<TensorRef> &outputs, void *stream,
+                     RunStats *stats = nullptr) const;
+
 private:
   friend class Compiler;
   std::shared_ptr<const Impl> impl_;
