@@ -1,0 +1,250 @@
+//===- MoeCAPITest.cpp - the C API (include/moe-c/MoeMLIR.h) --------------===//
+//
+// Drives the C API as a binding does: compile a layer, read the signature,
+// run it on the reference model's inputs through C tensors, and compare
+// every output bit with the C++ API's run of the same layer (and da, dWd
+// with R_mx). Errors come back as NULL / non-zero with the message of the
+// C++ API, and nothing is written on error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "moe-c/MoeMLIR.h"
+#include "moe/JIT/MoeJIT.h"
+#include "moe/Reference/BF16.h"
+#include "moe/Reference/Model.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char *kLayer = "T=40,H=64,I=32,E=4,K=2,B=128";
+
+/// Host buffers of one run of kLayer: the reference inputs, poisoned
+/// outputs.
+struct Buffers {
+  Buffers() {
+    moe::jit::LayerDesc desc = *moe::jit::parseLayerDesc(kLayer);
+    cfg.T = desc.T;
+    cfg.H = desc.H;
+    cfg.I = desc.I;
+    cfg.E = desc.E;
+    cfg.K = desc.K;
+    cfg.B = desc.B;
+    ref = moe::ref::makeInputs(cfg, /*seed=*/7);
+    auto bf16 = [](const std::vector<double> &v) {
+      std::vector<uint16_t> out(v.size());
+      for (size_t i = 0; i < v.size(); ++i)
+        out[i] = moe::ref::bf16FromFloat(static_cast<float>(v[i]));
+      return out;
+    };
+    x = bf16(ref.x);
+    dy = bf16(ref.dy);
+    wgu = bf16(ref.wgu);
+    wd = bf16(ref.wd);
+    aff.assign(ref.affinities.begin(), ref.affinities.end());
+    tok = ref.routing.tokenPositionToId;
+    blk = ref.routing.blockToExpert;
+    dx.assign(desc.T * desc.H, 0xFFFF);
+    da.assign(desc.T * desc.E, kPoison);
+    dwgu.assign(desc.E * desc.H * 2 * desc.I, kPoison);
+    dwd.assign(desc.E * desc.I * desc.H, kPoison);
+  }
+
+  /// C tensors over the buffers, shapes from the executable's signature.
+  void describe(const MoeExecutable *exe) {
+    void *data[] = {x.data(),  dy.data(),  aff.data(), wgu.data(),
+                    wd.data(), tok.data(), blk.data(), dx.data(),
+                    da.data(), dwgu.data(), dwd.data()};
+    int32_t n = moeExecutableNumInputs(exe), m = moeExecutableNumOutputs(exe);
+    shapes.assign(n + m, {});
+    inputs.clear();
+    outputs.clear();
+    for (int32_t i = 0; i < n + m; ++i) {
+      int32_t isOutput = i >= n, index = isOutput ? i - n : i;
+      for (int32_t d = 0; d < moeExecutableTensorRank(exe, isOutput, index);
+           ++d)
+        shapes[i].push_back(moeExecutableTensorDim(exe, isOutput, index, d));
+      MoeTensor t{data[i],
+                  static_cast<MoeDType>(
+                      moeExecutableTensorDType(exe, isOutput, index)),
+                  static_cast<int32_t>(shapes[i].size()), shapes[i].data()};
+      (isOutput ? outputs : inputs).push_back(t);
+    }
+  }
+
+  bool untouched() const {
+    for (uint16_t v : dx)
+      if (v != 0xFFFF)
+        return false;
+    for (const auto *v : {&da, &dwgu, &dwd})
+      for (float e : *v)
+        if (e != kPoison)
+          return false;
+    return true;
+  }
+
+  static constexpr float kPoison = -1e30f;
+  moe::ref::LayerConfig cfg;
+  moe::ref::LayerInputs ref;
+  std::vector<uint16_t> x, dy, wgu, wd, dx;
+  std::vector<float> aff, da, dwgu, dwd;
+  std::vector<int32_t> tok, blk;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<MoeTensor> inputs, outputs;
+};
+
+MoeCompileOptions fast() {
+  MoeCompileOptions options;
+  moeCompileOptionsInit(&options);
+  options.optLevel = 0;
+  return options;
+}
+
+TEST(MoeCAPI, OptionsDefaults) {
+  MoeCompileOptions options;
+  std::memset(&options, 0x5a, sizeof(options));
+  moeCompileOptionsInit(&options);
+  EXPECT_EQ(options.target, MOE_TARGET_HOST);
+  EXPECT_EQ(options.fuse, 1);
+  EXPECT_EQ(options.optLevel, 2);
+  EXPECT_EQ(options.entry, nullptr);
+  EXPECT_EQ(options.mmaPath, nullptr);
+  EXPECT_EQ(options.gpuMode, nullptr);
+  EXPECT_EQ(options.sourceName, nullptr);
+}
+
+TEST(MoeCAPI, CompileDescribeRunMatchesTheCppAPI) {
+  MoeCompiler *compiler = moeCompilerCreate(nullptr);
+  ASSERT_NE(compiler, nullptr);
+  MoeCompileOptions options = fast();
+  MoeExecutable *exe = moeCompileLayer(compiler, kLayer, &options);
+  ASSERT_NE(exe, nullptr) << moeGetLastError();
+  // The executable outlives its compiler.
+  moeCompilerDestroy(compiler);
+
+  EXPECT_STREQ(moeExecutableTarget(exe), "host");
+  EXPECT_STREQ(moeExecutableGpuMode(exe), "");
+  ASSERT_EQ(moeExecutableNumInputs(exe), 7);
+  ASSERT_EQ(moeExecutableNumOutputs(exe), 4);
+  EXPECT_STREQ(moeExecutableTensorName(exe, 0, 5), "token_position_to_id");
+  EXPECT_EQ(moeExecutableTensorDType(exe, 0, 5), MOE_DTYPE_I32);
+  EXPECT_STREQ(moeExecutableTensorName(exe, 1, 2), "dwgu");
+  EXPECT_EQ(moeExecutableTensorRank(exe, 1, 2), 4);
+  EXPECT_EQ(moeExecutableTensorDim(exe, 1, 2, 3), 32);
+
+  Buffers c;
+  c.describe(exe);
+  double seconds = -1;
+  ASSERT_EQ(moeExecutableRun(exe, c.inputs.data(), 7, c.outputs.data(), 4,
+                             &seconds),
+            0)
+      << moeGetLastError();
+  EXPECT_GE(seconds, 0.0);
+
+  // The same layer through the C++ API: the same bits.
+  moe::jit::Compiler cpp;
+  moe::jit::CompileOptions cppOptions;
+  cppOptions.optLevel = 0;
+  auto cppExe =
+      cpp.compileLayer(*moe::jit::parseLayerDesc(kLayer), cppOptions);
+  ASSERT_TRUE(cppExe) << cppExe.message();
+  Buffers b;
+  std::vector<moe::jit::ConstTensorRef> in;
+  std::vector<moe::jit::TensorRef> out;
+  b.describe(exe);
+  for (const MoeTensor &t : b.inputs)
+    in.push_back({t.data, static_cast<moe::jit::DType>(t.dtype),
+                  std::vector<int64_t>(t.shape, t.shape + t.rank)});
+  for (const MoeTensor &t : b.outputs)
+    out.push_back({t.data, static_cast<moe::jit::DType>(t.dtype),
+                   std::vector<int64_t>(t.shape, t.shape + t.rank)});
+  ASSERT_TRUE(cppExe->run(in, out));
+  EXPECT_EQ(c.dx, b.dx);
+  EXPECT_EQ(0, std::memcmp(c.da.data(), b.da.data(), c.da.size() * 4));
+  EXPECT_EQ(0, std::memcmp(c.dwgu.data(), b.dwgu.data(), c.dwgu.size() * 4));
+  EXPECT_EQ(0, std::memcmp(c.dwd.data(), b.dwd.data(), c.dwd.size() * 4));
+  moe::ref::LayerGrads rmx = moe::ref::backwardMX(c.cfg, c.ref);
+  EXPECT_LE(moe::ref::relativeFrobenius(
+                std::vector<double>(c.da.begin(), c.da.end()), rmx.da),
+            2e-3);
+  EXPECT_LE(moe::ref::relativeFrobenius(
+                std::vector<double>(c.dwd.begin(), c.dwd.end()), rmx.dwd),
+            2e-3);
+  moeExecutableDestroy(exe);
+}
+
+TEST(MoeCAPI, ErrorsComeBackWithTheirMessage) {
+  MoeCompiler *compiler = moeCompilerCreate("");
+  MoeCompileOptions options = fast();
+
+  EXPECT_EQ(moeCompileLayer(compiler, "T=40,H=64,Q=1", &options), nullptr);
+  EXPECT_NE(std::string(moeGetLastError()).find("Q"), std::string::npos)
+      << moeGetLastError();
+  EXPECT_EQ(moeCompileModule(compiler, "func.func @f(", &options), nullptr);
+  EXPECT_NE(std::string(moeGetLastError()).find("<input>:1:"),
+            std::string::npos)
+      << moeGetLastError();
+  options.target = static_cast<MoeTarget>(7);
+  EXPECT_EQ(moeCompileLayer(compiler, kLayer, &options), nullptr);
+  EXPECT_STREQ(moeGetLastError(), "compile: unknown target 7 "
+                                  "(MOE_TARGET_HOST or MOE_TARGET_SM90A)");
+  options = fast();
+
+  MoeExecutable *exe = moeCompileLayer(compiler, kLayer, &options);
+  ASSERT_NE(exe, nullptr) << moeGetLastError();
+  EXPECT_EQ(moeExecutableTensorName(exe, 1, 4), nullptr);
+  EXPECT_STREQ(moeGetLastError(), "output index 4 is outside [0, 4)");
+  EXPECT_EQ(moeExecutableTensorDim(exe, 0, 0, 2), 0);
+  EXPECT_STREQ(moeGetLastError(), "dimension 2 is outside [0, 2)");
+
+  Buffers b;
+  b.describe(exe);
+  // Too few inputs, a wrong dtype, a routing id out of range: rejected by
+  // the C++ API's checks, nothing written.
+  EXPECT_EQ(moeExecutableRun(exe, b.inputs.data(), 6, b.outputs.data(), 4,
+                             nullptr),
+            1);
+  EXPECT_NE(std::string(moeGetLastError()).find("takes 7 inputs"),
+            std::string::npos)
+      << moeGetLastError();
+  b.inputs[2].dtype = MOE_DTYPE_BF16;
+  EXPECT_EQ(moeExecutableRun(exe, b.inputs.data(), 7, b.outputs.data(), 4,
+                             nullptr),
+            1);
+  EXPECT_NE(std::string(moeGetLastError()).find("affinities"),
+            std::string::npos)
+      << moeGetLastError();
+  b.inputs[2].dtype = MOE_DTYPE_F32;
+  b.tok[0] = 40;
+  EXPECT_EQ(moeExecutableRun(exe, b.inputs.data(), 7, b.outputs.data(), 4,
+                             nullptr),
+            1);
+  EXPECT_NE(std::string(moeGetLastError()).find("token id 40"),
+            std::string::npos)
+      << moeGetLastError();
+  b.inputs[0].dtype = static_cast<MoeDType>(9);
+  EXPECT_EQ(moeExecutableRun(exe, b.inputs.data(), 7, b.outputs.data(), 4,
+                             nullptr),
+            1);
+  EXPECT_STREQ(moeGetLastError(),
+               "run: input #0: bad dtype, rank or shape pointer");
+  EXPECT_TRUE(b.untouched());
+  b.inputs[0].dtype = MOE_DTYPE_BF16;
+  // A host executable cannot run on device buffers.
+  EXPECT_EQ(moeExecutableRunOnDevice(exe, b.inputs.data(), 7,
+                                     b.outputs.data(), 4, nullptr),
+            1);
+  EXPECT_NE(std::string(moeGetLastError()).find("use run()"),
+            std::string::npos)
+      << moeGetLastError();
+  EXPECT_EQ(moeExecutableRun(nullptr, nullptr, 0, nullptr, 0, nullptr), 1);
+  EXPECT_STREQ(moeGetLastError(), "null MoeExecutable");
+  moeExecutableDestroy(exe);
+  moeCompilerDestroy(compiler);
+}
+
+} // namespace
