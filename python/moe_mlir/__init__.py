@@ -1,0 +1,188 @@
+"""moe-mlir from Python: compile a MoE layer's MXFP8 backward and run it.
+
+    import moe_mlir
+    kernel = moe_mlir.compile("T=256,H=256,I=128,E=4,K=2,B=128")
+    dx, da, dwgu, dwd = kernel(x, dy, affinities, wgu, wd, tok, blk)
+
+``compile`` takes the layer spelling of ``moe-run --layer`` (or MLIR text
+with ``module=True``) and a target, and returns a ``Kernel``. A call takes
+the inputs in signature order (``kernel.inputs``) as numpy arrays and
+returns new arrays for the outputs (``kernel.outputs``), or writes the
+arrays given as ``out``. Every input is checked before anything runs: its
+dtype (bf16 is ``ml_dtypes.bfloat16``), shape and C-contiguity, each error
+naming the tensor; the library then checks pointers and the routing layout
+as the C++ API does. The library is the C API of libMoeJIT.so
+(include/moe-c/MoeMLIR.h) through ctypes; the installed package carries
+its own copy, or ``$MOE_MLIR_LIBRARY`` names one.
+"""
+import ctypes
+
+import ml_dtypes
+import numpy as np
+
+from . import _capi
+
+__all__ = ["compile", "Kernel", "TensorSpec", "MoeMLIRError"]
+
+_DTYPES = {0: ml_dtypes.bfloat16, 1: np.float32, 2: np.int32,
+           3: ml_dtypes.float8_e4m3fn, 4: ml_dtypes.float8_e5m2,
+           5: ml_dtypes.float8_e8m0fnu}
+_TARGETS = {"host": 0, "sm90a": 1, "sm_90a": 1}
+
+
+class MoeMLIRError(RuntimeError):
+    """An error of the compiler or of a run, with the library's message."""
+
+
+class TensorSpec:
+    """One input or output: name, numpy dtype and shape."""
+
+    def __init__(self, name, dtype, shape):
+        self.name, self.dtype, self.shape = name, np.dtype(dtype), tuple(shape)
+
+    def __repr__(self):
+        return "TensorSpec(%r, %s, %s)" % (self.name, self.dtype, self.shape)
+
+
+class Kernel:
+    """A compiled function (see the module docstring)."""
+
+    def __init__(self, handle):
+        lib = _capi.lib()
+        self._handle = ctypes.c_void_p(handle)
+        self._lib = lib
+
+        def specs(is_output, count):
+            out = []
+            for i in range(count):
+                rank = lib.moeExecutableTensorRank(self._handle, is_output, i)
+                out.append(TensorSpec(
+                    lib.moeExecutableTensorName(self._handle, is_output,
+                                                i).decode(),
+                    _DTYPES[lib.moeExecutableTensorDType(self._handle,
+                                                         is_output, i)],
+                    [lib.moeExecutableTensorDim(self._handle, is_output, i, d)
+                     for d in range(rank)]))
+            return out
+
+        self.inputs = specs(0, lib.moeExecutableNumInputs(self._handle))
+        self.outputs = specs(1, lib.moeExecutableNumOutputs(self._handle))
+        self.target = lib.moeExecutableTarget(self._handle).decode()
+        self.gpu_mode = lib.moeExecutableGpuMode(self._handle).decode()
+        self.last_call_seconds = None
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None and handle.value:
+            self._lib.moeExecutableDestroy(handle)
+            self._handle = None
+
+    @staticmethod
+    def _check(kind, index, spec, array):
+        what = "%s '%s' (#%d)" % (kind, spec.name, index)
+        if not isinstance(array, np.ndarray):
+            raise TypeError("%s: expected a numpy array, got %s" %
+                            (what, type(array).__name__))
+        if array.dtype != spec.dtype:
+            raise ValueError("%s: dtype %s, expected %s" %
+                             (what, array.dtype, spec.dtype))
+        if array.shape != spec.shape:
+            raise ValueError("%s: shape %s, expected %s" %
+                             (what, list(array.shape), list(spec.shape)))
+        if not array.flags.c_contiguous:
+            raise ValueError("%s: not C-contiguous (use "
+                             "numpy.ascontiguousarray)" % what)
+        if kind == "output" and not array.flags.writeable:
+            raise ValueError("%s: read-only" % what)
+
+    def __call__(self, *inputs, out=None):
+        if len(inputs) != len(self.inputs):
+            raise TypeError("kernel takes %d inputs (%s), got %d" % (
+                len(self.inputs), ", ".join(s.name for s in self.inputs),
+                len(inputs)))
+        if out is None:
+            out = [np.empty(s.shape, s.dtype) for s in self.outputs]
+        elif len(out) != len(self.outputs):
+            raise TypeError("out: %d arrays expected, got %d" %
+                            (len(self.outputs), len(out)))
+        for kind, specs, arrays in (("input", self.inputs, inputs),
+                                    ("output", self.outputs, out)):
+            for i, (spec, array) in enumerate(zip(specs, arrays)):
+                self._check(kind, i, spec, array)
+
+        def tensors(specs, arrays):
+            table = (_capi.Tensor * len(arrays))()
+            shapes = []
+            for t, spec, array in zip(table, specs, arrays):
+                shape = (ctypes.c_int64 * len(spec.shape))(*spec.shape)
+                shapes.append(shape)
+                t.data = array.ctypes.data
+                t.dtype = next(k for k, v in _DTYPES.items()
+                               if np.dtype(v) == spec.dtype)
+                t.rank = len(spec.shape)
+                t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+            return table, shapes
+
+        ins, keep_in = tensors(self.inputs, inputs)
+        outs, keep_out = tensors(self.outputs, out)
+        seconds = ctypes.c_double(0.0)
+        status = self._lib.moeExecutableRun(self._handle, ins, len(inputs),
+                                            outs, len(out),
+                                            ctypes.byref(seconds))
+        del keep_in, keep_out
+        if status != 0:
+            raise MoeMLIRError(_capi.last_error())
+        self.last_call_seconds = seconds.value
+        return tuple(out)
+
+
+class Compiler:
+    """A compiler with its caches (one per process is plenty)."""
+
+    def __init__(self, cache_dir=None):
+        lib = _capi.lib()
+        self._lib = lib
+        self._handle = ctypes.c_void_p(lib.moeCompilerCreate(
+            cache_dir.encode() if cache_dir else None))
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None and handle.value:
+            self._lib.moeCompilerDestroy(handle)
+            self._handle = None
+
+    def compile(self, source, target="host", *, module=False, opt_level=2,
+                fuse=True, mma_path=None, gpu_mode=None, entry=None,
+                source_name=None):
+        if target not in _TARGETS:
+            raise ValueError("target %r: expected one of %s" %
+                             (target, ", ".join(sorted(_TARGETS))))
+        options = _capi.CompileOptions()
+        self._lib.moeCompileOptionsInit(ctypes.byref(options))
+        options.target = _TARGETS[target]
+        options.fuse = int(bool(fuse))
+        options.optLevel = int(opt_level)
+        encode = lambda s: s.encode() if s else None  # noqa: E731
+        options.mmaPath = encode(mma_path)
+        options.gpuMode = encode(gpu_mode)
+        options.entry = encode(entry)
+        options.sourceName = encode(source_name)
+        build = (self._lib.moeCompileModule if module
+                 else self._lib.moeCompileLayer)
+        handle = build(self._handle, source.encode(), ctypes.byref(options))
+        if not handle:
+            raise MoeMLIRError(_capi.last_error())
+        return Kernel(handle)
+
+
+_default = None
+
+
+def compile(source, target="host", **options):  # noqa: A001
+    """Compiles a layer (``"T=...,H=...,..."``) or, with ``module=True``,
+    MLIR text, for ``target`` ("host" or "sm90a") with the process's
+    compiler; see ``Compiler.compile`` for the options."""
+    global _default
+    if _default is None:
+        _default = Compiler()
+    return _default.compile(source, target, **options)

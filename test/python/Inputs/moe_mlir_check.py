@@ -1,0 +1,96 @@
+"""moe_mlir (the Python package) on the host target, against R_mx.
+
+Usage: moe_mlir_check.py MOE_REF WORKDIR
+
+Generates a layer's inputs with `moe-ref gen`, runs the compiled backward
+through moe_mlir on numpy arrays (bf16 as ml_dtypes.bfloat16), and checks
+every output against the numpy R_mx of moe_crosscheck (2e-3 relative
+Frobenius), then the errors a caller gets for a wrong dtype, shape,
+layout, count and routing, with no output written."""
+import json
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+
+import moe_mlir
+from moe_crosscheck import layer
+
+
+def main():
+    moe_ref, work = sys.argv[1], sys.argv[2]
+    print("moe_mlir from", os.path.dirname(moe_mlir.__file__))
+    indir = os.path.join(work, "in")
+    subprocess.run([moe_ref, "gen", "--T", "40", "--H", "64", "--I", "32",
+                    "--E", "4", "--K", "2", "--B", "128", "--seed", "3",
+                    "--out", indir], check=True, stdout=subprocess.DEVNULL)
+    cfg = json.load(open(os.path.join(indir, "config.json")))
+    names = ["x", "dy", "affinities", "wgu", "wd", "token_position_to_id",
+             "block_to_expert"]
+    inp = {n: np.load(os.path.join(indir, n + ".npy")) for n in names}
+
+    kernel = moe_mlir.compile("T=40,H=64,I=32,E=4,K=2,B=128", opt_level=0)
+    print("inputs:", ", ".join("%s %s %s" % (s.name, s.dtype, list(s.shape))
+                               for s in kernel.inputs))
+    args = [np.ascontiguousarray(inp[s.name].astype(s.dtype))
+            for s in kernel.inputs]
+    outs = kernel(*args)
+    want = layer.backward_mx(cfg, inp)
+    failed = 0
+    for spec, got in zip(kernel.outputs, outs):
+        g = np.asarray(got, dtype=np.float64)
+        w = want[spec.name]
+        rel = np.linalg.norm(g - w) / np.linalg.norm(w)
+        ok = rel <= 2e-3 and np.isfinite(g).all()
+        failed += not ok
+        print("%-5s rel(R_mx) %.3e %s" % (spec.name, rel,
+                                          "PASS" if ok else "FAIL"))
+
+    def expect(error, fragment, call):
+        nonlocal failed
+        out = [np.full(s.shape, 7, s.dtype) for s in kernel.outputs]
+        try:
+            call(out)
+        except error as err:
+            written = any((o != 7).any() for o in out)
+            ok = fragment in str(err) and not written
+            print("%s: %s%s" % ("PASS" if ok else "FAIL", err,
+                                " (outputs written)" if written else ""))
+            failed += not ok
+            return
+        print("FAIL: no %s for %r" % (error.__name__, fragment))
+        failed += 1
+
+    bad = list(args)
+    bad[2] = args[2].astype(np.float64)
+    expect(ValueError, "input 'affinities' (#2): dtype float64, expected "
+           "float32", lambda out: kernel(*bad, out=out))
+    bad = list(args)
+    bad[0] = args[0][:, :32]
+    expect(ValueError, "input 'x' (#0): shape [40, 32], expected [40, 64]",
+           lambda out: kernel(*bad, out=out))
+    bad = list(args)
+    bad[0] = np.asfortranarray(args[0])
+    expect(ValueError, "input 'x' (#0): not C-contiguous",
+           lambda out: kernel(*bad, out=out))
+    expect(TypeError, "kernel takes 7 inputs",
+           lambda out: kernel(*args[:6], out=out))
+    bad = list(args)
+    bad[5] = args[5].copy()
+    bad[5][0] = 40
+    expect(moe_mlir.MoeMLIRError, "element 0 is token id 40",
+           lambda out: kernel(*bad, out=out))
+    try:
+        moe_mlir.compile("T=40,H=64,X=1")
+        print("FAIL: no error for an unknown key")
+        failed += 1
+    except moe_mlir.MoeMLIRError as err:
+        print("PASS: %s" % err)
+    print("moe_mlir check: %s" % ("FAIL" if failed else "PASS"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
