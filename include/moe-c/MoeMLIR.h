@@ -134,6 +134,27 @@ MOE_C_EXPORT int32_t moeExecutableRunOnDevice(const MoeExecutable *executable,
                                               const MoeTensor *outputs,
                                               int32_t numOutputs, void *stream);
 
+/** Routing helpers (moe::jit::buildRouting, maskedAffinities). */
+
+/** N, the blocks of the layout of T tokens, top-K, E experts and block
+ *  size B: ceil((T*K - (E-1)) / B) + E - 1, at least 1; -1 (last error
+ *  set) for sizes out of range (T, K >= 0; E, B >= 1). */
+MOE_C_EXPORT int64_t moeRoutingNumBlocks(int64_t T, int64_t K, int64_t E,
+                                         int64_t B);
+/** The blocked layout of the top-k indices [T, K] into caller buffers of
+ *  N*B and N int32 (N from moeRoutingNumBlocks); 0 on success, nothing
+ *  written on error. */
+MOE_C_EXPORT int32_t moeBuildRouting(const int32_t *topkIdx, int64_t T,
+                                     int64_t K, int64_t E, int64_t B,
+                                     int32_t *tokenPositionToId,
+                                     int32_t *blockToExpert);
+/** The masked affinities [T*E] of the top-k indices and scores [T, K]
+ *  into a caller buffer; 0 on success, nothing written on error. */
+MOE_C_EXPORT int32_t moeMaskedAffinities(const int32_t *topkIdx,
+                                         const float *topkScores, int64_t T,
+                                         int64_t K, int64_t E,
+                                         float *affinities);
+
 #ifdef __cplusplus
 }
 #endif

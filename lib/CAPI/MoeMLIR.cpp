@@ -10,6 +10,7 @@
 
 #include "moe/JIT/MoeJIT.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -288,6 +289,53 @@ int32_t moeExecutableRunOnDevice(const MoeExecutable *executable,
       !toRefs("output", outputs, numOutputs, out))
     return 1;
   return report(executable->executable.runOnDevice(in, out, stream));
+}
+
+int64_t moeRoutingNumBlocks(int64_t T, int64_t K, int64_t E, int64_t B) {
+  if (T < 0 || K < 0 || E < 1 || B < 1) {
+    fail("moeRoutingNumBlocks: sizes T = " + std::to_string(T) + ", K = " +
+         std::to_string(K) + ", E = " + std::to_string(E) + ", B = " +
+         std::to_string(B) + " out of range (T, K >= 0; E, B >= 1)");
+    return -1;
+  }
+  LayerDesc layer;
+  layer.T = T;
+  layer.K = K;
+  layer.E = E;
+  layer.B = B;
+  return layer.numBlocks();
+}
+
+int32_t moeBuildRouting(const int32_t *topkIdx, int64_t T, int64_t K,
+                        int64_t E, int64_t B, int32_t *tokenPositionToId,
+                        int32_t *blockToExpert) {
+  if (!tokenPositionToId || !blockToExpert) {
+    fail("moeBuildRouting: null output buffer");
+    return 1;
+  }
+  Expected<RoutingLayout> layout = buildRouting(topkIdx, T, K, E, B);
+  if (!layout)
+    return report(layout.status());
+  std::copy(layout->tokenPositionToId.begin(),
+            layout->tokenPositionToId.end(), tokenPositionToId);
+  std::copy(layout->blockToExpert.begin(), layout->blockToExpert.end(),
+            blockToExpert);
+  return 0;
+}
+
+int32_t moeMaskedAffinities(const int32_t *topkIdx, const float *topkScores,
+                            int64_t T, int64_t K, int64_t E,
+                            float *affinities) {
+  if (!affinities) {
+    fail("moeMaskedAffinities: null output buffer");
+    return 1;
+  }
+  Expected<std::vector<float>> masked =
+      maskedAffinities(topkIdx, topkScores, T, K, E);
+  if (!masked)
+    return report(masked.status());
+  std::copy(masked->begin(), masked->end(), affinities);
+  return 0;
 }
 
 } // extern "C"

@@ -4,6 +4,9 @@
     kernel = moe_mlir.compile("T=256,H=256,I=128,E=4,K=2,B=128")
     dx, da, dwgu, dwd = kernel(x, dy, affinities, wgu, wd, tok, blk)
 
+``build_routing`` and ``masked_affinities`` turn a router's top-k indices
+and scores [T, K] into the layer's routing inputs.
+
 ``compile`` takes the layer spelling of ``moe-run --layer`` (or MLIR text
 with ``module=True``) and a target, and returns a ``Kernel``. A call takes
 the inputs in signature order (``kernel.inputs``) as numpy arrays and
@@ -22,7 +25,8 @@ import numpy as np
 
 from . import _capi
 
-__all__ = ["compile", "Kernel", "TensorSpec", "MoeMLIRError"]
+__all__ = ["compile", "Kernel", "TensorSpec", "MoeMLIRError",
+           "build_routing", "masked_affinities"]
 
 _DTYPES = {0: ml_dtypes.bfloat16, 1: np.float32, 2: np.int32,
            3: ml_dtypes.float8_e4m3fn, 4: ml_dtypes.float8_e5m2,
@@ -186,3 +190,47 @@ def compile(source, target="host", **options):  # noqa: A001
     if _default is None:
         _default = Compiler()
     return _default.compile(source, target, **options)
+
+
+def _topk(topk_idx, name="topk_idx"):
+    topk_idx = np.ascontiguousarray(topk_idx, dtype=np.int32)
+    if topk_idx.ndim != 2:
+        raise ValueError("%s: expected a [T, K] array, got shape %s" %
+                         (name, list(topk_idx.shape)))
+    return topk_idx
+
+
+def build_routing(topk_idx, num_experts, block_size):
+    """(token_position_to_id [N*B], block_to_expert [N]) int32 arrays of the
+    blocked layout for the top-k expert indices [T, K]: what moe.route
+    computes (experts ascending, each expert's tokens ascending, spare
+    blocks for expert E-1). Raises MoeMLIRError for an index outside
+    [0, E) or an expert twice in a token's row, naming the token."""
+    idx = _topk(topk_idx)
+    T, K = idx.shape
+    lib = _capi.lib()
+    n = lib.moeRoutingNumBlocks(T, K, num_experts, block_size)
+    if n < 0:
+        raise MoeMLIRError(_capi.last_error())
+    tok = np.empty(n * block_size, np.int32)
+    blk = np.empty(n, np.int32)
+    if lib.moeBuildRouting(idx.ctypes.data, T, K, num_experts, block_size,
+                           tok.ctypes.data, blk.ctypes.data) != 0:
+        raise MoeMLIRError(_capi.last_error())
+    return tok, blk
+
+
+def masked_affinities(topk_idx, topk_scores, num_experts):
+    """The layer's affinities [T*E] float32: scores[t, k] at t*E + idx[t, k],
+    zero elsewhere."""
+    idx = _topk(topk_idx)
+    scores = np.ascontiguousarray(topk_scores, dtype=np.float32)
+    if scores.shape != idx.shape:
+        raise ValueError("topk_scores: shape %s, expected %s" %
+                         (list(scores.shape), list(idx.shape)))
+    out = np.empty(idx.shape[0] * num_experts, np.float32)
+    if _capi.lib().moeMaskedAffinities(idx.ctypes.data, scores.ctypes.data,
+                                       idx.shape[0], idx.shape[1],
+                                       num_experts, out.ctypes.data) != 0:
+        raise MoeMLIRError(_capi.last_error())
+    return out

@@ -67,6 +67,9 @@ def lib():
                                    ctypes.POINTER(ctypes.c_double)]),
         "moeExecutableRunOnDevice": (i32, [p, ctypes.POINTER(Tensor), i32,
                                            ctypes.POINTER(Tensor), i32, p]),
+        "moeRoutingNumBlocks": (i64, [i64, i64, i64, i64]),
+        "moeBuildRouting": (i32, [p, i64, i64, i64, i64, p, p]),
+        "moeMaskedAffinities": (i32, [p, p, i64, i64, i64, p]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(so, name)

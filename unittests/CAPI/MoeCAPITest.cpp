@@ -12,9 +12,11 @@
 #include "moe/JIT/MoeJIT.h"
 #include "moe/Reference/BF16.h"
 #include "moe/Reference/Model.h"
+#include "moe/Reference/Routing.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -245,6 +247,49 @@ TEST(MoeCAPI, ErrorsComeBackWithTheirMessage) {
   EXPECT_STREQ(moeGetLastError(), "null MoeExecutable");
   moeExecutableDestroy(exe);
   moeCompilerDestroy(compiler);
+}
+
+/// The routing helpers: the layout of the reference model's builder (which
+/// moe.route is specified by), and the argument checks before it.
+TEST(MoeCAPI, RoutingHelpers) {
+  // Tokens 0..3 with top-2 experts out of 3; expert 1 gets no token.
+  const int32_t idx[] = {0, 2, 2, 0, 0, 2, 2, 0};
+  const float scores[] = {0.5f, 0.25f, 0.75f, 0.125f,
+                          1.0f, 2.0f,  3.0f,  4.0f};
+  int64_t n = moeRoutingNumBlocks(4, 2, 3, 32);
+  ASSERT_EQ(n, moe::ref::numBlocks(4, 2, 3, 32));
+  std::vector<int32_t> tok(n * 32, 99), blk(n, 99);
+  ASSERT_EQ(moeBuildRouting(idx, 4, 2, 3, 32, tok.data(), blk.data()), 0)
+      << moeGetLastError();
+  moe::ref::Routing want = moe::ref::buildRouting(idx, 4, 2, 3, 32);
+  EXPECT_EQ(tok, want.tokenPositionToId);
+  EXPECT_EQ(blk, want.blockToExpert);
+  EXPECT_EQ(moe::ref::verifyRouting(want, 4, 3, 32), "");
+  EXPECT_EQ(std::vector<int32_t>(tok.begin(), tok.begin() + 5),
+            (std::vector<int32_t>{0, 1, 2, 3, -1}));
+  std::vector<float> aff(12, 99.0f);
+  ASSERT_EQ(moeMaskedAffinities(idx, scores, 4, 2, 3, aff.data()), 0);
+  EXPECT_EQ(aff, (std::vector<float>{0.5f, 0, 0.25f, 0.125f, 0, 0.75f, 1.0f,
+                                     0, 2.0f, 4.0f, 0, 3.0f}));
+
+  EXPECT_EQ(moeRoutingNumBlocks(4, 2, 0, 32), -1);
+  EXPECT_STREQ(moeGetLastError(), "moeRoutingNumBlocks: sizes T = 4, K = 2, "
+                                  "E = 0, B = 32 out of range (T, K >= 0; "
+                                  "E, B >= 1)");
+  const int32_t twice[] = {0, 2, 1, 1};
+  std::fill(tok.begin(), tok.end(), 99);
+  EXPECT_EQ(moeBuildRouting(twice, 2, 2, 3, 32, tok.data(), blk.data()), 1);
+  EXPECT_STREQ(moeGetLastError(), "buildRouting: token 1, k = 1: expert 1 "
+                                  "appears twice in the token's row");
+  EXPECT_EQ(tok, std::vector<int32_t>(tok.size(), 99)) << "nothing written";
+  const int32_t outside[] = {0, 3};
+  EXPECT_EQ(moeMaskedAffinities(outside, scores, 1, 2, 3, aff.data()), 1);
+  EXPECT_STREQ(moeGetLastError(), "maskedAffinities: token 0, k = 1: expert "
+                                  "3 is outside [0, 3)");
+  EXPECT_EQ(moeBuildRouting(idx, 4, 2, 3, 0, tok.data(), blk.data()), 1);
+  EXPECT_STREQ(moeGetLastError(), "buildRouting: B = 0 must be positive");
+  EXPECT_EQ(moeBuildRouting(idx, 4, 2, 3, 32, nullptr, blk.data()), 1);
+  EXPECT_STREQ(moeGetLastError(), "moeBuildRouting: null output buffer");
 }
 
 } // namespace

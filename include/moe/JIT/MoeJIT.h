@@ -219,6 +219,35 @@ layerToMLIR(const LayerDesc &layer,
             const std::string &function = "moe_layer_bwd");
 
 //===----------------------------------------------------------------------===//
+// Routing helpers
+//===----------------------------------------------------------------------===//
+
+/// The blocked routing layout of a layer's inputs (SPEC section 4):
+/// token_position_to_id [N*B] (-1 for padding) and block_to_expert [N].
+struct RoutingLayout {
+  std::vector<int32_t> tokenPositionToId;
+  std::vector<int32_t> blockToExpert;
+};
+
+/// Builds the layout from a router's top-k expert indices `topkIdx` [T, K]
+/// (row-major), deterministically (experts ascending, each expert's tokens
+/// ascending, spare blocks at the end for expert E-1): what moe.route
+/// computes, and what a layer of T tokens, E experts, top-K and block size B
+/// takes. Errors (nothing returned) for sizes out of range (T, K >= 0;
+/// E, B >= 1), a null `topkIdx` with T*K > 0, an index outside [0, E), or
+/// an expert twice in a token's row, naming the token and k.
+MOE_JIT_EXPORT Expected<RoutingLayout>
+buildRouting(const int32_t *topkIdx, int64_t T, int64_t K, int64_t E,
+             int64_t B);
+
+/// The masked affinities [T*E] of a layer's inputs: a[t*E + idx[t,k]] =
+/// scores[t,k], zero elsewhere. The indices are checked as buildRouting
+/// checks them.
+MOE_JIT_EXPORT Expected<std::vector<float>>
+maskedAffinities(const int32_t *topkIdx, const float *topkScores, int64_t T,
+                 int64_t K, int64_t E);
+
+//===----------------------------------------------------------------------===//
 // Compiling and running
 //===----------------------------------------------------------------------===//
 

@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 import moe_mlir
-from moe_crosscheck import layer
+from moe_crosscheck import layer, routing
 
 
 def main():
@@ -88,6 +88,30 @@ def main():
         failed += 1
     except moe_mlir.MoeMLIRError as err:
         print("PASS: %s" % err)
+    # The routing helpers against the independent numpy builder, on
+    # selections with experts left empty and uneven loads.
+    rng = np.random.default_rng(5)
+    for T, K, E, B in ((40, 2, 4, 128), (300, 3, 8, 32), (1, 1, 1, 32),
+                       (64, 4, 16, 32)):
+        idx = np.stack([rng.permutation(E)[:K] for _ in range(T)])
+        idx = np.where(idx == 1, 0, idx) if K == 1 and E > 1 else idx
+        scores = rng.random((T, K)).astype(np.float32)
+        tok, blk = moe_mlir.build_routing(idx, E, B)
+        want_tok, want_blk = routing.build_routing(idx, E, B)
+        aff = moe_mlir.masked_affinities(idx, scores, E)
+        want_aff = routing.masked_affinities(idx, scores, E).astype(np.float32)
+        ok = (np.array_equal(tok, want_tok) and np.array_equal(blk, want_blk)
+              and np.array_equal(aff, want_aff))
+        failed += not ok
+        print("%s: routing T=%d K=%d E=%d B=%d (%d blocks)" %
+              ("PASS" if ok else "FAIL", T, K, E, B, blk.size))
+    twice = np.array([[0, 1], [2, 2]], np.int32)
+    expect(moe_mlir.MoeMLIRError, "buildRouting: token 1, k = 1: expert 2 "
+           "appears twice in the token's row",
+           lambda out: moe_mlir.build_routing(twice, 4, 32))
+    expect(moe_mlir.MoeMLIRError, "maskedAffinities: token 0, k = 1: "
+           "expert 9 is outside [0, 4)",
+           lambda out: moe_mlir.masked_affinities([[0, 9]], [[1, 1]], 4))
     print("moe_mlir check: %s" % ("FAIL" if failed else "PASS"))
     return 1 if failed else 0
 
