@@ -141,6 +141,20 @@ bool toRefs(const char *kind, const MoeTensor *tensors, int32_t count,
   return true;
 }
 
+/// The references of a run; false (last error set) for a null executable
+/// or a bad C tensor.
+bool toRunArguments(const MoeExecutable *executable, const MoeTensor *inputs,
+                    int32_t numInputs, const MoeTensor *outputs,
+                    int32_t numOutputs, std::vector<ConstTensorRef> &in,
+                    std::vector<TensorRef> &out) {
+  if (!executable) {
+    fail("null MoeExecutable");
+    return false;
+  }
+  return toRefs("input", inputs, numInputs, in) &&
+         toRefs("output", outputs, numOutputs, out);
+}
+
 } // namespace
 
 extern "C" {
@@ -259,14 +273,10 @@ int32_t moeExecutableRun(const MoeExecutable *executable,
                          const MoeTensor *inputs, int32_t numInputs,
                          const MoeTensor *outputs, int32_t numOutputs,
                          double *callSeconds) {
-  if (!executable) {
-    fail("null MoeExecutable");
-    return 1;
-  }
   std::vector<ConstTensorRef> in;
   std::vector<TensorRef> out;
-  if (!toRefs("input", inputs, numInputs, in) ||
-      !toRefs("output", outputs, numOutputs, out))
+  if (!toRunArguments(executable, inputs, numInputs, outputs, numOutputs, in,
+                      out))
     return 1;
   RunStats stats;
   int32_t status = report(executable->executable.run(in, out, &stats));
@@ -279,14 +289,10 @@ int32_t moeExecutableRunOnDevice(const MoeExecutable *executable,
                                  const MoeTensor *inputs, int32_t numInputs,
                                  const MoeTensor *outputs, int32_t numOutputs,
                                  void *stream) {
-  if (!executable) {
-    fail("null MoeExecutable");
-    return 1;
-  }
   std::vector<ConstTensorRef> in;
   std::vector<TensorRef> out;
-  if (!toRefs("input", inputs, numInputs, in) ||
-      !toRefs("output", outputs, numOutputs, out))
+  if (!toRunArguments(executable, inputs, numInputs, outputs, numOutputs, in,
+                      out))
     return 1;
   return report(executable->executable.runOnDevice(in, out, stream));
 }

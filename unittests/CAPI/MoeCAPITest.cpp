@@ -10,9 +10,9 @@
 
 #include "moe-c/MoeMLIR.h"
 #include "moe/JIT/MoeJIT.h"
-#include "moe/Reference/BF16.h"
-#include "moe/Reference/Model.h"
 #include "moe/Reference/Routing.h"
+
+#include "../JIT/LayerBuffers.h"
 
 #include <gtest/gtest.h>
 
@@ -25,42 +25,13 @@ namespace {
 
 constexpr const char *kLayer = "T=40,H=64,I=32,E=4,K=2,B=128";
 
-/// Host buffers of one run of kLayer: the reference inputs, poisoned
-/// outputs.
-struct Buffers {
-  Buffers() {
-    moe::jit::LayerDesc desc = *moe::jit::parseLayerDesc(kLayer);
-    cfg.T = desc.T;
-    cfg.H = desc.H;
-    cfg.I = desc.I;
-    cfg.E = desc.E;
-    cfg.K = desc.K;
-    cfg.B = desc.B;
-    ref = moe::ref::makeInputs(cfg, /*seed=*/7);
-    auto bf16 = [](const std::vector<double> &v) {
-      std::vector<uint16_t> out(v.size());
-      for (size_t i = 0; i < v.size(); ++i)
-        out[i] = moe::ref::bf16FromFloat(static_cast<float>(v[i]));
-      return out;
-    };
-    x = bf16(ref.x);
-    dy = bf16(ref.dy);
-    wgu = bf16(ref.wgu);
-    wd = bf16(ref.wd);
-    aff.assign(ref.affinities.begin(), ref.affinities.end());
-    tok = ref.routing.tokenPositionToId;
-    blk = ref.routing.blockToExpert;
-    dx.assign(desc.T * desc.H, 0xFFFF);
-    da.assign(desc.T * desc.E, kPoison);
-    dwgu.assign(desc.E * desc.H * 2 * desc.I, kPoison);
-    dwd.assign(desc.E * desc.I * desc.H, kPoison);
-  }
+/// Host buffers of one run of kLayer, described to the C API.
+struct Buffers : moe::jit::testing::LayerBuffers {
+  Buffers() { fill(*moe::jit::parseLayerDesc(kLayer), /*seed=*/7); }
 
   /// C tensors over the buffers, shapes from the executable's signature.
   void describe(const MoeExecutable *exe) {
-    void *data[] = {x.data(),  dy.data(),  aff.data(), wgu.data(),
-                    wd.data(), tok.data(), blk.data(), dx.data(),
-                    da.data(), dwgu.data(), dwd.data()};
+    std::vector<void *> data = pointers();
     int32_t n = moeExecutableNumInputs(exe), m = moeExecutableNumOutputs(exe);
     shapes.assign(n + m, {});
     inputs.clear();
@@ -78,23 +49,6 @@ struct Buffers {
     }
   }
 
-  bool untouched() const {
-    for (uint16_t v : dx)
-      if (v != 0xFFFF)
-        return false;
-    for (const auto *v : {&da, &dwgu, &dwd})
-      for (float e : *v)
-        if (e != kPoison)
-          return false;
-    return true;
-  }
-
-  static constexpr float kPoison = -1e30f;
-  moe::ref::LayerConfig cfg;
-  moe::ref::LayerInputs ref;
-  std::vector<uint16_t> x, dy, wgu, wd, dx;
-  std::vector<float> aff, da, dwgu, dwd;
-  std::vector<int32_t> tok, blk;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<MoeTensor> inputs, outputs;
 };

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/JIT/MoeJIT.h"
+
+#include "LayerBuffers.h"
 #include "moe/Reference/BF16.h"
 #include "moe/Reference/Model.h"
 
@@ -439,7 +441,8 @@ TEST(CacheTest, MemoryAndDisk) {
 
 /// One small layer compiled once for the suite, with seeded inputs packed
 /// into buffers of the op's dtypes.
-class LayerTest : public ::testing::Test {
+class LayerTest : public ::testing::Test,
+                  protected moe::jit::testing::LayerBuffers {
 protected:
   static void SetUpTestSuite() {
     desc = *parseLayerDesc("T=40,H=64,I=32,E=4,K=2,B=128");
@@ -454,61 +457,12 @@ protected:
   }
 
   void SetUp() override {
-    moe::ref::LayerConfig cfg;
-    cfg.T = desc.T;
-    cfg.H = desc.H;
-    cfg.I = desc.I;
-    cfg.E = desc.E;
-    cfg.K = desc.K;
-    cfg.B = desc.B;
-    ref = moe::ref::makeInputs(cfg, /*seed=*/3);
+    fill(desc, /*seed=*/3);
     rmx = moe::ref::backwardMX(cfg, ref);
-    auto bf16 = [](const std::vector<double> &v) {
-      std::vector<uint16_t> out(v.size());
-      for (size_t i = 0; i < v.size(); ++i)
-        out[i] = moe::ref::bf16FromFloat(static_cast<float>(v[i]));
-      return out;
-    };
-    x = bf16(ref.x);
-    dy = bf16(ref.dy);
-    wgu = bf16(ref.wgu);
-    wd = bf16(ref.wd);
-    aff.assign(ref.affinities.begin(), ref.affinities.end());
-    tok = ref.routing.tokenPositionToId;
-    blk = ref.routing.blockToExpert;
-    dx.assign(desc.T * desc.H, 0xFFFF);
-    da.assign(desc.T * desc.E, kPoison);
-    dwgu.assign(desc.E * desc.H * 2 * desc.I, kPoison);
-    dwd.assign(desc.E * desc.I * desc.H, kPoison);
   }
 
-  std::vector<ConstTensorRef> inputs() const {
-    const Signature &sig = exe->signature();
-    const void *data[] = {x.data(),  dy.data(),  aff.data(), wgu.data(),
-                          wd.data(), tok.data(), blk.data()};
-    std::vector<ConstTensorRef> refs;
-    for (size_t i = 0; i < sig.inputs.size(); ++i)
-      refs.push_back({data[i], sig.inputs[i].dtype, sig.inputs[i].shape});
-    return refs;
-  }
-  std::vector<TensorRef> outputs() {
-    const Signature &sig = exe->signature();
-    void *data[] = {dx.data(), da.data(), dwgu.data(), dwd.data()};
-    std::vector<TensorRef> refs;
-    for (size_t i = 0; i < sig.outputs.size(); ++i)
-      refs.push_back({data[i], sig.outputs[i].dtype, sig.outputs[i].shape});
-    return refs;
-  }
-  bool untouched() const {
-    auto all = [](const auto &v, auto value) {
-      for (auto e : v)
-        if (e != value)
-          return false;
-      return true;
-    };
-    return all(dx, uint16_t(0xFFFF)) && all(da, kPoison) &&
-           all(dwgu, kPoison) && all(dwd, kPoison);
-  }
+  std::vector<ConstTensorRef> inputs() { return inputRefs(exe->signature()); }
+  std::vector<TensorRef> outputs() { return outputRefs(exe->signature()); }
   /// Runs; expects the error `fragment` and no output written.
   void expectRejected(const std::string &fragment) {
     Status status = exe->run(inputs(), outputs());
@@ -518,15 +472,10 @@ protected:
     EXPECT_TRUE(untouched()) << fragment;
   }
 
-  static constexpr float kPoison = -1e30f;
   static inline LayerDesc desc;
   static inline Compiler *compiler = nullptr;
   static inline Executable *exe = nullptr;
-  moe::ref::LayerInputs ref;
   moe::ref::LayerGrads rmx;
-  std::vector<uint16_t> x, dy, wgu, wd, dx;
-  std::vector<float> aff, da, dwgu, dwd;
-  std::vector<int32_t> tok, blk;
 };
 
 TEST_F(LayerTest, SignatureAndLayer) {

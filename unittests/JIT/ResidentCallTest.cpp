@@ -23,7 +23,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/JIT/MoeJIT.h"
-#include "moe/Reference/Model.h"
+
+#include "LayerBuffers.h"
 
 #include "../Runtime/FakeCuda.h"
 
@@ -85,52 +86,30 @@ const std::set<std::string> &forbiddenInCall() {
   return symbols;
 }
 
-class ResidentCall : public ::testing::Test {
+class ResidentCall : public ::testing::Test,
+                     protected moe::jit::testing::LayerBuffers {
 protected:
   void SetUp() override {
     desc = *parseLayerDesc("T=256,H=256,I=128,E=2,K=1,B=128");
-    moe::ref::LayerConfig cfg;
-    cfg.T = desc.T;
-    cfg.H = desc.H;
-    cfg.I = desc.I;
-    cfg.E = desc.E;
-    cfg.K = desc.K;
-    cfg.B = desc.B;
-    ref = moe::ref::makeInputs(cfg, /*seed=*/5);
-    x.assign(ref.x.size(), 0x3f80);
-    dy.assign(ref.dy.size(), 0x3f80);
-    wgu.assign(ref.wgu.size(), 0x3f80);
-    wd.assign(ref.wd.size(), 0x3f80);
-    aff.assign(ref.affinities.begin(), ref.affinities.end());
-    tok = ref.routing.tokenPositionToId;
-    blk = ref.routing.blockToExpert;
-    dx.assign(desc.T * desc.H, 0);
-    da.assign(desc.T * desc.E, 0);
-    dwgu.assign(desc.E * desc.H * 2 * desc.I, 0);
-    dwd.assign(desc.E * desc.I * desc.H, 0);
+    fill(desc, /*seed=*/5);
   }
-
-  std::vector<ConstTensorRef> inputs(const Signature &sig) const {
-    const void *data[] = {x.data(),  dy.data(),  aff.data(), wgu.data(),
-                          wd.data(), tok.data(), blk.data()};
-    std::vector<ConstTensorRef> refs;
-    for (size_t i = 0; i < sig.inputs.size(); ++i)
-      refs.push_back({data[i], sig.inputs[i].dtype, sig.inputs[i].shape});
-    return refs;
+  std::vector<ConstTensorRef> inputs(const Signature &sig) {
+    return inputRefs(sig);
   }
   std::vector<TensorRef> outputs(const Signature &sig) {
-    void *data[] = {dx.data(), da.data(), dwgu.data(), dwd.data()};
-    std::vector<TensorRef> refs;
-    for (size_t i = 0; i < sig.outputs.size(); ++i)
-      refs.push_back({data[i], sig.outputs[i].dtype, sig.outputs[i].shape});
-    return refs;
+    return outputRefs(sig);
+  }
+  /// The layer for sm90a (resident: the default mode), unoptimized host
+  /// code.
+  Expected<Executable> compileSm90a() {
+    CompileOptions options;
+    options.target = Target::Sm90a;
+    options.optLevel = 0;
+    return compiler.compileLayer(desc, options);
   }
 
   LayerDesc desc;
-  moe::ref::LayerInputs ref;
-  std::vector<uint16_t> x, dy, wgu, wd, dx;
-  std::vector<float> aff, da, dwgu, dwd;
-  std::vector<int32_t> tok, blk;
+  Compiler compiler;
 };
 
 /// Checks the log of one run: see the file comment.
@@ -177,11 +156,7 @@ void expectOneStreamNoSynchronization(const std::vector<FakeCall> &log) {
 }
 
 TEST_F(ResidentCall, QueuesEverythingOnTheRunStreamWithoutSynchronizing) {
-  Compiler compiler;
-  CompileOptions options;
-  options.target = Target::Sm90a;
-  options.optLevel = 0;
-  Expected<Executable> exe = compiler.compileLayer(desc, options);
+  Expected<Executable> exe = compileSm90a();
   ASSERT_TRUE(exe) << exe.message();
   ASSERT_EQ(exe->compileInfo().gpuMode, "resident");
   FakeDriverLog fake;
@@ -211,11 +186,7 @@ TEST_F(ResidentCall, QueuesEverythingOnTheRunStreamWithoutSynchronizing) {
 /// copy of the arguments, no synchronization, no stream of its own), and
 /// everything that names a stream names the caller's.
 TEST_F(ResidentCall, RunOnDeviceQueuesOnTheCallersStream) {
-  Compiler compiler;
-  CompileOptions options;
-  options.target = Target::Sm90a;
-  options.optLevel = 0;
-  Expected<Executable> exe = compiler.compileLayer(desc, options);
+  Expected<Executable> exe = compileSm90a();
   ASSERT_TRUE(exe) << exe.message();
   FakeDriverLog fake;
   ASSERT_TRUE(fake.loaded())
@@ -250,7 +221,6 @@ TEST_F(ResidentCall, RunOnDeviceQueuesOnTheCallersStream) {
 /// runOnDevice needs an executable compiled for device buffers; the
 /// arguments are checked as run() checks them.
 TEST_F(ResidentCall, RunOnDeviceRejectsWhatItCannotRun) {
-  Compiler compiler;
   Expected<Executable> host = compiler.compileLayer(desc, {});
   ASSERT_TRUE(host) << host.message();
   const Signature &sig = host->signature();
@@ -261,10 +231,7 @@ TEST_F(ResidentCall, RunOnDeviceRejectsWhatItCannotRun) {
             "(it needs target sm90a with gpuMode resident; this one is "
             "host): use run()");
 
-  CompileOptions options;
-  options.target = Target::Sm90a;
-  options.optLevel = 0;
-  Expected<Executable> exe = compiler.compileLayer(desc, options);
+  Expected<Executable> exe = compileSm90a();
   ASSERT_TRUE(exe) << exe.message();
   std::vector<TensorRef> outs = outputs(sig);
   outs[0].data = nullptr;
