@@ -45,6 +45,17 @@ then
   "$PYTHON" -m pip install -q --disable-pip-version-check -r python/requirements.txt ||
     die "pip install -r python/requirements.txt failed"
 fi
+# torch for the Python package's torch tests (MoEMLP); MOE_SKIP_TORCH=1
+# leaves it out (those tests then report UNSUPPORTED).
+if [ "${MOE_SKIP_TORCH:-0}" != 1 ] &&
+   ! "$PYTHON" -c 'import sys, importlib.metadata as md
+pins = [l.split("==") for l in open("python/requirements-torch.txt") if "==" in l]
+sys.exit(0 if all(md.version(n.strip()).split("+")[0] == v.strip() for n, v in pins) else 1)' 2>/dev/null
+then
+  echo "setup: installing python/requirements-torch.txt into $PYTHON (~4.7 GB)"
+  "$PYTHON" -m pip install -q --disable-pip-version-check -r python/requirements-torch.txt ||
+    die "pip install -r python/requirements-torch.txt failed"
+fi
 
 # The CUDA toolkit: ptxas and fatbinary serialize GPU code, cuda.h declares
 # the driver API the runtime library loads at run time.

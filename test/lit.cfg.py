@@ -30,8 +30,9 @@ config.substitutions.append(("%moe_obj", config.moe_obj_root))
 llvm_config.with_environment("PYTHONPATH", os.path.join(config.moe_src_root, "python"), append_path=True)
 
 # Python modules that some tests need in %python: `torch` for the torch
-# reference (python/moe_crosscheck/torch_ref.py; not in CI, present on the GPU
-# machine), `ml_dtypes` for the numpy reference it is compared with.
+# reference (python/moe_crosscheck/torch_ref.py) and moe_mlir's torch
+# support (scripts/setup.sh installs it unless MOE_SKIP_TORCH=1; the GPU
+# machine has it), `ml_dtypes` for the numpy reference it is compared with.
 def python_has(module):
     try:
         return subprocess.run([config.python_executable, "-c", "import " + module],

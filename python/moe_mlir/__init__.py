@@ -11,7 +11,9 @@ and scores [T, K] into the layer's routing inputs.
 with ``module=True``) and a target, and returns a ``Kernel``. A call takes
 the inputs in signature order (``kernel.inputs``) as numpy arrays and
 returns new arrays for the outputs (``kernel.outputs``), or writes the
-arrays given as ``out``. Every input is checked before anything runs: its
+arrays given as ``out``. torch tensors work the same way: CPU tensors for
+the host target; CUDA tensors for sm90a, where the call is queued on the
+device's current stream with no copy and no synchronization. Every input is checked before anything runs: its
 dtype (bf16 is ``ml_dtypes.bfloat16``), shape and C-contiguity, each error
 naming the tensor; the library then checks pointers and the routing layout
 as the C++ API does. The library is the C API of libMoeJIT.so
@@ -31,7 +33,33 @@ __all__ = ["compile", "Kernel", "TensorSpec", "MoeMLIRError",
 _DTYPES = {0: ml_dtypes.bfloat16, 1: np.float32, 2: np.int32,
            3: ml_dtypes.float8_e4m3fn, 4: ml_dtypes.float8_e5m2,
            5: ml_dtypes.float8_e8m0fnu}
+_DTYPE_CODES = {np.dtype(v).name: k for k, v in _DTYPES.items()}
+_TORCH_DTYPE_NAMES = {"bfloat16": "bfloat16", "float32": "float32",
+                      "int32": "int32", "float8_e4m3fn": "float8_e4m3fn",
+                      "float8_e5m2": "float8_e5m2",
+                      "float8_e8m0fnu": "float8_e8m0fnu"}
 _TARGETS = {"host": 0, "sm90a": 1, "sm_90a": 1}
+
+
+def _torch():
+    import torch  # noqa: PLC0415 (optional dependency)
+    return torch
+
+
+def _is_torch(value):
+    """Whether `value` is a torch tensor, without importing torch."""
+    return type(value).__module__.startswith("torch") and hasattr(
+        value, "data_ptr")
+
+
+class _TorchDTypes:
+    """numpy dtype name -> torch dtype, resolved at first use."""
+
+    def __getitem__(self, name):
+        return getattr(_torch(), _TORCH_DTYPE_NAMES[name])
+
+
+_TORCH_DTYPES = _TorchDTypes()
 
 
 class MoeMLIRError(RuntimeError):
@@ -81,6 +109,84 @@ class Kernel:
             self._lib.moeExecutableDestroy(handle)
             self._handle = None
 
+    def _check_torch(self, kind, index, spec, tensor, device):
+        what = "%s '%s' (#%d)" % (kind, spec.name, index)
+        torch = _torch()
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError("%s: expected a torch tensor like the other "
+                            "arguments, got %s" % (what, type(tensor).__name__))
+        want = _TORCH_DTYPES[spec.dtype.name]
+        if tensor.dtype != want:
+            raise ValueError("%s: dtype %s, expected %s" %
+                             (what, tensor.dtype, want))
+        if tuple(tensor.shape) != spec.shape:
+            raise ValueError("%s: shape %s, expected %s" %
+                             (what, list(tensor.shape), list(spec.shape)))
+        if not tensor.is_contiguous():
+            raise ValueError("%s: not contiguous (use .contiguous())" % what)
+        if tensor.device != device:
+            raise ValueError("%s: on %s, expected %s (%s target)" %
+                             (what, tensor.device, device, self.target))
+
+    def _call_torch(self, inputs, out):
+        torch = _torch()
+        if self.target == "host":
+            device = torch.device("cpu")
+        else:
+            first = inputs[0]
+            device = first.device if isinstance(first, torch.Tensor) else None
+            if device is None or device.type != "cuda":
+                raise ValueError("input '%s' (#0): an sm90a kernel takes CUDA "
+                                 "tensors, got %s" % (
+                                     self.inputs[0].name,
+                                     getattr(first, "device", type(first))))
+        if out is None:
+            out = [torch.empty(s.shape, dtype=_TORCH_DTYPES[s.dtype.name],
+                               device=device) for s in self.outputs]
+        elif len(out) != len(self.outputs):
+            raise TypeError("out: %d tensors expected, got %d" %
+                            (len(self.outputs), len(out)))
+        for kind, specs, tensors in (("input", self.inputs, inputs),
+                                     ("output", self.outputs, out)):
+            for i, (spec, tensor) in enumerate(zip(specs, tensors)):
+                self._check_torch(kind, i, spec, tensor, device)
+        pointers = [t.data_ptr() for t in list(inputs) + list(out)]
+        ins, keep_in = self._tensors(self.inputs, pointers[:len(inputs)])
+        outs, keep_out = self._tensors(self.outputs, pointers[len(inputs):])
+        if self.target == "host":
+            seconds = ctypes.c_double(0.0)
+            status = self._lib.moeExecutableRun(
+                self._handle, ins, len(inputs), outs, len(out),
+                ctypes.byref(seconds))
+            self.last_call_seconds = seconds.value
+        else:
+            # Queued on the current stream of the tensors' device, as torch
+            # queues its own kernels; nothing synchronizes.
+            stream = torch.cuda.current_stream(device).cuda_stream
+            status = self._lib.moeExecutableRunOnDevice(
+                self._handle, ins, len(inputs), outs, len(out),
+                ctypes.c_void_p(stream))
+            self.last_call_seconds = None
+        del keep_in, keep_out
+        if status != 0:
+            raise MoeMLIRError(_capi.last_error())
+        return tuple(out)
+
+    @staticmethod
+    def _tensors(specs, pointers):
+        """A C array of MoeTensor over `pointers`, and the shape arrays it
+        points into (kept alive by the caller)."""
+        table = (_capi.Tensor * len(pointers))()
+        shapes = []
+        for t, spec, pointer in zip(table, specs, pointers):
+            shape = (ctypes.c_int64 * len(spec.shape))(*spec.shape)
+            shapes.append(shape)
+            t.data = pointer
+            t.dtype = _DTYPE_CODES[spec.dtype.name]
+            t.rank = len(spec.shape)
+            t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+        return table, shapes
+
     @staticmethod
     def _check(kind, index, spec, array):
         what = "%s '%s' (#%d)" % (kind, spec.name, index)
@@ -104,6 +210,11 @@ class Kernel:
             raise TypeError("kernel takes %d inputs (%s), got %d" % (
                 len(self.inputs), ", ".join(s.name for s in self.inputs),
                 len(inputs)))
+        if inputs and _is_torch(inputs[0]):
+            return self._call_torch(inputs, out)
+        if self.target != "host":
+            raise TypeError("an %s kernel takes CUDA torch tensors" %
+                            self.target)
         if out is None:
             out = [np.empty(s.shape, s.dtype) for s in self.outputs]
         elif len(out) != len(self.outputs):
@@ -114,21 +225,10 @@ class Kernel:
             for i, (spec, array) in enumerate(zip(specs, arrays)):
                 self._check(kind, i, spec, array)
 
-        def tensors(specs, arrays):
-            table = (_capi.Tensor * len(arrays))()
-            shapes = []
-            for t, spec, array in zip(table, specs, arrays):
-                shape = (ctypes.c_int64 * len(spec.shape))(*spec.shape)
-                shapes.append(shape)
-                t.data = array.ctypes.data
-                t.dtype = next(k for k, v in _DTYPES.items()
-                               if np.dtype(v) == spec.dtype)
-                t.rank = len(spec.shape)
-                t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-            return table, shapes
-
-        ins, keep_in = tensors(self.inputs, inputs)
-        outs, keep_out = tensors(self.outputs, out)
+        ins, keep_in = self._tensors(self.inputs,
+                                     [a.ctypes.data for a in inputs])
+        outs, keep_out = self._tensors(self.outputs,
+                                       [a.ctypes.data for a in out])
         seconds = ctypes.c_double(0.0)
         status = self._lib.moeExecutableRun(self._handle, ins, len(inputs),
                                             outs, len(out),

@@ -1,0 +1,138 @@
+"""moe_mlir with torch on the host target (CPU tensors).
+
+Usage: moe_mlir_torch_check.py
+
+1. A kernel called on torch tensors gives the bits of the same call on
+   numpy arrays, and bad tensors are named.
+2. MoEMLP's gradients (autograd through the compiled backward) against the
+   numpy R_mx of moe_crosscheck on the same inputs: dx, dWgu, dWd and the
+   top-k scores' gradient (da at the selected experts), 2e-3.
+3. A short training loop on a synthetic regression: the loss falls.
+"""
+import sys
+
+import ml_dtypes
+import numpy as np
+import torch
+
+import moe_mlir
+from moe_crosscheck import layer
+from moe_mlir.nn import MoEMLP
+
+T, H, I, E, K, B = 64, 64, 32, 4, 2, 128
+
+
+def rel(got, want):
+    got = np.asarray(got, dtype=np.float64)
+    return np.linalg.norm(got - want) / np.linalg.norm(want)
+
+
+def main():
+    failed = 0
+    print("torch", torch.__version__)
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    idx = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int32)
+    logits = rng.standard_normal((T, K))
+    scores = (np.exp(logits) / np.exp(logits).sum(1, keepdims=True)).astype(
+        np.float32)
+
+    # 1. torch tensors against numpy arrays.
+    kernel = moe_mlir.compile("T=%d,H=%d,I=%d,E=%d,K=%d,B=%d" %
+                              (T, H, I, E, K, B), opt_level=0)
+    tok, blk = moe_mlir.build_routing(idx, E, B)
+    aff = moe_mlir.masked_affinities(idx, scores, E)
+    bf = lambda a: a.astype(ml_dtypes.bfloat16)  # noqa: E731
+    x = bf(rng.standard_normal((T, H)))
+    dy = bf(rng.standard_normal((T, H)))
+    wgu = bf(rng.standard_normal((E, H, 2, I)) / np.sqrt(H))
+    wd = bf(rng.standard_normal((E, I, H)) / np.sqrt(I))
+    arrays = [x, dy, aff, wgu, wd, tok, blk]
+    want = kernel(*arrays)
+    tensors = [torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
+               if a.dtype == ml_dtypes.bfloat16 else torch.from_numpy(a)
+               for a in arrays]
+    got = kernel(*tensors)
+    same = all(np.array_equal(
+        g.view(torch.uint16).numpy() if g.dtype == torch.bfloat16
+        else g.numpy(), w.view(np.uint16) if w.dtype == ml_dtypes.bfloat16
+        else w) for g, w in zip(got, want))
+    failed += not same
+    print("%s: torch tensors give the numpy call's bits" %
+          ("PASS" if same else "FAIL"))
+    for bad, fragment in (
+            (lambda t: t[2].double(), "input 'affinities' (#2): dtype "
+             "torch.float64, expected torch.float32"),
+            (lambda t: t[0].t().contiguous().t(), "input 'x' (#0): not "
+             "contiguous")):
+        args = list(tensors)
+        args[2 if "affinities" in fragment else 0] = bad(tensors)
+        try:
+            kernel(*args)
+            print("FAIL: no error for %r" % fragment)
+            failed += 1
+        except ValueError as err:
+            ok = fragment in str(err)
+            failed += not ok
+            print("%s: %s" % ("PASS" if ok else "FAIL", err))
+
+    # 2. MoEMLP gradients against R_mx, with f32 (master) weights holding
+    # bf16 values: the kernel takes them as bf16 and its f32 weight
+    # gradients come back unrounded (bf16 parameters would get their
+    # gradients rounded to bf16, ~1.6e-3 from R_mx on their own).
+    mlp = MoEMLP(H, I, E, K, block_size=B, dtype=torch.float32)
+    with torch.no_grad():
+        mlp.wgu.copy_(torch.from_numpy(wgu.astype(np.float32)))
+        mlp.wd.copy_(torch.from_numpy(wd.astype(np.float32)))
+    xt = torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16)
+    xt.requires_grad_(True)
+    st = torch.from_numpy(scores).requires_grad_(True)
+    it = torch.from_numpy(idx)
+    y = mlp(xt, it, st)
+    y.backward(torch.from_numpy(dy.astype(np.float32)).to(torch.bfloat16))
+    cfg = {"T": T, "H": H, "I": I, "E": E, "K": K, "B": B, "act": "swiglu",
+           "affinity": "on_i", "quant": "e4m3", "rule": "rceil",
+           "clamp_gate_lo": None, "clamp_gate_hi": None,
+           "clamp_up_lo": None, "clamp_up_hi": None, "bias": False,
+           "checkpoint": False, "dense": False, "dx_accumulate": "f32",
+           "dx_f32": False, "weight_grad_bf16": False}
+    inp = {"x": x.astype(np.float64), "dy": dy.astype(np.float64),
+           "affinities": aff.astype(np.float64),
+           "wgu": wgu.astype(np.float64), "wd": wd.astype(np.float64),
+           "token_position_to_id": tok, "block_to_expert": blk}
+    ref = layer.backward_mx(cfg, inp)
+    rows = np.repeat(np.arange(T), K)
+    checks = [("dx", xt.grad.float().numpy(), ref["dx"]),
+              ("dwgu", mlp.wgu.grad.float().numpy(), ref["dwgu"]),
+              ("dwd", mlp.wd.grad.float().numpy(), ref["dwd"]),
+              ("d_scores", st.grad.numpy().reshape(-1),
+               ref["da"].reshape(T, E)[rows, idx.reshape(-1)])]
+    for name, g, w in checks:
+        err = rel(g, w)
+        ok = err <= 2e-3
+        failed += not ok
+        print("%-8s rel(R_mx) %.3e %s" % (name, err, "PASS" if ok else "FAIL"))
+
+    # 3. Training: fit a fixed random target for 30 SGD steps.
+    torch.manual_seed(1)
+    student = MoEMLP(H, I, E, K, block_size=B, dtype=torch.float32)
+    target = torch.randn(T, H).to(torch.bfloat16)
+    opt = torch.optim.SGD(student.parameters(), lr=0.5)
+    losses = []
+    for step in range(30):
+        opt.zero_grad()
+        out = student(xt.detach(), it, torch.from_numpy(scores))
+        loss = ((out.float() - target.float()) ** 2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    ok = losses[-1] < 0.9 * losses[0] and all(np.isfinite(losses))
+    failed += not ok
+    print("%s: training loss %.4f -> %.4f over 30 steps" %
+          ("PASS" if ok else "FAIL", losses[0], losses[-1]))
+    print("moe_mlir torch check: %s" % ("FAIL" if failed else "PASS"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
