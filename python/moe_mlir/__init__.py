@@ -13,7 +13,8 @@ the inputs in signature order (``kernel.inputs``) as numpy arrays and
 returns new arrays for the outputs (``kernel.outputs``), or writes the
 arrays given as ``out``. torch tensors work the same way: CPU tensors for
 the host target; CUDA tensors for sm90a, where the call is queued on the
-device's current stream with no copy and no synchronization. Every input is checked before anything runs: its
+device's current stream with no copy and no synchronization. numpy arrays
+work on every target (sm90a copies them to the device and back). Every input is checked before anything runs: its
 dtype (bf16 is ``ml_dtypes.bfloat16``), shape and C-contiguity, each error
 naming the tensor; the library then checks pointers and the routing layout
 as the C++ API does. The library is the C API of libMoeJIT.so
@@ -212,9 +213,6 @@ class Kernel:
                 len(inputs)))
         if inputs and _is_torch(inputs[0]):
             return self._call_torch(inputs, out)
-        if self.target != "host":
-            raise TypeError("an %s kernel takes CUDA torch tensors" %
-                            self.target)
         if out is None:
             out = [np.empty(s.shape, s.dtype) for s in self.outputs]
         elif len(out) != len(self.outputs):
