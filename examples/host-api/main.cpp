@@ -12,12 +12,15 @@
 //   4. shows the error path: run() with an out-of-range token id and with a
 //      wrong shape returns a message and writes no output,
 //   5. shows the caches: the same Compiler answers from memory, and a second
-//      Compiler given the same directory answers from disk.
+//      Compiler given the same directory answers from disk,
+//   6. with --sm90a, compiles the layer for the H200 (no driver needed) and
+//      runs it on the same host buffers (the run copies them to the device
+//      and back; it needs a CUDA driver and an sm_90 GPU).
 //
 // It needs only MoeJIT.h and libMoeJIT (no MLIR or LLVM headers) and exits
 // non-zero when any check fails.
 //
-// Usage: moe-host-api-example [cache-dir]
+// Usage: moe-host-api-example [cache-dir] [--sm90a]
 //
 //===----------------------------------------------------------------------===//
 #include "moe/JIT/MoeJIT.h"
@@ -204,9 +207,14 @@ void check(bool ok, const char *what) {
 
 int main(int argc, char **argv) {
   std::string cacheDir =
-      argc > 1
-          ? argv[1]
-          : (std::filesystem::temp_directory_path() / "moe-jit-cache").string();
+      (std::filesystem::temp_directory_path() / "moe-jit-cache").string();
+  bool sm90a = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--sm90a") == 0)
+      sm90a = true;
+    else
+      cacheDir = argv[i];
+  }
 
   // 1. Compile. A layer description is a LayerDesc, here parsed from the
   // spelling moe-run's --layer also takes. Errors are values, never aborts.
@@ -343,6 +351,25 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < outputs.size(); ++i)
     check(outputs2[i].bytes == outputs[i].bytes,
           "the reloaded executable computed different bits");
+
+  // 6. The same layer on the H200. Compiling needs no driver; running
+  // copies the buffers to the device, runs every phase there, and copies
+  // the outputs back.
+  if (sm90a) {
+    jit::CompileOptions gpu;
+    gpu.target = jit::Target::Sm90a;
+    jit::Expected<jit::Executable> onGpu = compiler.compileLayer(*layer, gpu);
+    if (!onGpu) {
+      std::printf("FAIL: %s\n", onGpu.message().c_str());
+      return 1;
+    }
+    std::printf("compiled for %s (%s)\n", jit::toString(onGpu->target()),
+                onGpu->compileInfo().gpuMode.c_str());
+    std::vector<Buffer> outputs3(sig.outputs.begin(), sig.outputs.end());
+    jit::Status ran = onGpu->run(inputRefs(inputs), outputRefs(outputs3));
+    std::printf("sm90a run: %s\n", ran ? "ok" : ran.message().c_str());
+    check(ran.ok(), "the sm90a run failed");
+  }
 
   std::printf("%s\n", failures == 0 ? "PASS" : "FAIL");
   return failures == 0 ? 0 : 1;
