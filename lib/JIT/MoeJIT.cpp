@@ -1228,8 +1228,8 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     for (unsigned i = 0; i < analysis.entry.getNumArguments(); ++i)
       analysis.entry.setArgAttr(i, "bufferization.writable", readOnly);
     PassManager pm(&context, ModuleOp::getOperationName());
-    // The GPU pipelines: the kernels replace unfused block GEMMs, so no
-    // moe-fuse.
+    // The GPU pipelines run moe-fuse themselves: the kernels take their
+    // epilogues from its regions.
     auto gpuOptions = [&](auto &pipelineOptions) {
       pipelineOptions.chip = "sm_90a";
       pipelineOptions.format = gpuFormat;

@@ -261,8 +261,9 @@ maskedAffinities(const int32_t *topkIdx, const float *topkScores, int64_t T,
 /// executable's first run. Running needs a CUDA driver and an sm_90 GPU;
 /// their absence, a kernel the driver rejects and the first failing CUDA
 /// call are the run's error (a failed load, of every later run too). Each
-/// run releases its device memory. Sm90a ignores CompileOptions::fuse (the
-/// kernels replace unfused GEMMs).
+/// run releases its device memory. Sm90a ignores CompileOptions::fuse: its
+/// pipelines always form the kernel regions (moe-fuse), from which the GEMM
+/// kernels take their epilogues.
 enum class Target { Host, Sm90a };
 MOE_JIT_EXPORT const char *toString(Target target);
 /// "host" or "sm90a" (also "sm_90a").
