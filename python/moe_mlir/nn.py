@@ -13,13 +13,17 @@ activations), runs the compiled backward of the layer's shape (compiled once
 per token count and cached), and returns the gradients of x, the top-k
 scores and both weights. On the host target the tensors are CPU tensors; on
 sm90a CUDA tensors, the kernel queued on the current stream.
+
+Both directions are torch custom ops (moe_mlir::mlp_forward with its
+autograd formula, moe_mlir::mlp_backward), so torch.compile captures the
+layer in one graph (fullgraph=True).
 """
 import numpy as np
 import torch
 
 from . import build_routing, compile as _compile, masked_affinities
 
-__all__ = ["MoEMLP", "moe_mlp"]
+__all__ = ["MoEMLP", "moe_mlp", "mlp_forward", "mlp_backward"]
 
 
 def _activation(g, kind):
@@ -47,39 +51,99 @@ def _forward(x, topk_idx, topk_scores, wgu, wd, activation):
     return y
 
 
-class _MoEMLPFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, topk_idx, topk_scores, wgu, wd, mlp):
-        ctx.save_for_backward(x, topk_idx, topk_scores, wgu, wd)
-        ctx.mlp = mlp
-        with torch.no_grad():
-            return _forward(x, topk_idx, topk_scores, wgu, wd, mlp.activation)
+# The layer's operations as torch custom ops, so that torch.compile graphs
+# hold them whole (fullgraph): the forward's routing is data-dependent and
+# the backward calls the compiled kernel, so both are opaque to tracing,
+# with fake implementations that give the output shapes. The layer is
+# passed as its spelling (moe-run --layer) plus the target.
+_KERNELS = {}
 
-    @staticmethod
-    def backward(ctx, dy):
-        x, topk_idx, topk_scores, wgu, wd = ctx.saved_tensors
-        mlp = ctx.mlp
-        T = x.shape[0]
-        E, B = mlp.experts, mlp.block_size
-        idx = topk_idx.detach().to("cpu", torch.int32).numpy()
-        scores = topk_scores.detach().to("cpu", torch.float32).numpy()
-        tok, blk = build_routing(idx, E, B)
-        aff = masked_affinities(idx, scores, E)
-        device = x.device
-        as_tensor = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
-        bf16 = lambda t: t.detach().to(torch.bfloat16).contiguous()  # noqa
-        kernel = mlp.kernel(T)
-        dx, da, dwgu, dwd = kernel(bf16(x), bf16(dy), as_tensor(aff),
-                                   bf16(wgu), bf16(wd), as_tensor(tok),
-                                   as_tensor(blk))
-        d_scores = da.view(T, E).gather(1, topk_idx.long())
-        return (dx.to(x.dtype), None, d_scores.to(topk_scores.dtype),
-                dwgu.to(wgu.dtype), dwd.to(wd.dtype), None)
+
+def _kernel(layer, target):
+    key = (layer, target)
+    if key not in _KERNELS:
+        _KERNELS[key] = _compile(layer, target)
+    return _KERNELS[key]
+
+
+def _layer_field(layer, name):
+    for item in layer.split(","):
+        key, _, value = item.partition("=")
+        if key == name:
+            return value
+    raise ValueError("layer %r has no %s" % (layer, name))
+
+
+@torch.library.custom_op("moe_mlir::mlp_forward", mutates_args=())
+def mlp_forward(x: torch.Tensor, topk_idx: torch.Tensor,
+                topk_scores: torch.Tensor, wgu: torch.Tensor,
+                wd: torch.Tensor, layer: str, target: str) -> torch.Tensor:
+    """The routed gated MLP's forward in torch (bf16 GEMMs per expert)."""
+    with torch.no_grad():
+        return _forward(x, topk_idx, topk_scores, wgu, wd,
+                        _layer_field(layer, "act"))
+
+
+@mlp_forward.register_fake
+def _(x, topk_idx, topk_scores, wgu, wd, layer, target):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("moe_mlir::mlp_backward", mutates_args=())
+def mlp_backward(x: torch.Tensor, dy: torch.Tensor, topk_idx: torch.Tensor,
+                 topk_scores: torch.Tensor, wgu: torch.Tensor,
+                 wd: torch.Tensor, layer: str, target: str
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                            torch.Tensor]:
+    """dx, d_scores [T, K], dWgu, dWd from the compiled MXFP8 backward
+    (dx in x's dtype, the others f32)."""
+    T, E = x.shape[0], int(_layer_field(layer, "E"))
+    B = int(_layer_field(layer, "B"))
+    idx = topk_idx.detach().to("cpu", torch.int32).numpy()
+    scores = topk_scores.detach().to("cpu", torch.float32).numpy()
+    tok, blk = build_routing(idx, E, B)
+    aff = masked_affinities(idx, scores, E)
+    device = x.device
+    as_tensor = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+    bf16 = lambda t: t.detach().to(torch.bfloat16).contiguous()  # noqa: E731
+    dx, da, dwgu, dwd = _kernel(layer, target)(
+        bf16(x), bf16(dy), as_tensor(aff), bf16(wgu), bf16(wd),
+        as_tensor(tok), as_tensor(blk))
+    d_scores = da.view(T, E).gather(1, topk_idx.long())
+    return dx.to(x.dtype), d_scores, dwgu, dwd
+
+
+@mlp_backward.register_fake
+def _(x, dy, topk_idx, topk_scores, wgu, wd, layer, target):
+    f32 = torch.float32
+    return (torch.empty_like(x), topk_scores.new_empty(topk_scores.shape,
+                                                       dtype=f32),
+            wgu.new_empty(wgu.shape, dtype=f32),
+            wd.new_empty(wd.shape, dtype=f32))
+
+
+def _setup_context(ctx, inputs, output):
+    x, topk_idx, topk_scores, wgu, wd, layer, target = inputs
+    ctx.save_for_backward(x, topk_idx, topk_scores, wgu, wd)
+    ctx.layer, ctx.target = layer, target
+
+
+def _backward(ctx, dy):
+    x, topk_idx, topk_scores, wgu, wd = ctx.saved_tensors
+    dx, d_scores, dwgu, dwd = mlp_backward(x, dy, topk_idx, topk_scores, wgu,
+                                           wd, ctx.layer, ctx.target)
+    return (dx, None, d_scores.to(topk_scores.dtype), dwgu.to(wgu.dtype),
+            dwd.to(wd.dtype), None, None)
+
+
+torch.library.register_autograd("moe_mlir::mlp_forward", _backward,
+                                setup_context=_setup_context)
 
 
 def moe_mlp(x, topk_idx, topk_scores, wgu, wd, mlp):
     """The function MoEMLP.forward applies (for weights held elsewhere)."""
-    return _MoEMLPFunction.apply(x, topk_idx, topk_scores, wgu, wd, mlp)
+    return mlp_forward(x, topk_idx, topk_scores, wgu, wd,
+                       mlp.layer_spec(x.shape[0]), mlp.target)
 
 
 class MoEMLP(torch.nn.Module):
@@ -105,7 +169,6 @@ class MoEMLP(torch.nn.Module):
         self.wd = torch.nn.Parameter(
             (torch.randn(experts, intermediate, hidden, device=device) /
              np.sqrt(intermediate)).to(dtype))
-        self._kernels = {}
 
     def layer_spec(self, tokens):
         return ("T=%d,H=%d,I=%d,E=%d,K=%d,B=%d,act=%s,quant=%s,rule=%s" % (
@@ -113,11 +176,8 @@ class MoEMLP(torch.nn.Module):
             self.block_size, self.activation, self.quant, self.rule))
 
     def kernel(self, tokens):
-        """The compiled backward for `tokens` tokens (cached)."""
-        if tokens not in self._kernels:
-            self._kernels[tokens] = _compile(self.layer_spec(tokens),
-                                             self.target)
-        return self._kernels[tokens]
+        """The compiled backward for `tokens` tokens (cached per process)."""
+        return _kernel(self.layer_spec(tokens), self.target)
 
     def forward(self, x, topk_idx, topk_scores):
         if x.dim() != 2 or x.shape[1] != self.hidden:
