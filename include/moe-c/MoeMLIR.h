@@ -155,6 +155,16 @@ MOE_C_EXPORT int32_t moeMaskedAffinities(const int32_t *topkIdx,
                                          int64_t K, int64_t E,
                                          float *affinities);
 
+/** MX quantization of a row-major [rows, cols] f32 matrix along its rows
+ *  (moe::jit::quantizeMX): element "e4m3" or "e5m2", rule "rceil",
+ *  "floor" or "floor_alt"; codes [rows*cols] and scale bytes
+ *  [rows*cols/32] into caller buffers; 0 on success, nothing written on
+ *  error. */
+MOE_C_EXPORT int32_t moeQuantizeMX(const float *values, int64_t rows,
+                                   int64_t cols, const char *element,
+                                   const char *rule, uint8_t *codes,
+                                   uint8_t *scales);
+
 #ifdef __cplusplus
 }
 #endif

@@ -344,4 +344,41 @@ int32_t moeMaskedAffinities(const int32_t *topkIdx, const float *topkScores,
   return 0;
 }
 
+int32_t moeQuantizeMX(const float *values, int64_t rows, int64_t cols,
+                      const char *element, const char *rule, uint8_t *codes,
+                      uint8_t *scales) {
+  std::string e = element ? element : "", r = rule ? rule : "";
+  Quant quant;
+  ScaleRule scaleRule;
+  if (e == "e4m3")
+    quant = Quant::E4M3;
+  else if (e == "e5m2")
+    quant = Quant::E5M2;
+  else {
+    fail("moeQuantizeMX: element '" + e + "' (expected e4m3 or e5m2)");
+    return 1;
+  }
+  if (r == "rceil")
+    scaleRule = ScaleRule::RCeil;
+  else if (r == "floor")
+    scaleRule = ScaleRule::Floor;
+  else if (r == "floor_alt")
+    scaleRule = ScaleRule::FloorAlt;
+  else {
+    fail("moeQuantizeMX: rule '" + r + "' (expected rceil, floor or "
+         "floor_alt)");
+    return 1;
+  }
+  if (!codes || !scales) {
+    fail("moeQuantizeMX: null output buffer");
+    return 1;
+  }
+  Expected<MXQuantized> q = quantizeMX(values, rows, cols, quant, scaleRule);
+  if (!q)
+    return report(q.status());
+  std::copy(q->codes.begin(), q->codes.end(), codes);
+  std::copy(q->scales.begin(), q->scales.end(), scales);
+  return 0;
+}
+
 } // extern "C"

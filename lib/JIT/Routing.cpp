@@ -1,14 +1,15 @@
-//===- Routing.cpp - the routing helpers of the JIT API -------------------===//
+//===- Routing.cpp - the input helpers of the JIT API ---------------------===//
 //
-// buildRouting and maskedAffinities of MoeJIT.h: the reference model's
-// builders (lib/Reference/Routing.cpp, which moe.route is specified by)
-// behind the API's argument checks. The checks come first because the
-// reference throws on bad input and this library is built without
-// exceptions.
+// buildRouting, maskedAffinities and quantizeMX of MoeJIT.h: the reference
+// model's builders (lib/Reference/Routing.cpp, which moe.route is
+// specified by, and lib/Reference/MX.cpp, the MX numerics) behind the
+// API's argument checks. The checks come first because the reference
+// throws on bad input and this library is built without exceptions.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/JIT/MoeJIT.h"
 
+#include "moe/Reference/MX.h"
 #include "moe/Reference/Routing.h"
 
 #include <string>
@@ -74,6 +75,28 @@ Expected<std::vector<float>> maskedAffinities(const int32_t *topkIdx,
   std::vector<double> masked =
       ::moe::ref::maskedAffinities(topkIdx, scores.data(), T, K, E);
   return std::vector<float>(masked.begin(), masked.end());
+}
+
+Expected<MXQuantized> quantizeMX(const float *values, int64_t rows,
+                                 int64_t cols, Quant quant, ScaleRule rule) {
+  if (quant == Quant::None)
+    return Status::error("quantizeMX: quant none has no MX codes");
+  if (rows < 0 || cols < 0 || cols % 32)
+    return Status::error("quantizeMX: [" + std::to_string(rows) + ", " +
+                         std::to_string(cols) +
+                         "] must have non-negative sizes and a multiple of "
+                         "32 columns");
+  if (rows > 0 && cols > 0 && !values)
+    return Status::error("quantizeMX: null values");
+  ::moe::ref::MXElem elem = quant == Quant::E4M3 ? ::moe::ref::MXElem::E4M3
+                                                 : ::moe::ref::MXElem::E5M2;
+  ::moe::ref::ScaleRule refRule =
+      rule == ScaleRule::RCeil   ? ::moe::ref::ScaleRule::RCeil
+      : rule == ScaleRule::Floor ? ::moe::ref::ScaleRule::Floor
+                                 : ::moe::ref::ScaleRule::FloorAlt;
+  ::moe::ref::MXMatrix m = ::moe::ref::quantizeMatrix(
+      values, rows, cols, /*axis=*/1, elem, refRule);
+  return MXQuantized{std::move(m.codes), std::move(m.scales)};
 }
 
 } // namespace moe::jit

@@ -29,7 +29,7 @@ import numpy as np
 from . import _capi
 
 __all__ = ["compile", "Kernel", "TensorSpec", "MoeMLIRError",
-           "build_routing", "masked_affinities"]
+           "build_routing", "masked_affinities", "quantize_mx"]
 
 _DTYPES = {0: ml_dtypes.bfloat16, 1: np.float32, 2: np.int32,
            3: ml_dtypes.float8_e4m3fn, 4: ml_dtypes.float8_e5m2,
@@ -332,3 +332,25 @@ def masked_affinities(topk_idx, topk_scores, num_experts):
                                        num_experts, out.ctypes.data) != 0:
         raise MoeMLIRError(_capi.last_error())
     return out
+
+
+def quantize_mx(values, element="e4m3", rule="rceil"):
+    """(codes, scales): `values` MX-quantized along its last axis in blocks
+    of 32 (a multiple of 32 long), as ml_dtypes float8 codes of the same
+    shape and float8_e8m0fnu scales [..., n / 32]. What a weights=mx layer
+    takes: quantize_mx(wgu) for wgu / wgu_scales, quantize_mx(wd) for
+    wd / wd_scales."""
+    array = np.ascontiguousarray(values, dtype=np.float32)
+    if array.ndim == 0:
+        raise ValueError("quantize_mx: expected an array, got a scalar")
+    cols = array.shape[-1]
+    rows = array.size // cols if cols else 0
+    codes = np.empty(array.shape, np.uint8)
+    scales = np.empty(array.shape[:-1] + (cols // 32,), np.uint8)
+    if _capi.lib().moeQuantizeMX(array.ctypes.data, rows, cols,
+                                 element.encode(), rule.encode(),
+                                 codes.ctypes.data, scales.ctypes.data) != 0:
+        raise MoeMLIRError(_capi.last_error())
+    code_type = {"e4m3": ml_dtypes.float8_e4m3fn,
+                 "e5m2": ml_dtypes.float8_e5m2}[element]
+    return codes.view(code_type), scales.view(ml_dtypes.float8_e8m0fnu)

@@ -70,6 +70,8 @@ def lib():
         "moeRoutingNumBlocks": (i64, [i64, i64, i64, i64]),
         "moeBuildRouting": (i32, [p, i64, i64, i64, i64, p, p]),
         "moeMaskedAffinities": (i32, [p, p, i64, i64, i64, p]),
+        "moeQuantizeMX": (i32, [p, i64, i64, ctypes.c_char_p,
+                                ctypes.c_char_p, p, p]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(so, name)

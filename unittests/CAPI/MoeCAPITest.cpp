@@ -10,6 +10,7 @@
 
 #include "moe-c/MoeMLIR.h"
 #include "moe/JIT/MoeJIT.h"
+#include "moe/Reference/MX.h"
 #include "moe/Reference/Routing.h"
 
 #include "../JIT/LayerBuffers.h"
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -244,6 +246,45 @@ TEST(MoeCAPI, RoutingHelpers) {
   EXPECT_STREQ(moeGetLastError(), "buildRouting: B = 0 must be positive");
   EXPECT_EQ(moeBuildRouting(idx, 4, 2, 3, 32, nullptr, blk.data()), 1);
   EXPECT_STREQ(moeGetLastError(), "moeBuildRouting: null output buffer");
+}
+
+/// The MX quantizer: the reference's codes and scales along the rows, and
+/// its argument errors.
+TEST(MoeCAPI, QuantizeMX) {
+  std::vector<float> values(3 * 64);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = std::ldexp(static_cast<float>(i % 17) - 8.0f,
+                           static_cast<int>(i % 11) - 5);
+  std::vector<uint8_t> codes(values.size()), scales(3 * 2);
+  ASSERT_EQ(moeQuantizeMX(values.data(), 3, 64, "e5m2", "floor", codes.data(),
+                          scales.data()),
+            0)
+      << moeGetLastError();
+  moe::ref::MXMatrix want =
+      moe::ref::quantizeMatrix(values.data(), 3, 64, /*axis=*/1,
+                               moe::ref::MXElem::E5M2,
+                               moe::ref::ScaleRule::Floor);
+  EXPECT_EQ(codes, want.codes);
+  EXPECT_EQ(scales, want.scales);
+  std::vector<uint8_t> untouched(codes.size(), 7);
+  codes = untouched;
+  EXPECT_EQ(moeQuantizeMX(values.data(), 3, 64, "e3m4", "rceil",
+                          codes.data(), scales.data()),
+            1);
+  EXPECT_STREQ(moeGetLastError(),
+               "moeQuantizeMX: element 'e3m4' (expected e4m3 or e5m2)");
+  EXPECT_EQ(moeQuantizeMX(values.data(), 3, 64, "e4m3", "ceil", codes.data(),
+                          scales.data()),
+            1);
+  EXPECT_STREQ(moeGetLastError(), "moeQuantizeMX: rule 'ceil' (expected "
+                                  "rceil, floor or floor_alt)");
+  EXPECT_EQ(moeQuantizeMX(values.data(), 4, 48, "e4m3", "rceil", codes.data(),
+                          scales.data()),
+            1);
+  EXPECT_STREQ(moeGetLastError(), "quantizeMX: [4, 48] must have "
+                                  "non-negative sizes and a multiple of 32 "
+                                  "columns");
+  EXPECT_EQ(codes, untouched) << "nothing written on error";
 }
 
 } // namespace

@@ -247,6 +247,23 @@ MOE_JIT_EXPORT Expected<std::vector<float>>
 maskedAffinities(const int32_t *topkIdx, const float *topkScores, int64_t T,
                  int64_t K, int64_t E);
 
+/// FP8 codes and E8M0 scale bytes of a matrix quantized along its rows.
+struct MXQuantized {
+  std::vector<uint8_t> codes;  ///< [rows, cols]
+  std::vector<uint8_t> scales; ///< [rows, cols / 32]
+};
+
+/// MX-quantizes the row-major [rows, cols] matrix `values` in blocks of 32
+/// consecutive elements of a row (cols a multiple of 32), with the element
+/// type of `quant` (E4M3 or E5M2) and the scale rule `rule`: the reference
+/// model's quantizer, whose numerics every lowering shares. What a layer
+/// with weights=mx takes: wgu / wgu_scales from Wgu as rows E*H*2 of I,
+/// wd / wd_scales from Wd as rows E*I of H. Errors for Quant::None, sizes
+/// out of range, cols not a multiple of 32, or a null `values`.
+MOE_JIT_EXPORT Expected<MXQuantized> quantizeMX(const float *values,
+                                                int64_t rows, int64_t cols,
+                                                Quant quant, ScaleRule rule);
+
 //===----------------------------------------------------------------------===//
 // Compiling and running
 //===----------------------------------------------------------------------===//

@@ -112,6 +112,33 @@ def main():
     expect(moe_mlir.MoeMLIRError, "maskedAffinities: token 0, k = 1: "
            "expert 9 is outside [0, 4)",
            lambda out: moe_mlir.masked_affinities([[0, 9]], [[1, 1]], 4))
+    # The weight quantizer: a weights=mx layer on quantize_mx's codes gives
+    # the bits of the same layer quantizing its bf16 weights itself (both
+    # take g and u from the checkpoint, so the weights enter P1 and P2
+    # only, quantized along H and 2I as quantize_mx does).
+    ckdir = os.path.join(work, "ckpt")
+    subprocess.run([moe_ref, "gen", "--T", "40", "--H", "64", "--I", "32",
+                    "--E", "4", "--K", "2", "--B", "128", "--checkpoint",
+                    "--seed", "4", "--out", ckdir], check=True,
+                   stdout=subprocess.DEVNULL)
+    ck = {n: np.load(os.path.join(ckdir, n + ".npy"))
+          for n in names + ["checkpoint"]}
+    base = "T=40,H=64,I=32,E=4,K=2,B=128,checkpoint=bf16"
+    plain = moe_mlir.compile(base, opt_level=0)
+    prequant = moe_mlir.compile(base + ",weights=mx", opt_level=0)
+    wgu_q, wgu_s = moe_mlir.quantize_mx(ck["wgu"].astype(np.float32))
+    wd_q, wd_s = moe_mlir.quantize_mx(ck["wd"].astype(np.float32))
+    codes = dict(ck, wgu=wgu_q, wgu_scales=wgu_s, wd=wd_q, wd_scales=wd_s)
+    run = lambda k, arrays: k(*[np.ascontiguousarray(  # noqa: E731
+        arrays[s.name].astype(s.dtype)) for s in k.inputs])
+    same = all(np.array_equal(a.view(np.uint8), b.view(np.uint8))
+               for a, b in zip(run(plain, ck), run(prequant, codes)))
+    failed += not same
+    print("%s: weights=mx on quantize_mx's codes gives the bf16-weight "
+          "layer's bits" % ("PASS" if same else "FAIL"))
+    expect(moe_mlir.MoeMLIRError, "quantizeMX: [2, 40] must have "
+           "non-negative sizes and a multiple of 32 columns",
+           lambda out: moe_mlir.quantize_mx(np.ones((2, 40))))
     print("moe_mlir check: %s" % ("FAIL" if failed else "PASS"))
     return 1 if failed else 0
 
