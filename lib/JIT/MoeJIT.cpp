@@ -7,7 +7,10 @@
 //     |                                                  roles of the entry
 //     +--key = SHA-256(text, target, options, build)
 //     |     memory cache hit: reuse the Executable
-//     |     disk cache hit:   <cacheDir>/<key>.mlirbc (LLVM dialect bytecode)
+//     |     disk cache hit:   <cacheDir>/<key>-O<n>-<cpu>.o (object code,
+//     |                       loaded into a JIT of its own: no lowering, no
+//     |                       code generation) or else <cacheDir>/<key>.mlirbc
+//     |                       (LLVM dialect bytecode: no lowering)
 //     |     miss:             buildHostPipeline (Host) or
 //     |                       buildGPUResidentPipeline / buildGPUHybrid-
 //     |                       Pipeline (Sm90a, gpuMode) -> LLVM
@@ -75,7 +78,10 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -110,7 +116,12 @@ struct CudaRuntimeApi;
 namespace moe::jit {
 
 struct Executable::Impl {
+  /// The code: an ExecutionEngine over the lowered module, or, from the
+  /// disk cache's object code, a JIT of that object with its global
+  /// constructors (run where the engine would run its initializers).
   std::unique_ptr<ExecutionEngine> engine;
+  std::unique_ptr<llvm::orc::LLJIT> objectJit;
+  std::vector<void (*)()> constructors;
   /// `_mlir__mlir_ciface_<entry>(void **args)`.
   void (*packed)(void **) = nullptr;
   Signature signature;
@@ -698,22 +709,162 @@ Status storeCached(ModuleOp module, const std::string &dir,
   return Status();
 }
 
+/// Runs the code's global constructors (on a GPU target, the loads of the
+/// kernels into the driver).
+void runInitializers(const Executable::Impl &impl) {
+  if (impl.engine) {
+    impl.engine->initialize();
+    return;
+  }
+  for (void (*constructor)() : impl.constructors)
+    constructor();
+}
+
+/// The disk cache's object-code entry of a key: the host CPU is part of
+/// its name (the code is compiled for it).
+std::string objectCachePath(const std::string &dir, const std::string &key) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path,
+                          key + "-" + llvm::sys::getHostCPUName().str() + ".o");
+  return path.str().str();
+}
+
+/// Writes `text` to `path` atomically (temporary file, then rename).
+Status storeText(const std::string &path, const std::string &text) {
+  static std::atomic<unsigned> counter{0};
+  std::string temp = path + ".tmp." +
+                     std::to_string(llvm::sys::Process::getProcessId()) + "." +
+                     std::to_string(counter++);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(temp, ec);
+    if (ec)
+      return Status::error(temp + ": cannot write (" + ec.message() + ")");
+    os << text;
+    os.close();
+    if (os.has_error())
+      return Status::error(temp + ": write failed (" + os.error().message() +
+                           ")");
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
+    llvm::sys::fs::remove(temp);
+    return Status::error(path + ": cannot store (" + ec.message() + ")");
+  }
+  return Status();
+}
+
+/// Loads the object code the disk cache holds at `objectPath` (with its
+/// constructor list beside it) into a JIT of its own and looks up the
+/// entry's wrapper and the constructors. False when the entry is missing
+/// or unusable: the caller compiles instead.
+bool loadObjectCode(const std::string &objectPath, Executable::Impl &impl) {
+  auto object = llvm::MemoryBuffer::getFile(objectPath);
+  auto ctorList = llvm::MemoryBuffer::getFile(objectPath + ".ctors");
+  if (!object || !ctorList)
+    return false;
+  initializeLLVM();
+  auto jit = llvm::orc::LLJITBuilder().create();
+  if (!jit) {
+    llvm::consumeError(jit.takeError());
+    return false;
+  }
+  llvm::orc::JITDylib &dylib = (*jit)->getMainJITDylib();
+  llvm::orc::MangleAndInterner mangle((*jit)->getExecutionSession(),
+                                      (*jit)->getDataLayout());
+  llvm::orc::SymbolMap symbols;
+  for (const auto &[name, address] : kRuntimeSymbols)
+    symbols[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                             llvm::JITSymbolFlags::Exported};
+  auto search = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!search || dylib.define(llvm::orc::absoluteSymbols(symbols))) {
+    if (!search)
+      llvm::consumeError(search.takeError());
+    return false;
+  }
+  dylib.addGenerator(std::move(*search));
+  if (llvm::Error err = (*jit)->addObjectFile(std::move(*object))) {
+    llvm::consumeError(std::move(err));
+    return false;
+  }
+  auto packed = (*jit)->lookup("_mlir__mlir_ciface_" + impl.signature.function);
+  if (!packed) {
+    llvm::consumeError(packed.takeError());
+    return false;
+  }
+  std::vector<void (*)()> constructors;
+  llvm::SmallVector<llvm::StringRef> names;
+  (*ctorList)->getBuffer().split(names, '\n', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef name : names) {
+    auto ctor = (*jit)->lookup(name);
+    if (!ctor) {
+      llvm::consumeError(ctor.takeError());
+      return false;
+    }
+    constructors.push_back(ctor->toPtr<void (*)()>());
+  }
+  impl.packed = packed->toPtr<void (*)(void **)>();
+  impl.constructors = std::move(constructors);
+  impl.objectJit = std::move(*jit);
+  if (!impl.cuda)
+    runInitializers(impl);
+  return true;
+}
+
 /// JIT-compiles an LLVM-dialect module and looks up the entry's wrapper.
 /// The global constructors run here only on the host: on a GPU target they
 /// load the kernels into the driver, which loadKernels does at the first
-/// run.
-Status generateCode(ModuleOp module, int optLevel, Executable::Impl &impl) {
+/// run. With `objectPath`, the object code and the constructor list go to
+/// the disk cache there, for loadObjectCode.
+Status generateCode(ModuleOp module, int optLevel, Executable::Impl &impl,
+                    const std::string &objectPath) {
   initializeLLVM();
   if (Status s = checkExternalSymbols(module); !s)
     return s;
-  auto transformer =
+  auto optimize =
       makeOptimizingTransformer(optLevel, /*sizeLevel=*/0, nullptr);
+  // The global constructors (on a GPU target, the kernels' loads that the
+  // gpu.binary translation adds) become external functions of known names
+  // before optimization, so that the object code in the disk cache can run
+  // them: a JIT of an object runs no initializers by itself.
+  auto constructors = std::make_shared<std::vector<std::string>>();
+  auto transformer = [optimize, constructors](llvm::Module *m) {
+    std::vector<std::pair<uint64_t, std::string>> found;
+    if (auto *list = m->getGlobalVariable("llvm.global_ctors"))
+      if (auto *entries =
+              llvm::dyn_cast<llvm::ConstantArray>(list->getInitializer()))
+        for (unsigned i = 0; i < entries->getNumOperands(); ++i) {
+          auto *entry =
+              llvm::dyn_cast<llvm::ConstantStruct>(entries->getOperand(i));
+          if (!entry || entry->getNumOperands() < 2)
+            continue;
+          auto *priority =
+              llvm::dyn_cast<llvm::ConstantInt>(entry->getOperand(0));
+          auto *fn = llvm::dyn_cast<llvm::Function>(
+              entry->getOperand(1)->stripPointerCasts());
+          if (!fn || !priority)
+            continue;
+          if (fn->hasLocalLinkage()) {
+            fn->setLinkage(llvm::GlobalValue::ExternalLinkage);
+            fn->setName("__moe_constructor_" + std::to_string(i));
+          }
+          found.push_back({priority->getZExtValue(), fn->getName().str()});
+        }
+    std::stable_sort(found.begin(), found.end(),
+                     [](const auto &a, const auto &b) {
+                       return a.first < b.first;
+                     });
+    for (auto &ctor : found)
+      constructors->push_back(ctor.second);
+    return optimize(m);
+  };
   ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel =
       static_cast<llvm::CodeGenOptLevel>(optLevel);
   engineOptions.enableGDBNotificationListener = false;
   engineOptions.enablePerfNotificationListener = false;
+  engineOptions.enableObjectDump = !objectPath.empty();
   auto engine = ExecutionEngine::create(module, engineOptions);
   if (!engine)
     return Status::error("LLVM code generation failed: " +
@@ -734,6 +885,23 @@ Status generateCode(ModuleOp module, int optLevel, Executable::Impl &impl) {
                          impl.signature.function +
                          " failed: " + llvm::toString(packed.takeError()));
   impl.packed = *packed;
+  if (!objectPath.empty()) {
+    // The constructor list first: an object entry is complete once it
+    // exists. The lookup above compiled the module, so the dump has it.
+    std::string ctors;
+    for (const std::string &name : *constructors)
+      ctors += name + "\n";
+    if (Status s = storeText(objectPath + ".ctors", ctors); !s)
+      return s;
+    std::string temp = objectPath + ".tmp." +
+                       std::to_string(llvm::sys::Process::getProcessId());
+    (*engine)->dumpToObjectFile(temp);
+    if (std::error_code ec = llvm::sys::fs::rename(temp, objectPath)) {
+      llvm::sys::fs::remove(temp);
+      return Status::error(objectPath + ": cannot store (" + ec.message() +
+                           ")");
+    }
+  }
   impl.engine = std::move(*engine);
   return Status();
 }
@@ -744,7 +912,7 @@ Status generateCode(ModuleOp module, int optLevel, Executable::Impl &impl) {
 /// of every run of the executable.
 Status loadKernels(const Executable::Impl &impl) {
   if (!impl.kernelsLoaded) {
-    impl.engine->initialize();
+    runInitializers(impl);
     impl.kernelsLoaded = true;
     impl.kernelLoadError = impl.cuda->takeError();
   }
@@ -1203,9 +1371,33 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     impl->gpuMode = info.gpuMode;
   }
   info.parseSeconds = secondsSince(start);
+  auto finish = [&]() -> Expected<Executable> {
+    result.impl_ = impl;
+    if (impl_->options.memoryCache) {
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      impl_->memory.emplace(memoryKey, impl);
+    }
+    info.totalSeconds = secondsSince(start);
+    return result;
+  };
+
+  // The disk cache's object code of this key, optimization level and host
+  // CPU: no lowering and no code generation.
+  const std::string &cacheDir = impl_->options.cacheDir;
+  impl->cuda = cuda;
+  std::string objectPath;
+  if (!cacheDir.empty()) {
+    objectPath = objectCachePath(
+        cacheDir, info.key + "-O" + std::to_string(options.optLevel));
+    Clock::time_point loadStart = Clock::now();
+    if (loadObjectCode(objectPath, *impl)) {
+      info.source = CompileInfo::Source::DiskCache;
+      info.codegenSeconds = secondsSince(loadStart);
+      return finish();
+    }
+  }
 
   // Lower, or reload a lowering from the disk cache.
-  const std::string &cacheDir = impl_->options.cacheDir;
   std::string cachePath;
   OwningOpRef<ModuleOp> lowered;
   if (!cacheDir.empty()) {
@@ -1267,20 +1459,13 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   }
 
   Clock::time_point codegenStart = Clock::now();
-  impl->cuda = cuda;
-  if (Status s = generateCode(*lowered, options.optLevel, *impl); !s) {
+  if (Status s = generateCode(*lowered, options.optLevel, *impl, objectPath);
+      !s) {
     std::string text = diagnostics.take();
     return Status::error(s.message() + (text.empty() ? "" : "\n" + text));
   }
   info.codegenSeconds = secondsSince(codegenStart);
-
-  result.impl_ = impl;
-  if (impl_->options.memoryCache) {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    impl_->memory.emplace(memoryKey, impl);
-  }
-  info.totalSeconds = secondsSince(start);
-  return result;
+  return finish();
 }
 
 Expected<Executable> Compiler::compileFile(const std::string &path,

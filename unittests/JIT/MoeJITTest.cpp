@@ -414,8 +414,24 @@ TEST(CacheTest, MemoryAndDisk) {
     first.clearMemoryCache();
     EXPECT_EQ(first.memoryCacheSize(), 0u);
   }
-  // A second compiler with the same directory skips the pipeline, and the
-  // reloaded code computes the same thing.
+  // The object code of the key at -O0 for this CPU, with its constructor
+  // list: <key>-O0-<cpu>.o and .o.ctors.
+  std::string key;
+  {
+    Compiler probe({dir});
+    key = probe.compile(kAddModule, fastOptions())->compileInfo().key;
+  }
+  std::string object;
+  for (const auto &file : std::filesystem::directory_iterator(dir)) {
+    std::string name = file.path().filename().string();
+    if (name.rfind(key + "-O0-", 0) == 0 && file.path().extension() == ".o")
+      object = file.path().string();
+  }
+  ASSERT_FALSE(object.empty()) << "no object code stored for " << key;
+  EXPECT_TRUE(std::filesystem::exists(object + ".ctors"));
+
+  // A second compiler with the same directory loads the object code: no
+  // pipeline, no code generation, and the same results.
   Compiler second({dir});
   Expected<Executable> d = second.compile(kAddModule, fastOptions());
   ASSERT_TRUE(d) << d.message();
@@ -425,13 +441,26 @@ TEST(CacheTest, MemoryAndDisk) {
   ASSERT_TRUE(d->run(buf.inputs(), buf.outputs()));
   EXPECT_EQ(buf.out[31], buf.a[31] + buf.b[31]);
 
-  // A damaged entry is a miss: compiled again and stored again.
-  std::string entry = dir + "/" + d->compileInfo().key + ".mlirbc";
-  { std::ofstream(entry, std::ios::trunc) << "not bytecode"; }
+  // A damaged object is a miss of that level: the lowered module is
+  // reloaded (no pipeline) and the code generated again.
+  { std::ofstream(object, std::ios::trunc) << "not an object"; }
   Compiler third({dir});
   Expected<Executable> e = third.compile(kAddModule, fastOptions());
   ASSERT_TRUE(e) << e.message();
-  EXPECT_EQ(e->compileInfo().source, CompileInfo::Source::Compiled);
+  EXPECT_EQ(e->compileInfo().source, CompileInfo::Source::DiskCache);
+  EXPECT_EQ(e->compileInfo().pipelineSeconds, 0.0);
+  AddBuffers buf2;
+  ASSERT_TRUE(e->run(buf2.inputs(), buf2.outputs()));
+  EXPECT_EQ(buf2.out[31], buf2.a[31] + buf2.b[31]);
+
+  // With the lowered module damaged too, everything is compiled again.
+  { std::ofstream(object, std::ios::trunc) << "not an object"; }
+  std::string entry = dir + "/" + key + ".mlirbc";
+  { std::ofstream(entry, std::ios::trunc) << "not bytecode"; }
+  Compiler fourth({dir});
+  Expected<Executable> f = fourth.compile(kAddModule, fastOptions());
+  ASSERT_TRUE(f) << f.message();
+  EXPECT_EQ(f->compileInfo().source, CompileInfo::Source::Compiled);
   std::filesystem::remove_all(dir);
 }
 

@@ -320,8 +320,9 @@ struct CompileInfo {
   /// Hex digest of the IR text, target, options and compiler build.
   std::string key;
   /// Wall-clock seconds: parsing and verification, the MLIR pipeline (0 on
-  /// a disk-cache hit, which reloads the lowered module instead), LLVM code
-  /// generation, and the whole call.
+  /// a disk-cache hit, which reloads the lowered module or the object code
+  /// instead), LLVM code generation (on an object-code hit, loading it),
+  /// and the whole call.
   double parseSeconds = 0, pipelineSeconds = 0, codegenSeconds = 0,
          totalSeconds = 0;
   /// GPU targets: the mode used, "resident" or "hybrid"; empty on the host.
@@ -402,9 +403,11 @@ private:
 
 /// Options of a Compiler.
 struct CompilerOptions {
-  /// A directory for the disk cache of lowered modules (created on demand;
-  /// empty: no disk cache). A later Compiler, in this process or another,
-  /// given the same directory skips the MLIR pipeline for IR it has seen.
+  /// A directory for the disk cache (created on demand; empty: no disk
+  /// cache). A later Compiler, in this process or another, given the same
+  /// directory loads the object code stored for IR it has seen (same
+  /// options, optimization level and host CPU; milliseconds), or else the
+  /// lowered module (no MLIR pipeline, code generation again).
   std::string cacheDir;
   /// Keep compiled executables in memory, keyed like the disk cache.
   bool memoryCache = true;
