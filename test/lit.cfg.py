@@ -28,6 +28,9 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%moe_src", config.moe_src_root))
 config.substitutions.append(("%moe_obj", config.moe_obj_root))
 llvm_config.with_environment("PYTHONPATH", os.path.join(config.moe_src_root, "python"), append_path=True)
+# The JIT's disk cache is on by default (~/.cache/moe-mlir): off for the
+# tests, which compile afresh unless they name a cache directory.
+config.environment["MOE_MLIR_CACHE_DIR"] = ""
 
 # Python modules that some tests need in %python: `torch` for the torch
 # reference (python/moe_crosscheck/torch_ref.py) and moe_mlir's torch

@@ -83,8 +83,9 @@ MOE_C_EXPORT const char *moeGetLastError(void);
 /** The defaults of moe::jit::CompileOptions: host, fuse, optLevel 2. */
 MOE_C_EXPORT void moeCompileOptionsInit(MoeCompileOptions *options);
 
-/** A compiler with an in-memory cache and, when cacheDir is neither NULL
- *  nor "", a disk cache in that directory. */
+/** A compiler with an in-memory cache and a disk cache in `cacheDir`:
+ *  NULL for moe::jit::defaultCacheDir() ($MOE_MLIR_CACHE_DIR, else
+ *  ~/.cache/moe-mlir), "" for none. */
 MOE_C_EXPORT MoeCompiler *moeCompilerCreate(const char *cacheDir);
 MOE_C_EXPORT void moeCompilerDestroy(MoeCompiler *compiler);
 

@@ -175,7 +175,7 @@ void moeCompileOptionsInit(MoeCompileOptions *options) {
 }
 
 MoeCompiler *moeCompilerCreate(const char *cacheDir) {
-  CompilerOptions options;
+  CompilerOptions options; // defaultCacheDir() unless given
   if (cacheDir)
     options.cacheDir = cacheDir;
   return new MoeCompiler(std::move(options));

@@ -47,6 +47,8 @@
 //===----------------------------------------------------------------------===//
 #include "moe/JIT/MoeJIT.h"
 
+#include <cstdlib>
+
 #include "LayerBuilder.h"
 
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
@@ -1467,6 +1469,18 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   info.codegenSeconds = secondsSince(codegenStart);
   return finish();
 }
+
+namespace moe::jit {
+std::string defaultCacheDir() {
+  if (const char *dir = std::getenv("MOE_MLIR_CACHE_DIR"))
+    return dir;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/moe-mlir";
+  if (const char *home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/moe-mlir";
+  return std::string();
+}
+} // namespace moe::jit
 
 Expected<Executable> Compiler::compileFile(const std::string &path,
                                            CompileOptions options) {

@@ -242,10 +242,12 @@ class Compiler:
     """A compiler with its caches (one per process is plenty)."""
 
     def __init__(self, cache_dir=None):
+        """cache_dir: the disk cache (None: $MOE_MLIR_CACHE_DIR, else
+        ~/.cache/moe-mlir; "": none)."""
         lib = _capi.lib()
         self._lib = lib
         self._handle = ctypes.c_void_p(lib.moeCompilerCreate(
-            cache_dir.encode() if cache_dir else None))
+            None if cache_dir is None else cache_dir.encode()))
 
     def __del__(self):
         handle = getattr(self, "_handle", None)

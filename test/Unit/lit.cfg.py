@@ -10,3 +10,5 @@ config.suffixes = []
 config.test_exec_root = os.path.join(config.moe_obj_root, "bin")
 config.test_source_root = config.test_exec_root
 config.test_format = lit.formats.GoogleTest(config.llvm_build_mode, "Tests")
+# The JIT's disk cache is on by default: off for the unit tests.
+config.environment["MOE_MLIR_CACHE_DIR"] = ""

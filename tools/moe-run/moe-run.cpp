@@ -85,7 +85,9 @@ options:
                        them) and pre-quantized weights are quantized here
   --outputs DIR        write every output as DIR/<name>.npy
   --no-fuse            skip moe-fuse in the host pipeline
-  --cache-dir DIR      disk cache of lowered modules
+  --cache-dir DIR      disk cache of object code and lowered modules
+                       (default: $MOE_MLIR_CACHE_DIR, else
+                       ~/.cache/moe-mlir; "" for none)
   --repeat N           run N times and report the fastest (default 1);
                        with N > 1 also the median, min and max call time
   --warmup W           run W times first, untimed (default 0)
@@ -129,7 +131,8 @@ struct Options {
   std::string function;
   uint64_t seed = 0;
   int64_t emptyExperts = 0;
-  std::string inputsDir, outputsDir, cacheDir;
+  std::string inputsDir, outputsDir;
+  std::string cacheDir = jit::defaultCacheDir();
   bool fuse = true;
   int64_t repeat = 1;
   int64_t warmup = 0;

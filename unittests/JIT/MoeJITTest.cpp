@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -386,6 +387,26 @@ TEST(RunTest, ElementwiseAndValidation) {
 
   Status empty = Executable().run({}, {});
   EXPECT_FALSE(empty);
+}
+
+/// The default disk cache: $MOE_MLIR_CACHE_DIR (empty: none), else the
+/// per-user cache folder.
+TEST(CacheTest, DefaultDirectory) {
+  const char *saved = std::getenv("MOE_MLIR_CACHE_DIR");
+  std::string keep = saved ? saved : "";
+  setenv("MOE_MLIR_CACHE_DIR", "/tmp/moe-cache-test", 1);
+  EXPECT_EQ(defaultCacheDir(), "/tmp/moe-cache-test");
+  EXPECT_EQ(CompilerOptions().cacheDir, "/tmp/moe-cache-test");
+  setenv("MOE_MLIR_CACHE_DIR", "", 1);
+  EXPECT_EQ(defaultCacheDir(), "");
+  unsetenv("MOE_MLIR_CACHE_DIR");
+  setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+  EXPECT_EQ(defaultCacheDir(), "/tmp/xdg/moe-mlir");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/home/someone", 1);
+  EXPECT_EQ(defaultCacheDir(), "/home/someone/.cache/moe-mlir");
+  if (saved)
+    setenv("MOE_MLIR_CACHE_DIR", keep.c_str(), 1);
 }
 
 TEST(CacheTest, MemoryAndDisk) {

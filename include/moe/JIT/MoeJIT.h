@@ -401,14 +401,20 @@ private:
   CompileInfo info_;
 };
 
+/// The disk cache a Compiler uses unless told otherwise:
+/// $MOE_MLIR_CACHE_DIR when set (empty: no disk cache), else
+/// $XDG_CACHE_HOME/moe-mlir, else $HOME/.cache/moe-mlir, else none.
+MOE_JIT_EXPORT std::string defaultCacheDir();
+
 /// Options of a Compiler.
 struct CompilerOptions {
   /// A directory for the disk cache (created on demand; empty: no disk
   /// cache). A later Compiler, in this process or another, given the same
   /// directory loads the object code stored for IR it has seen (same
   /// options, optimization level and host CPU; milliseconds), or else the
-  /// lowered module (no MLIR pipeline, code generation again).
-  std::string cacheDir;
+  /// lowered module (no MLIR pipeline, code generation again). By default
+  /// defaultCacheDir(): the cache is on unless the environment turns it off.
+  std::string cacheDir = defaultCacheDir();
   /// Keep compiled executables in memory, keyed like the disk cache.
   bool memoryCache = true;
 };
