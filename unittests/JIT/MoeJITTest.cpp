@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 using namespace moe::jit;
 
@@ -624,6 +625,75 @@ TEST_F(LayerTest, RejectsBadBuffers) {
   EXPECT_NE(status.message().find("output 'dwgu' (#2): data pointer"),
             std::string::npos);
   EXPECT_TRUE(untouched());
+}
+
+} // namespace
+
+namespace {
+
+/// Several threads compile and run different layers at once on one
+/// Compiler (the API says it is thread-safe): each result has the bits of
+/// the same layer run alone, and the shared memory cache ends with one
+/// entry per layer.
+TEST(ConcurrencyTest, ThreadsCompileAndRunDifferentLayers) {
+  const char *specs[] = {"T=40,H=64,I=32,E=4,K=2,B=128",
+                         "T=64,H=32,I=64,E=2,K=1,B=128,act=geglu",
+                         "T=48,H=64,I=32,E=4,K=2,B=128,quant=e5m2",
+                         "T=40,H=64,I=32,E=4,K=2,B=128,rule=floor"};
+  constexpr int kLayers = 4;
+  // Alone, one after the other.
+  std::vector<std::vector<float>> alone(kLayers);
+  {
+    Compiler compiler(CompilerOptions{""});
+    for (int i = 0; i < kLayers; ++i) {
+      LayerDesc desc = *parseLayerDesc(specs[i]);
+      Expected<Executable> exe = compiler.compileLayer(desc, fastOptions());
+      ASSERT_TRUE(exe) << exe.message();
+      moe::jit::testing::LayerBuffers b;
+      b.fill(desc, /*seed=*/11 + i);
+      ASSERT_TRUE(exe->run(b.inputRefs(exe->signature()),
+                           b.outputRefs(exe->signature())));
+      alone[i] = b.dwgu;
+      alone[i].insert(alone[i].end(), b.da.begin(), b.da.end());
+    }
+  }
+  // Together: two threads per layer.
+  Compiler shared(CompilerOptions{""});
+  std::vector<std::vector<float>> together(2 * kLayers);
+  std::vector<std::string> errors(2 * kLayers);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2 * kLayers; ++t)
+    threads.emplace_back([&, t] {
+      int i = t % kLayers;
+      LayerDesc desc = *parseLayerDesc(specs[i]);
+      Expected<Executable> exe = shared.compileLayer(desc, fastOptions());
+      if (!exe) {
+        errors[t] = exe.message();
+        return;
+      }
+      moe::jit::testing::LayerBuffers b;
+      b.fill(desc, /*seed=*/11 + i);
+      Status s = exe->run(b.inputRefs(exe->signature()),
+                          b.outputRefs(exe->signature()));
+      if (!s) {
+        errors[t] = s.message();
+        return;
+      }
+      together[t] = b.dwgu;
+      together[t].insert(together[t].end(), b.da.begin(), b.da.end());
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (int t = 0; t < 2 * kLayers; ++t) {
+    EXPECT_EQ(errors[t], "") << "thread " << t;
+    if (!errors[t].empty())
+      continue;
+    ASSERT_EQ(together[t].size(), alone[t % kLayers].size());
+    EXPECT_EQ(0, std::memcmp(together[t].data(), alone[t % kLayers].data(),
+                             alone[t % kLayers].size() * sizeof(float)))
+        << "thread " << t << " (" << specs[t % kLayers] << ")";
+  }
+  EXPECT_EQ(shared.memoryCacheSize(), static_cast<size_t>(kLayers));
 }
 
 } // namespace
