@@ -65,7 +65,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
       {c.producerWarpgroups, c.consumerWarpgroups},
-      {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor);
+      {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor);
 }
 
 MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
@@ -85,5 +85,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.producerRegisters = config.getRegisters()[0];
   c.consumerRegisters = config.getRegisters()[1];
   c.rhsNMajor = config.getRhsNMajor();
+  c.lhsMMajor = config.getLhsMMajor();
   return c;
 }

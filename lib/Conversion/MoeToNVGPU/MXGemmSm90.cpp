@@ -163,7 +163,10 @@ public:
         ctx, gpu::GPUDialect::getWorkgroupAddressSpace());
     barsT = nvgpu::MBarrierGroupType::get(ctx, workgroup, lay.numBarriers);
     // One 128-byte row per tile row: tileK codes, or tileK / 2 bf16s.
-    tileAT = smemType({cfg.tileM, kSwizzleBytes}, b.getI8Type());
+    // An M-major lhs arrives as tileM / 64 boxes of tileK rows x 64 M.
+    tileAT = cfg.lhsMMajor
+                 ? smemType({cfg.tileK, kSwizzleBytes}, b.getI8Type())
+                 : smemType({cfg.tileM, kSwizzleBytes}, b.getI8Type());
     // An N-major rhs arrives as tileN / 64 boxes of tileK rows x 64 N.
     tileBT = cfg.rhsNMajor
                  ? smemType({cfg.tileK, kSwizzleBytes}, b.getI8Type())
@@ -404,12 +407,31 @@ void KernelEmitter::loadTile(Value t, Value s) {
   Value kk = mul(add(kBegin, mul(t, cfg.tileK)), elementBytes());
   Value stageA = add(add(alignPad, mul(s, cfg.tileM * rowBytes)), lay.a);
   Value stageB = add(add(alignPad, mul(s, cfg.tileN * rowBytes)), lay.b);
-  Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
-  // Coordinates innermost first: [k, row].
-  nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
-                                ValueRange{kk, i32ToIndex(m0)}, s,
-                                /*multicastMask=*/Value(),
-                                /*predicate=*/Value());
+  // Coordinates innermost first: [k, row]. An M- or N-major operand's rows
+  // are K: box h holds columns 64 h .. 64 h + 63 of the tile (bytes 128 h
+  // on) of its tileK rows, which start at row `kRow0` + k.
+  auto loadMajor = [&](Value stage, Value tmap, MemRefType tileT,
+                       Value col0, Value kRow0, int64_t columns) {
+    Value row = add(kRow0, add(kBegin, mul(t, cfg.tileK)));
+    for (int64_t h = 0; h < columns / 64; ++h) {
+      Value at = add(stage, h * cfg.tileK * kSwizzleBytes);
+      Value view = memref::ViewOp::create(b, loc, tileT, smem, at, {});
+      Value col = i32ToIndex(mul(add(col0, 64 * h), elementBytes()));
+      nvgpu::TmaAsyncLoadOp::create(b, loc, view, bars, tmap,
+                                    ValueRange{col, row}, s,
+                                    /*multicastMask=*/Value(),
+                                    /*predicate=*/Value());
+    }
+  };
+  if (cfg.lhsMMajor) {
+    loadMajor(stageA, tmapA, tileAT, m0, idx(0), cfg.tileM);
+  } else {
+    Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
+    nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
+                                  ValueRange{kk, i32ToIndex(m0)}, s,
+                                  /*multicastMask=*/Value(),
+                                  /*predicate=*/Value());
+  }
   if (!cfg.rhsNMajor) {
     Value vb = memref::ViewOp::create(b, loc, tileBT, smem, stageB, {});
     nvgpu::TmaAsyncLoadOp::create(b, loc, vb, bars, tmapB,
@@ -418,18 +440,8 @@ void KernelEmitter::loadTile(Value t, Value s) {
                                   /*predicate=*/Value());
     return;
   }
-  // N-major rhs rows are K: box h holds columns n0 + 64 h .. + 63 (bytes
-  // 128 h on) of the tile's tileK rows, which start at row rowB0 + k.
-  Value row = add(i32ToIndex(rowB0), add(kBegin, mul(t, cfg.tileK)));
-  for (int64_t h = 0; h < cfg.tileN / 64; ++h) {
-    Value at = add(stageB, h * cfg.tileK * kSwizzleBytes);
-    Value vb = memref::ViewOp::create(b, loc, tileBT, smem, at, {});
-    Value col = i32ToIndex(mul(add(n0, 64 * h), elementBytes()));
-    nvgpu::TmaAsyncLoadOp::create(b, loc, vb, bars, tmapB,
-                                  ValueRange{col, row}, s,
-                                  /*multicastMask=*/Value(),
-                                  /*predicate=*/Value());
-  }
+  // N-major: the expert's K rows (rowB0) of the tile's N columns.
+  loadMajor(stageB, tmapB, tileBT, n0, i32ToIndex(rowB0), cfg.tileN);
 }
 
 void KernelEmitter::emitContractionRange() {
@@ -1079,8 +1091,11 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   MLIRContext *ctx = b.getContext();
   ConsumerLane lane = consumerLane();
   Value quad = lane.quad, rowInTile = lane.rowInTile;
-  Value aWarpgroupOff =
-      mul(toI64(lane.warpgroup), cfg.mmaM * kSwizzleBytes);
+  // A warpgroup's mmaM rows of A: K-major, its rows of the tile; M-major,
+  // its 64-column box (mmaM = 64).
+  Value aWarpgroupOff = mul(toI64(lane.warpgroup),
+                            cfg.lhsMMajor ? cfg.tileK * kSwizzleBytes
+                                          : cfg.mmaM * kSwizzleBytes);
   auto shape = NVVM::MMAShapeAttr::get(ctx, cfg.mmaM, cfg.mmaN, cfg.mmaK);
 
   // The `panels` panels x 4 k16 steps of K tile t into acc; the
@@ -1094,16 +1109,20 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // An N-major rhs: its boxes are tileK rows of 128 bytes apart, and a
     // k16 step is 16 rows on (2048 bytes, 128 units of 16 bytes).
-    bool nMajor = cfg.rhsNMajor;
-    int64_t stepB = nMajor ? cfg.mmaK * kSwizzleBytes / 16 : 2;
+    bool nMajor = cfg.rhsNMajor, mMajor = cfg.lhsMMajor;
+    int64_t majorStep = cfg.mmaK * kSwizzleBytes / 16;
+    int64_t stepA = mMajor ? majorStep : 2;
+    int64_t stepB = nMajor ? majorStep : 2;
     for (int64_t panel = 0; panel < panels; ++panel) {
-      Value descA = matrixDescriptor(add(baseA, panel * panelBytesA));
+      Value descA =
+          mMajor ? matrixDescriptor(baseA, cfg.tileK * kSwizzleBytes)
+                 : matrixDescriptor(add(baseA, panel * panelBytesA));
       Value descB =
           nMajor ? matrixDescriptor(baseB, cfg.tileK * kSwizzleBytes)
                  : matrixDescriptor(add(baseB, panel * panelBytesB));
       for (int64_t i = 0; i < stepsPerPanel; ++i) {
         // K-major k16 steps advance 32 bytes (2 units of 16 bytes).
-        Value da = i ? add(descA, 2 * i) : descA;
+        Value da = i ? add(descA, stepA * i) : descA;
         Value db = i ? add(descB, stepB * i) : descB;
         bool start = first && panel == 0 && i == 0;
         acc = NVVM::WgmmaMmaAsyncOp::create(
@@ -1111,7 +1130,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
             NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
             start ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
             NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-            NVVM::MMALayout::row,
+            mMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
             nMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col,
             /*satfinite=*/nullptr);
       }
@@ -1265,7 +1284,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     setMaxRegisters(cfg.producerRegisters);
     // The rhs rows of this CTA: its expert's n rows (Block) or the shared
     // rhs (Expert).
-    rowB0 = n0;
+    // An N-major rhs of an expert GEMM: rows are slots from row 0.
+    rowB0 = cfg.rhsNMajor ? i32(0) : n0;
     if (p.kind == MXGemmKind::Block) {
       Value blockIdx = divu(toI64(m0), p.blockSize);
       Value expert =
@@ -1380,14 +1400,25 @@ static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
   }
   // N-major rhs rows are K rows of consecutive experts: a K tile must not
   // run into the next expert's (TMA zero-fills only past the tensor).
+  // (Expert GEMMs read only their experts' own slots.)
+  bool blockK = problem.kind == MXGemmKind::Block;
   if (cfg.rhsNMajor &&
       (problem.path != MXMmaPath::Bf16Operands ||
-       problem.kind != MXGemmKind::Block || problem.k % cfg.tileK ||
-       problem.n % 8 || cfg.tileN % 64)) {
-    os << "an N-major rhs needs a block GEMM on the bf16-operands MMA path "
-          "with K a multiple of the tile K "
-       << cfg.tileK << " and N a multiple of 8, got " << problem.m << "x"
-       << problem.n << "x" << problem.k;
+       (blockK && problem.k % cfg.tileK) || problem.n % 8 ||
+       cfg.tileN % 64)) {
+    os << "an N-major rhs needs the bf16-operands MMA path, N a multiple of "
+          "8 and, for a block GEMM, K a multiple of the tile K "
+       << cfg.tileK << ", got " << problem.m << "x" << problem.n << "x"
+       << problem.k;
+    return why;
+  }
+  if (cfg.lhsMMajor &&
+      (problem.path != MXMmaPath::Bf16Operands ||
+       problem.kind != MXGemmKind::Expert || problem.m % 8 ||
+       cfg.mmaM != 64)) {
+    os << "an M-major lhs needs an expert GEMM on the bf16-operands MMA path "
+          "with M a multiple of 8, got "
+       << problem.m << "x" << problem.n << "x" << problem.k;
     return why;
   }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&

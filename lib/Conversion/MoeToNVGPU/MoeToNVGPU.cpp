@@ -423,11 +423,15 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     blocks = gemm.getBlockToExpert();
     prefix = "block_matmul_";
   } else {
+    // lhs_m_major / rhs_n_major: the kernel reads the slot-major operands
+    // as stored, so their operand kernels round along the slots in place.
     auto expert = cast<ExpertMatmulOp>(op);
-    lhs = prepareOperand(op, expert.getLhs(), expert.getLhsScales(), 0);
+    lhs = prepareOperand(op, expert.getLhs(), expert.getLhsScales(), 0,
+                         /*transpose=*/!cfg.lhsMMajor);
     if (failed(lhs))
       return failure();
-    rhs = prepareOperand(op, expert.getRhs(), expert.getRhsScales(), 0);
+    rhs = prepareOperand(op, expert.getRhs(), expert.getRhsScales(), 0,
+                         /*transpose=*/!cfg.rhsNMajor);
     blocks = expert.getBlockToExpert();
     prefix = "expert_matmul_";
   }

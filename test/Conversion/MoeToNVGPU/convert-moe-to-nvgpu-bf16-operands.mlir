@@ -663,3 +663,82 @@ func.func @contraction_36(%x: tensor<256x36xbf16>, %w: tensor<2x128x36xbf16>,
       {block_size = 128 : i64} -> tensor<256x128xf32>
   return %r : tensor<256x128xf32>
 }
+
+// -----
+
+// An expert GEMM with a #moe.gemm_config that reads both slot-major operands
+// as stored (lhs_m_major, rhs_n_major; not chosen by moe-gpu-kernel-config
+// yet, which the H200 has to validate first): both operand kernels round
+// along the slots in place (no shared-memory tile, no transpose, [256, 128]
+// out), and the GEMM loads two 64-column boxes of 64 slot rows per operand
+// and stage, from the expert's first slot, and issues the transposed-A,
+// transposed-B wgmma (A col, B row).
+
+// CHECK-LABEL: func.func @expert_mn_major(
+// CHECK:         call @mx_operand_0_launch(%{{.*}}, %{{.*}}) : (memref<256x128xbf16>, memref<256x128xbf16>) -> ()
+// CHECK:         call @mx_operand_1_launch(%{{.*}}, %{{.*}}) : (memref<256x128xbf16>, memref<256x128xbf16>) -> ()
+// CHECK:         call @expert_matmul_2_launch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<256x128xbf16>, memref<256x128xbf16>, memref<2xi32>, memref<2x128x128xf32>) -> ()
+// CHECK-LABEL: func.func private @expert_matmul_2_launch(
+// CHECK-SAME:      tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>, 1 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>]
+// CHECK-LABEL: gpu.func @mx_operand_0(
+// CHECK-NOT:         workgroup
+// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<1>
+// CHECK-LABEL: gpu.func @expert_matmul_2(
+// CHECK:           nvvm.setmaxregister decrease 40
+// CHECK-COUNT-4:   nvgpu.tma.async.load {{.*}} -> memref<64x128xi8, 3>
+// CHECK:           nvvm.setmaxregister increase 232
+// CHECK:           nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+func.func @expert_mn_major(%a: tensor<256x128xbf16>, %b: tensor<256x128xbf16>,
+                           %blk: tensor<2xi32>) -> tensor<2x128x128xf32> {
+  %aq, %as = moe.mx_quantize %a
+      {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
+      : tensor<256x128xbf16> -> tensor<256x128xf8E4M3FN>, tensor<8x128xf8E8M0FNU>
+  %bq, %bs = moe.mx_quantize %b
+      {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
+      : tensor<256x128xbf16> -> tensor<256x128xf8E4M3FN>, tensor<8x128xf8E8M0FNU>
+  %r = moe.expert_matmul
+      lhs(%aq : tensor<256x128xf8E4M3FN> scales %as : tensor<8x128xf8E8M0FNU>)
+      rhs(%bq : tensor<256x128xf8E4M3FN> scales %bs : tensor<8x128xf8E8M0FNU>)
+      experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64,
+       moe.gemm_config = #moe.gemm_config<mma = bf16_operands,
+           tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6,
+           warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true,
+           lhs_m_major = true>}
+      -> tensor<2x128x128xf32>
+  return %r : tensor<2x128x128xf32>
+}
+
+// -----
+
+// A configuration set by hand that the kernel cannot run: an N-major rhs
+// whose K tile would run into the next expert's rows, and an M-major lhs of
+// a block GEMM (its lhs is K-major slot rows).
+
+func.func @n_major_partial_k(%x: tensor<256x96xbf16>, %w: tensor<2x96x128xbf16>,
+                             %blk: tensor<2xi32>) -> tensor<256x128xf32> {
+  // expected-error @+1 {{'moe.block_matmul' op an N-major rhs needs the bf16-operands MMA path, N a multiple of 8 and, for a block GEMM, K a multiple of the tile K 64, got 256x128x96}}
+  %r = moe.block_matmul lhs(%x : tensor<256x96xbf16>)
+      rhs(%w : tensor<2x96x128xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64, transpose_rhs,
+       moe.gemm_config = #moe.gemm_config<mma = bf16_operands,
+           tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6,
+           warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true>}
+      -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
+func.func @m_major_block(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
+                         %blk: tensor<2xi32>) -> tensor<256x128xf32> {
+  // expected-error @+1 {{'moe.block_matmul' op an M-major lhs needs an expert GEMM on the bf16-operands MMA path with M a multiple of 8, got 256x128x256}}
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64,
+       moe.gemm_config = #moe.gemm_config<mma = bf16_operands,
+           tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6,
+           warpgroups = [1, 2], registers = [40, 232], lhs_m_major = true>}
+      -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}

@@ -26,6 +26,19 @@
 // RUN: FileCheck %s --check-prefix=FUSED-PTX < %t.fused.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.fused.ptx -o %t.fused.cubin 2>&1 | FileCheck %s --check-prefix=FUSED
 
+// The expert GEMM that reads both slot-major operands as stored
+// (lhs_m_major, rhs_n_major; Inputs/expert-mn-major.mlir): transposed-A and
+// transposed-B wgmma (imm-trans-a = imm-trans-b = 1), no spills.
+// RUN: moe-opt %S/Inputs/expert-mn-major.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.mn.ptx
+// RUN: FileCheck %s --check-prefix=MN-PTX < %t.mn.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.mn.ptx -o %t.mn.cubin 2>&1 | FileCheck %s --check-prefix=MN
+// MN-PTX-LABEL: .entry expert_matmul_2(
+// MN-PTX:         wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 1;
+// MN-NOT:   warning
+// MN:       Compiling entry function 'expert_matmul_2' for 'sm_90a'
+// MN-NEXT:  Function properties for expert_matmul_2
+// MN-NEXT:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
 // FUSED-PTX-LABEL: .entry block_matmul_act_5(
 // FUSED-PTX:         bar.sync 1, 128;
 // FUSED-PTX:         cp.async.bulk.prefetch.L2.global

@@ -775,6 +775,20 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
+// expected-error @+1 {{lhs_m_major applies only to the bf16_operands MMA path}}
+func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 4, warpgroups = [1, 2], registers = [40, 232], lhs_m_major = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected rhs_n_major or lhs_m_major, got 'mn_major'}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{register count 20 is not a multiple of 8 in [24, 256]}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [20, 232]>} {
   return

@@ -59,9 +59,12 @@ struct MXGemmConfig {
   int64_t scaleTableStride;
   /// Suspend-time hint of mbarrier.try_wait (ns).
   int64_t waitTicks;
-  /// Bf16Operands block GEMMs: the rhs is read [K, N] per expert (N
-  /// contiguous) with the transposed-B MMA (#moe.gemm_config rhs_n_major).
+  /// Bf16Operands: the rhs is read with N contiguous ([K, N] per expert of
+  /// a block GEMM, [slots, N] of an expert GEMM) with the transposed-B MMA
+  /// (#moe.gemm_config rhs_n_major), and the lhs of an expert GEMM with M
+  /// contiguous ([slots, M]) with the transposed-A MMA (lhs_m_major).
   bool rhsNMajor = false;
+  bool lhsMMajor = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

@@ -20,6 +20,39 @@ using namespace mlir::moe;
 
 #include "moe/Dialect/Moe/IR/MoeEnums.cpp.inc"
 
+/// #moe.gemm_config's operand layouts: `, rhs_n_major = true` and
+/// `, lhs_m_major = true`, each present when set, in either order.
+static ParseResult parseOperandMajor(AsmParser &parser, bool &rhsNMajor,
+                                     bool &lhsMMajor) {
+  rhsNMajor = lhsMMajor = false;
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef key;
+    SMLoc at = parser.getCurrentLocation();
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return failure();
+    bool *flag = key == "rhs_n_major"   ? &rhsNMajor
+                 : key == "lhs_m_major" ? &lhsMMajor
+                                        : nullptr;
+    if (!flag)
+      return parser.emitError(at, "expected rhs_n_major or lhs_m_major, "
+                                  "got '")
+             << key << "'";
+    if (succeeded(parser.parseOptionalKeyword("true")))
+      *flag = true;
+    else if (parser.parseKeyword("false"))
+      return failure();
+  }
+  return success();
+}
+
+static void printOperandMajor(AsmPrinter &printer, bool rhsNMajor,
+                              bool lhsMMajor) {
+  if (rhsNMajor)
+    printer << ", rhs_n_major = true";
+  if (lhsMMajor)
+    printer << ", lhs_m_major = true";
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "moe/Dialect/Moe/IR/MoeAttrs.cpp.inc"
 
@@ -146,7 +179,8 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        MXMmaPath mma, ArrayRef<int64_t> tile,
                        ArrayRef<int64_t> mmaShape, int64_t stages,
                        int64_t dequantStages, ArrayRef<int64_t> warpgroups,
-                       ArrayRef<int64_t> registers, bool rhsNMajor) {
+                       ArrayRef<int64_t> registers, bool rhsNMajor,
+                       bool lhsMMajor) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -181,6 +215,9 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (rhsNMajor && mma != MXMmaPath::Bf16Operands)
     return emitError()
            << "rhs_n_major applies only to the bf16_operands MMA path";
+  if (lhsMMajor && mma != MXMmaPath::Bf16Operands)
+    return emitError()
+           << "lhs_m_major applies only to the bf16_operands MMA path";
   // The range and granularity setmaxnreg accepts.
   for (int64_t count : registers)
     if (count < 24 || count > 256 || count % 8)

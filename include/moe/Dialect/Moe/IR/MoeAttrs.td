@@ -185,10 +185,11 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     the depth of the shared-memory ring of operand tiles (`stages`) and, on
     the `bf16` path, of the ring of dequantized tiles (`dequant_stages`),
     the producer and consumer warpgroups, and their `setmaxnreg` register
-    counts, and (`rhs_n_major`, `bf16_operands` only) whether the kernel
-    reads the rhs of a block GEMM as it is stored, [K, N] per expert with N
-    contiguous, through the transposed-B form of the MMA, instead of a copy
-    with K contiguous. `moe-gpu-kernel-config` chooses it from the chip's description
+    counts, and (`bf16_operands` only) whether the kernel reads an operand
+    as it is stored with its M or N contiguous, through the transposed form
+    of the MMA, instead of a copy with K contiguous: `rhs_n_major` for the
+    rhs of a block GEMM ([K, N] per expert) or of an expert GEMM ([slots,
+    N]), `lhs_m_major` for the lhs of an expert GEMM ([slots, M]). `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
     the chip cannot run (a tile K other than one 128-byte swizzle panel, an
@@ -218,7 +219,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"int64_t", "0">:$dequantStages,
     ArrayRefParameter<"int64_t">:$warpgroups,
     ArrayRefParameter<"int64_t">:$registers,
-    DefaultValuedParameter<"bool", "false">:$rhsNMajor
+    DefaultValuedParameter<"bool", "false">:$rhsNMajor,
+    DefaultValuedParameter<"bool", "false">:$lhsMMajor
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -226,7 +228,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     (`dequant_stages` `=` $dequantStages^ `,`)?
     `warpgroups` `=` `[` $warpgroups `]` `,`
     `registers` `=` `[` $registers `]`
-    (`,` `rhs_n_major` `=` $rhsNMajor^)? `>`
+    `` custom<OperandMajor>($rhsNMajor, $lhsMMajor) `` `>`
   }];
   let genVerifyDecl = 1;
 }
