@@ -1194,7 +1194,10 @@ struct ConvertMoeToLinalgPass
     if (!readOnlyInputs)
       return;
     // The calling convention of the host pipeline: inputs are read only.
+    // (Declarations take no such attribute: the bufferization rejects it.)
     getOperation()->walk([&](func::FuncOp func) {
+      if (func.isExternal())
+        return;
       for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
         if (isa<TensorType>(type))
           func.setArgAttr(

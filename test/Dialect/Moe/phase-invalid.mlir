@@ -1006,6 +1006,18 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
 
 // -----
 
+// A negative count is rejected as such (the attribute's getter is unsigned).
+func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
+  // expected-error @+1 {{'moe.scatter_add_rows' op num_experts must be positive, got -2}}
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = -2 : i64, top_k = 1 : i64}
+      : tensor<64x32xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x32xbf16>
+  return
+}
+
+// -----
+
 func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op top_k must be in [1, num_experts] = [1, 4], got 0}}

@@ -416,13 +416,14 @@ LogicalResult ScatterAddRowsOp::verify() {
       failed(expectTensor(*this, getResult(), "result", "[T, H]", {T, H},
                           Elem::BF16OrF32)))
     return failure();
-  if (getNumExperts() < 1)
-    return emitOpError("num_experts must be positive, got ")
-           << getNumExperts();
+  // The I64Attr getters return the value unsigned: compare it signed.
+  int64_t E = getNumExperts();
+  if (E < 1)
+    return emitOpError("num_experts must be positive, got ") << E;
   int64_t K = getTopK();
-  if (K < 1 || K > static_cast<int64_t>(getNumExperts()))
+  if (K < 1 || K > E)
     return emitOpError("top_k must be in [1, num_experts] = [1, ")
-           << getNumExperts() << "], got " << K;
+           << E << "], got " << K;
   if (getDxAccumulate() == DxAccumulate::bf16 &&
       !getResult().getType().getElementType().isBF16())
     return emitOpError("dx_accumulate = bf16 requires a bf16 result, got ")
