@@ -202,7 +202,14 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       if (i + 1 >= args.size())
         throw UsageError("missing value for " + name);
       value = args[++i];
+      // `--layer --seed 1`: the next option is not this one's value.
+      if (value.compare(0, 2, "--") == 0)
+        throw UsageError("missing value for " + name + " (got the option '" +
+                         value + "')");
     }
+    // Only the cache folder has a meaning when empty (no disk cache).
+    if (takesValue && value.empty() && name != "--cache-dir")
+      throw UsageError("empty value for " + name);
     if (name == "--layer") {
       opts.layerSpec = value;
       opts.haveLayer = true;
@@ -234,8 +241,6 @@ Options parseCommandLine(const std::vector<std::string> &args) {
     } else if (name == "--warmup") {
       opts.warmup = parseCount(name, value, 0, 1000);
     } else if (name == "--times-json") {
-      if (value.empty())
-        throw UsageError("missing file name for --times-json");
       opts.timesJson = value;
     } else if (name == "--tolerance") {
       errno = 0;
