@@ -729,6 +729,36 @@ std::vector<double> floatValues(const Buffer &buffer) {
   return values;
 }
 
+/// Names each float input (bf16 or f32) holding NaN or Inf: their count
+/// and the first one's element index, on stdout before the run. The run
+/// still happens (SPEC section 5: NaN propagates), so its outputs' NaN
+/// counts can be traced to the input that carried them.
+void reportNonFiniteInputs(const std::vector<Buffer> &inputs) {
+  for (const Buffer &b : inputs) {
+    if (b.spec.dtype != jit::DType::BF16 && b.spec.dtype != jit::DType::F32)
+      continue;
+    int64_t count = 0, first = -1;
+    int64_t n = b.spec.numElements();
+    for (int64_t i = 0; i < n; ++i) {
+      float f;
+      if (b.spec.dtype == jit::DType::BF16) {
+        uint16_t bits;
+        std::memcpy(&bits, b.bytes() + 2 * i, 2);
+        f = ref::floatFromBF16(bits);
+      } else {
+        std::memcpy(&f, b.bytes() + 4 * i, 4);
+      }
+      if (!std::isfinite(f) && count++ == 0)
+        first = i;
+    }
+    if (count)
+      std::printf("moe-run: input '%s' holds %lld non-finite values (NaN or "
+                  "Inf), the first at element %lld\n",
+                  b.spec.name.c_str(), static_cast<long long>(count),
+                  static_cast<long long>(first));
+  }
+}
+
 /// --inputs with --check none: reads every file straight into the buffer
 /// the function takes, with the checks and roundings of makeLayerInputs,
 /// packInputs and ref::validate but without their fp64 copies (8 bytes an
@@ -946,6 +976,8 @@ int run(const Options &opts) {
                                               : opts.inputsDir) +
                       ": invalid layer inputs: " + problem);
   }
+
+  reportNonFiniteInputs(inputs);
 
   std::vector<Buffer> outputs;
   for (const jit::TensorSpec &spec : sig.outputs)
