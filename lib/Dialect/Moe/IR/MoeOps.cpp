@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::moe;
@@ -151,6 +152,32 @@ static LogicalResult verifyWeightQuant(BlockwiseBwdOp op, StringRef name,
   return success();
 }
 
+/// The largest tensor the compiler handles, in bytes: 2^40 (1 TiB), far
+/// above any layer a GPU holds, and small enough that every index and byte
+/// offset the lowerings compute fits int64.
+static constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+
+/// Error unless the tensor `name` of shape `shape` (named by `dims`) with
+/// `elementBytes`-byte elements fits kMaxTensorBytes; its size is computed
+/// without overflow.
+static LogicalResult verifyTensorBytes(Operation *op, StringRef name,
+                                       StringRef dims,
+                                       ArrayRef<int64_t> shape,
+                                       int64_t elementBytes) {
+  int64_t bytes = elementBytes;
+  bool overflow = false;
+  for (int64_t d : shape)
+    overflow = overflow || llvm::MulOverflow(bytes, d, bytes);
+  if (!overflow && bytes <= kMaxTensorBytes)
+    return success();
+  InFlightDiagnostic diag = op->emitOpError()
+                            << name << " " << dims << " = " << shapeStr(shape);
+  if (overflow)
+    return diag << " overflows a 64-bit size";
+  return diag << " needs " << bytes << " bytes, more than the 2^40 a tensor "
+                                       "may have";
+}
+
 LogicalResult BlockwiseBwdOp::verify() {
   Operation *op = getOperation();
   if (failed(verifyStaticShapes(op)))
@@ -198,6 +225,12 @@ LogicalResult BlockwiseBwdOp::verify() {
     return emitOpError("I (intermediate size) must be a positive multiple of "
                        "32, got ")
            << I;
+  // Sizes every lowering can index (the weight gradients may be f32).
+  if (failed(verifyTensorBytes(op, "hidden_states", "[T, H]", {T, H}, 4)) ||
+      failed(verifyTensorBytes(op, "gate_up_weight", "[E, H, 2, I]",
+                               {E, H, 2, I}, 4)) ||
+      failed(verifyTensorBytes(op, "affinities", "[T, E]", {T, E}, 4)))
+    return failure();
   RankedTensorType wdType = getDownWeight().getType();
   if (wdType.getShape() != ArrayRef<int64_t>{E, I, H})
     return emitOpError("down_weight must be a tensor [E, I, H] = ")
@@ -227,6 +260,10 @@ LogicalResult BlockwiseBwdOp::verify() {
                                  getExpertAffinitiesMasked(), T, K, E, B)))
     return failure();
   int64_t N = computeNumBlocks(T, K, E, B);
+  // The slot rows of the phases: f32 [N*B, H] (dx partials) and [N*B, 2I].
+  if (failed(verifyTensorBytes(op, "the slot rows", "[N*B, max(H, 2I)]",
+                               {N, B, std::max(H, 2 * I)}, 4)))
+    return failure();
 
   // Pre-quantized weights: scales run along the axis each weight's phase
   // contracts (2I for gate/up in P2, H for down in P1).

@@ -52,6 +52,11 @@ def Moe_BlockwiseBwdOp : Moe_Op<"blockwise_bwd",
     operands and gradients are present), `dx_accumulate` and
     `single_expert_dense` (E = 1, K = 1, identity routing).
 
+    Sizes: every operand and result, the f32 weight gradients and the f32
+    slot rows of the phases ([N*B, max(H, 2I)]) must fit 2^40 bytes, so that
+    every index and byte offset the lowerings compute fits int64; larger
+    layers are rejected by name.
+
     Example (T = 256, H = 256, I = 128, E = 4, K = 2, B = 128, so N = 7):
 
     ```mlir
