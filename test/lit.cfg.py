@@ -14,7 +14,7 @@ from lit.llvm.subst import ToolSubst
 config.name = "MOE"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "Unit"]
+config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "Unit", "corpus"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.moe_obj_root, "test")
 
@@ -31,6 +31,20 @@ llvm_config.with_environment("PYTHONPATH", os.path.join(config.moe_src_root, "py
 # The JIT's disk cache is on by default (~/.cache/moe-mlir): off for the
 # tests, which compile afresh unless they name a cache directory.
 config.environment["MOE_MLIR_CACHE_DIR"] = ""
+
+# A sanitizer build (the `sanitize` preset, scripts/sanitize.sh). The
+# static MLIR/LLVM libraries are not instrumented, and BumpPtrAllocator
+# poisons its slabs only in instrumented code, whose inline copies the
+# linker may hand to uninstrumented callers: manual poisoning is off. Tests
+# that load the project's libraries into an uninstrumented interpreter
+# (Python) say `UNSUPPORTED: sanitizer`.
+if config.moe_sanitizer:
+    config.available_features.add("sanitizer")
+    config.environment["ASAN_OPTIONS"] = "allow_user_poisoning=0"
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1"
+# The libFuzzer harnesses (tools/moe-fuzzers), built by the sanitize preset.
+if os.path.exists(os.path.join(config.moe_tools_dir, "moe-ir-fuzzer")):
+    config.available_features.add("fuzzers")
 
 # Python modules that some tests need in %python: `torch` for the torch
 # reference (python/moe_crosscheck/torch_ref.py) and moe_mlir's torch
@@ -50,6 +64,9 @@ for module in ("torch", "ml_dtypes"):
 
 tool_dirs = [config.moe_tools_dir, config.llvm_tools_dir]
 tools = [ToolSubst("moe-opt", unresolved="fatal"), ToolSubst("moe-ref", unresolved="fatal")]
+if "fuzzers" in config.available_features:
+    tools += [ToolSubst(name, unresolved="fatal") for name in
+              ("moe-ir-fuzzer", "moe-ir-gpu-fuzzer", "moe-layer-fuzzer", "moe-npy-fuzzer")]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # Executed tests (test/Integration): mlir-runner and its runtime libraries.

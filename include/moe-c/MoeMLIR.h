@@ -42,11 +42,19 @@ typedef enum MoeDType {
   MOE_DTYPE_I32 = 2,
   MOE_DTYPE_F8E4M3FN = 3,
   MOE_DTYPE_F8E5M2 = 4,
-  MOE_DTYPE_F8E8M0FNU = 5
+  MOE_DTYPE_F8E8M0FNU = 5,
+  /** Not a type: makes the enum 32 bits wide, so that the library can
+   *  reject any other value a caller passes without undefined behaviour. */
+  MOE_DTYPE_MAX_ENUM = 0x7fffffff
 } MoeDType;
 
 /** Compilation targets, as moe::jit::Target. */
-typedef enum MoeTarget { MOE_TARGET_HOST = 0, MOE_TARGET_SM90A = 1 } MoeTarget;
+typedef enum MoeTarget {
+  MOE_TARGET_HOST = 0,
+  MOE_TARGET_SM90A = 1,
+  /** Not a target (see MOE_DTYPE_MAX_ENUM). */
+  MOE_TARGET_MAX_ENUM = 0x7fffffff
+} MoeTarget;
 
 /** Options of one compilation (moe::jit::CompileOptions); strings may be
  *  NULL for the default. Fill with moeCompileOptionsInit first. */

@@ -49,6 +49,7 @@
 
 #include <cstdlib>
 
+#include "HostAllocations.h"
 #include "LayerBuilder.h"
 
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
@@ -317,7 +318,26 @@ void copyMemRef(int64_t elemSize, UnrankedMemRef *src, UnrankedMemRef *dst) {
 /// Runtime functions the JIT provides to generated code, by symbol name.
 const std::pair<const char *, void *> kRuntimeSymbols[] = {
     {"memrefCopy", reinterpret_cast<void *>(&copyMemRef)},
+    {"_mlir_memref_to_llvm_alloc",
+     reinterpret_cast<void *>(&::moe::jit::detail::hostAlloc)},
+    {"_mlir_memref_to_llvm_aligned_alloc",
+     reinterpret_cast<void *>(&::moe::jit::detail::hostAlignedAlloc)},
+    {"_mlir_memref_to_llvm_free", reinterpret_cast<void *>(&::moe::jit::detail::hostFree)},
 };
+
+/// Runs the entry through the allocation hooks: an error naming the host
+/// allocation that failed, if one did.
+Status callEntry(const Executable::Impl &impl, void **args) {
+  ::moe::jit::detail::AllocationFailure failure;
+  if (::moe::jit::detail::callEntry(impl.packed, args, failure))
+    return Status();
+  return Status::error(
+      "@" + impl.signature.function +
+      ": out of host memory: the generated code could not allocate " +
+      std::to_string(failure.requestedBytes) + " bytes (it held " +
+      std::to_string(failure.liveBytes) +
+      " bytes of temporaries, now freed); the outputs are incomplete");
+}
 
 /// Error unless every function the module declares but does not define is
 /// an intrinsic, a JIT runtime function or a symbol of this process. (ORC
@@ -1144,9 +1164,11 @@ Status Executable::runOnDevice(const std::vector<ConstTensorRef> &inputs,
     return s;
   Clock::time_point callStart = Clock::now();
   impl.cuda->setCallStream(stream);
-  impl.packed(packed.args.data());
+  Status called = callEntry(impl, packed.args.data());
   impl.cuda->setCallStream(nullptr);
   stats->callSeconds = secondsSince(callStart);
+  if (!called)
+    return called;
   // No runtime reset, even on an error: work queued before (this call's
   // or another stream's) may still read the tensor maps the runtime holds,
   // and the call frees its own workspace on the stream.
@@ -1221,17 +1243,25 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
   if (impl.deviceArguments)
     args.push_back(&stream);
   Clock::time_point callStart = Clock::now();
+  Status called;
   if (impl.deviceArguments) {
     impl.cuda->setCallStream(stream);
-    impl.packed(args.data());
+    called = callEntry(impl, args.data());
     impl.cuda->setCallStream(nullptr);
     impl.cuda->streamSynchronize(stream);
   } else {
-    impl.packed(args.data());
+    called = callEntry(impl, args.data());
   }
   stats->callSeconds = secondsSince(callStart);
   if (!impl.cuda)
-    return Status();
+    return called;
+  if (!called) {
+    // The host allocation failed between runtime calls: release what the
+    // run left on the device, and report the allocation.
+    (void)impl.cuda->takeError();
+    impl.cuda->reset();
+    return called;
+  }
   // The first failing mgpu* call made every later one a no-op; report it,
   // then release what the run left on the device.
   if (impl.cuda->hasError())
@@ -1425,6 +1455,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     // The GPU pipelines run moe-fuse themselves: the kernels take their
     // epilogues from its regions.
     auto gpuOptions = [&](auto &pipelineOptions) {
+      pipelineOptions.allocHooks = true;
       pipelineOptions.chip = "sm_90a";
       pipelineOptions.format = gpuFormat;
       pipelineOptions.toolkit = toolkit;
@@ -1441,6 +1472,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     } else {
       mlir::moe::HostPipelineOptions pipelineOptions;
       pipelineOptions.fuse = options.fuse;
+      pipelineOptions.allocHooks = true;
       mlir::moe::buildHostPipeline(pm, pipelineOptions);
     }
     if (failed(pm.run(*module))) {

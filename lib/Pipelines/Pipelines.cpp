@@ -237,7 +237,8 @@ void addResidentLowering(OpPassManager &pm,
 
 /// The host lowering from the decomposed (or fused) moe IR on; `mode`
 /// says what runs on the GPU (`resident` holds its options then).
-void addHostLowering(OpPassManager &pm, HostLowering mode,
+/// `allocHooks`: host buffers come from the _mlir_memref_to_llvm_* hooks.
+void addHostLowering(OpPassManager &pm, HostLowering mode, bool allocHooks,
                      const GPUResidentPipelineOptions *resident = nullptr,
                      const TargetInfo *target = nullptr,
                      bool parallelSlotOps = false) {
@@ -303,6 +304,8 @@ void addHostLowering(OpPassManager &pm, HostLowering mode,
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
+  if (allocHooks)
+    pm.addPass(createMoeAllocHooks());
 }
 
 } // namespace
@@ -312,7 +315,8 @@ void moe::buildHostPipeline(OpPassManager &pm,
   pm.addPass(createMoeDecomposeBwd());
   if (options.fuse)
     pm.addPass(createMoeFuse());
-  addHostLowering(pm, HostLowering::Host, /*resident=*/nullptr,
+  addHostLowering(pm, HostLowering::Host, options.allocHooks,
+                  /*resident=*/nullptr,
                   /*target=*/nullptr, options.parallelSlotOps);
 }
 
@@ -351,7 +355,7 @@ void moe::buildGPUHybridPipeline(OpPassManager &pm,
   pm.addPass(createMoeFuse());
   if (addGPUKernels(pm, options.chip, options.mmaPath, options.format,
                     options.toolkit))
-    addHostLowering(pm, HostLowering::Hybrid);
+    addHostLowering(pm, HostLowering::Hybrid, options.allocHooks);
 }
 
 void moe::buildGPUResidentPipeline(OpPassManager &pm,
@@ -362,7 +366,8 @@ void moe::buildGPUResidentPipeline(OpPassManager &pm,
                      options.toolkit))
     return;
   TargetInfo target = *TargetInfo::lookup(options.chip);
-  addHostLowering(pm, HostLowering::Resident, &options, &target);
+  addHostLowering(pm, HostLowering::Resident, options.allocHooks, &options,
+                  &target);
 }
 
 void moe::registerMoePipelines() {

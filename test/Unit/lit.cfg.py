@@ -12,3 +12,7 @@ config.test_source_root = config.test_exec_root
 config.test_format = lit.formats.GoogleTest(config.llvm_build_mode, "Tests")
 # The JIT's disk cache is on by default: off for the unit tests.
 config.environment["MOE_MLIR_CACHE_DIR"] = ""
+# A sanitizer build (the `sanitize` preset): the options of test/lit.cfg.py.
+if config.moe_sanitizer:
+    config.environment["ASAN_OPTIONS"] = "allow_user_poisoning=0"
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1"

@@ -140,6 +140,50 @@ CompileOptions fastOptions() {
   return options;
 }
 
+// A temporary no allocator can give (2^52 bytes, beyond the address space
+// even with overcommit; the lowering asks for 64 more to align it): the
+// run fails with the size, the second time too, and the executable
+// stays usable. The generated code allocates through the JIT's
+// hooks; without them it would write through a null pointer.
+constexpr const char *kHugeTemporaryModule = R"(
+func.func @huge(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %c1 = arith.constant 1 : index
+  %t = tensor.empty() : tensor<1125899906842624xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>],
+                       iterator_types = ["parallel"]}
+      outs(%t : tensor<1125899906842624xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %v = arith.index_cast %i : index to i64
+    %f = arith.sitofp %v : i64 to f32
+    linalg.yield %f : f32
+  } -> tensor<1125899906842624xf32>
+  %e = tensor.extract %g[%c1] : tensor<1125899906842624xf32>
+  %r = tensor.insert %e into %a[%c1] : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+)";
+
+TEST(RunTest, FailedHostAllocationIsAnError) {
+  Compiler compiler;
+  Expected<Executable> exe =
+      compiler.compile(kHugeTemporaryModule, fastOptions());
+  ASSERT_TRUE(exe) << exe.message();
+  std::vector<float> a = {1, 2, 3, 4}, r(4, -1);
+  std::vector<ConstTensorRef> in = {{a.data(), DType::F32, {4}}};
+  std::vector<TensorRef> out = {{r.data(), DType::F32, {4}}};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Status s = exe->run(in, out);
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.message().rfind("@huge: out of host memory: the generated "
+                                "code could not allocate 4503599627370560 "
+                                "bytes (it held ",
+                                0),
+              0u)
+        << s.message();
+  }
+}
+
 TEST(CompileTest, LocatedErrors) {
   Compiler compiler;
   CompileOptions options = fastOptions();

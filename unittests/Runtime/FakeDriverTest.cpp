@@ -212,10 +212,12 @@ TEST_F(CudaRuntimeFakeDriver, DriverFailureIsRecordedWithNameAndText) {
 }
 
 TEST_F(CudaRuntimeFakeDriver, UnknownResultsAreNamedByNumber) {
-  fakeCudaFailNext("cuStreamCreate", 4242);
+  // 1000: no CUresult has that value, but it is inside the enum's range
+  // (0..1023), so holding it in a CUresult is defined behaviour.
+  fakeCudaFailNext("cuStreamCreate", 1000);
   EXPECT_EQ(mgpuStreamCreate(), nullptr);
   EXPECT_EQ(lastError(), "moe-cuda-runtime: mgpuStreamCreate: cuStreamCreate "
-                         "failed with CUresult 4242 (no description)");
+                         "failed with CUresult 1000 (no description)");
 }
 
 TEST_F(CudaRuntimeFakeDriver, AnErrorStopsAllLaterWork) {

@@ -21,6 +21,13 @@ class ModuleOp;
 
 namespace mlir::moe {
 
+/// The `alloc-hooks` option of the pipelines that reach the LLVM dialect.
+inline constexpr const char *kAllocHooksDescription =
+    "Allocate host buffers through _mlir_memref_to_llvm_alloc / "
+    "_mlir_memref_to_llvm_free instead of malloc / free (the JIT provides "
+    "them and turns a failed allocation into an error of the run; a "
+    "program that runs the module must define them)";
+
 /// Options of the host pipeline.
 struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
   PassOptions::Option<bool> fuse{
@@ -28,6 +35,9 @@ struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
       llvm::cl::desc("Form kernel regions (moe-fuse) before lowering; the "
                      "host result is the same either way"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> allocHooks{
+      *this, "alloc-hooks",
+      llvm::cl::desc(kAllocHooksDescription), llvm::cl::init(false)};
   PassOptions::Option<bool> parallelSlotOps{
       *this, "parallel-slot-ops",
       llvm::cl::desc("Lower affinity_grad, scatter_add_rows and expert_sum "
@@ -114,6 +124,9 @@ struct GPULoweringPipelineOptions : public GPUKernelPipelineOptions<Derived> {
                      "ptxas), isa (PTX, JIT-compiled by the driver) or "
                      "fatbin"),
       llvm::cl::init("bin")};
+  typename PassPipelineOptions<Derived>::template Option<bool> allocHooks{
+      *this, "alloc-hooks", llvm::cl::desc(kAllocHooksDescription),
+      llvm::cl::init(false)};
 };
 
 /// Options of the hybrid GPU pipeline.

@@ -168,4 +168,20 @@ def MoeFreeAfterLastUse : Pass<"moe-free-after-last-use", "::mlir::func::FuncOp"
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def MoeAllocHooks : Pass<"moe-alloc-hooks", "::mlir::ModuleOp"> {
+  let summary = "Route the lowered module's host allocations through hooks";
+  let description = [{
+    On a module in the LLVM dialect, renames the C allocation functions the
+    lowering calls (`malloc`, `aligned_alloc`, `free`) to
+    `_mlir_memref_to_llvm_alloc`, `_mlir_memref_to_llvm_aligned_alloc` and
+    `_mlir_memref_to_llvm_free`, which have the same signatures. The JIT
+    defines these to turn a failed host allocation into an error of the run
+    instead of a null pointer that the generated code writes through. One
+    pass for every pipeline: `finalize-memref-to-llvm` has an option for
+    this, but `gpu-to-llvm` lowers the host allocations of the GPU
+    pipelines itself, with `malloc`. The pipelines run it when their
+    `alloc-hooks` option is set.
+  }];
+}
+
 #endif // MOE_GPU_TRANSFORMS_PASSES_TD
