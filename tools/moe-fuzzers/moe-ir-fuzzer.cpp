@@ -28,10 +28,12 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #ifndef MOE_FUZZ_PIPELINE
 #error "MOE_FUZZ_PIPELINE names the pass pipeline to fuzz"
@@ -40,6 +42,17 @@
 using namespace mlir;
 
 namespace {
+
+/// Inputs that reach a known crash of the upstream MLIR 22 parser, which
+/// no change here can fix; docs/fuzzing.md lists each with its reproducer
+/// (test/Fuzz/upstream/). An input holding one of these op names is
+/// skipped, not run: the filter only narrows what is fuzzed.
+constexpr llvm::StringLiteral kUpstreamParserCrashes[] = {
+    // linalg.transpose / linalg.broadcast: a malformed `permutation` /
+    // `dimensions` array leaves a null attribute that the parser stores.
+    "linalg.transpose",
+    "linalg.broadcast",
+};
 
 struct Harness {
   DialectRegistry registry;
@@ -75,14 +88,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // inputs only slow the search down.
   if (size > 16384)
     return -1;
+  // The MLIR lexer stops at a NUL terminator, as every MemoryBuffer and
+  // std::string has (the JIT compiles std::string text): copy into one.
+  const std::string owned(reinterpret_cast<const char *>(data), size);
+  llvm::StringRef text(owned);
+  for (llvm::StringLiteral crash : kUpstreamParserCrashes)
+    if (text.contains(crash))
+      return -1;
   MLIRContext &context = *harness.context;
   // Diagnostics are the expected outcome of most inputs: drop them.
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) {
     return success();
   });
   ParserConfig config(&context);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
-      llvm::StringRef(reinterpret_cast<const char *>(data), size), config);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, config);
   if (!module)
     return 0;
   (void)harness.pm->run(*module);
