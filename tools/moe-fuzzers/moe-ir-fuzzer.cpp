@@ -45,7 +45,7 @@ namespace {
 
 /// Inputs that reach a known crash of the upstream MLIR 22 parser, which
 /// no change here can fix; docs/fuzzing.md lists each with its reproducer
-/// (test/Fuzz/upstream/). An input holding one of these op names is
+/// (test/Fuzz/Inputs/upstream/). An input holding one of these op names is
 /// skipped, not run: the filter only narrows what is fuzzed.
 constexpr llvm::StringLiteral kUpstreamParserCrashes[] = {
     // linalg.transpose / linalg.broadcast: a malformed `permutation` /

@@ -915,20 +915,21 @@ struct AffinityGradLowering : SlotOpLowering<AffinityGradOp> {
     // (without h: += dA[s, jW + l], the partial sums of a fused epilogue).
     AffineMap rowMap = dimsMap(ctx, 3, {0, 2, 1});
     AffineMap laneMap = dimsMap(ctx, 3, {0, 1});
+    // The accumulator first: argument evaluation order is unspecified, and
+    // the op order must not depend on the compiler.
+    Value laneZero = zeroTensor(rewriter, loc, {S, lanes}, f32);
     Value laneSums =
         adaptor.getH()
             ? buildGeneric(
                   rewriter, loc,
                   {splitLanes(rewriter, loc, adaptor.getDAct(), lanes),
                    splitLanes(rewriter, loc, adaptor.getH(), lanes)},
-                  zeroTensor(rewriter, loc, {S, lanes}, f32),
-                  {rowMap, rowMap, laneMap}, withReductions(2, 1),
+                  laneZero, {rowMap, rowMap, laneMap}, withReductions(2, 1),
                   multiplyAccumulate)
             : buildGeneric(
                   rewriter, loc,
                   splitLanes(rewriter, loc, adaptor.getDAct(), lanes),
-                  zeroTensor(rewriter, loc, {S, lanes}, f32),
-                  {rowMap, laneMap}, withReductions(2, 1),
+                  laneZero, {rowMap, laneMap}, withReductions(2, 1),
                   [](OpBuilder &b, Location l, ValueRange args) {
                     return addF(b, l, args[1], args[0]);
                   });
@@ -1062,9 +1063,11 @@ struct ScatterAddRowsLowering : SlotOpLowering<ScatterAddRowsOp> {
       listSlotsPerToken(rewriter, loc, slotOf, slotList);
       // Loops (t, h, k), k reducing: acc += contributions[list[t, k], h]
       // for the listed slots. Each sum takes top_k steps, not E.
+      // The accumulator first (a fixed op order, whatever the compiler's
+      // order of argument evaluation).
+      Value zero = zeroTensor(rewriter, loc, {T, H}, f32);
       result = buildGeneric(
-          rewriter, loc, bufferAsTensor(rewriter, loc, slotList),
-          zeroTensor(rewriter, loc, {T, H}, f32),
+          rewriter, loc, bufferAsTensor(rewriter, loc, slotList), zero,
           {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 1})},
           withReductions(2, 1),
           [&](OpBuilder &b, Location l, ValueRange args) {

@@ -22,8 +22,8 @@
 // COMMON:        arith.andi %{{.*}}, %c8388607_i32{{(_[0-9]+)?}} : i32
 // COMMON:        arith.cmpi ne, %{{.*}}, %c0_i32{{(_[0-9]+)?}} : i32
 // COMMON:        arith.cmpi ugt, %{{.*}}, %c4194304_i32{{(_[0-9]+)?}} : i32
-// COMMON:        arith.addi %{{.*}}, %{{.*}} : i32
 // COMMON:        arith.cmpi eq, %{{.*}}, %c0_i32{{(_[0-9]+)?}} : i32
+// COMMON-NEXT:   arith.addi %{{.*}}, %{{.*}} : i32
 // COMMON-NEXT:   arith.select %{{.*}}, %{{.*}}, %{{.*}} : i32
 // COMMON:        arith.minsi %{{.*}}, %c254_i32{{(_[0-9]+)?}} : i32
 // COMMON:        arith.cmpi uge, %{{.*}}, %c2139095040_i32{{(_[0-9]+)?}} : i32

@@ -120,12 +120,13 @@ Value roundToFP8(Emitter &e, Value value, const FP8Format &fmt) {
             -fmt.fraction);
   // The shift is at least 23 - fraction (20 or 21); from 25 on, sig < 2^24
   // always rounds to 0, so clamping keeps every shift inside i32.
-  Value shift =
-      arith::MinSIOp::create(e.b, e.loc, e.sub(quantumExp, lsbExp), e.i32(25));
+  Value unclamped = e.sub(quantumExp, lsbExp);
+  Value shift = arith::MinSIOp::create(e.b, e.loc, unclamped, e.i32(25));
   // Round to nearest even: add half - 1 plus the kept LSB, then truncate.
   Value keptLsb = e.andI(arith::ShRUIOp::create(e.b, e.loc, sig, shift), 1);
+  Value one = e.i32(1);
   Value halfMinusOne =
-      e.add(arith::ShLIOp::create(e.b, e.loc, e.i32(1), e.add(shift, -1)), -1);
+      e.add(arith::ShLIOp::create(e.b, e.loc, one, e.add(shift, -1)), -1);
   Value rounded = arith::ShRUIOp::create(
       e.b, e.loc, e.add(e.add(sig, halfMinusOne), keptLsb), shift);
   // `rounded` counts quanta including the hidden bit, so it adds to the
@@ -136,7 +137,8 @@ Value roundToFP8(Emitter &e, Value value, const FP8Format &fmt) {
   Value code = e.select(subnormal, rounded, normalCode);
   code = arith::MinSIOp::create(e.b, e.loc, code, e.i32(fmt.maxCode));
   Value isNaN = e.cmp(P::ne, fraction, 0);
-  Value special = e.select(isNaN, e.i32(fmt.nanCode), e.i32(fmt.maxCode));
+  Value nanCode = e.i32(fmt.nanCode);
+  Value special = e.select(isNaN, nanCode, e.i32(fmt.maxCode));
   code = e.select(e.cmp(P::eq, field, 0xFF), special, code);
   return e.orI(sign, code);
 }
@@ -174,8 +176,8 @@ Value mlir::moe::buildScaleByte(OpBuilder &b, Location loc, Value amax,
     // r = amax / elem_max in IEEE fp32; the byte of the smallest power of
     // two >= r. A subnormal r gives 0 when r <= 2^-127 (fraction 0x400000)
     // and 1 above (docs/numerics.md, RCEIL with a subnormal ratio).
-    Value ratio = arith::DivFOp::create(b, loc, e.floatOf(magnitude),
-                                        e.f32(fmt.maxValue));
+    Value amaxF = e.floatOf(magnitude);
+    Value ratio = arith::DivFOp::create(b, loc, amaxF, e.f32(fmt.maxValue));
     Value r = e.bitsOf(ratio);
     Value field = e.shr(r, 23);
     Value fraction = e.andI(r, 0x7FFFFF);
@@ -183,8 +185,8 @@ Value mlir::moe::buildScaleByte(OpBuilder &b, Location loc, Value amax,
         arith::ExtUIOp::create(b, loc, e.i32(), e.cmp(P::ne, fraction, 0));
     Value subnormalByte = arith::ExtUIOp::create(
         b, loc, e.i32(), e.cmp(P::ugt, fraction, 0x400000));
-    byte =
-        e.select(e.cmp(P::eq, field, 0), subnormalByte, e.add(field, inexact));
+    Value isSubnormal = e.cmp(P::eq, field, 0);
+    byte = e.select(isSubnormal, subnormalByte, e.add(field, inexact));
     break;
   }
   case ScaleRule::floor:
@@ -240,20 +242,21 @@ Value mlir::moe::buildDecodeFP8(OpBuilder &b, Location loc, Value code,
   Value magnitude = e.andI(c, 0x7F);
   Value field = e.shr(magnitude, fmt.fraction);
   Value fraction = e.andI(magnitude, (int64_t(1) << fmt.fraction) - 1);
-  Value normal = e.orI(e.shl(e.add(field, 127 - fmt.bias), 23),
-                       e.shl(fraction, 23 - fmt.fraction));
+  Value normalExp = e.shl(e.add(field, 127 - fmt.bias), 23);
+  Value normal = e.orI(normalExp, e.shl(fraction, 23 - fmt.fraction));
   // fraction * 2^(minExp - fraction bits): a small integer times a normal
   // power of two, both steps exact.
+  Value fractionF = arith::UIToFPOp::create(b, loc, e.f32(), fraction);
   Value subnormal = e.bitsOf(arith::MulFOp::create(
-      b, loc, arith::UIToFPOp::create(b, loc, e.f32(), fraction),
-      e.f32(std::ldexp(1.0f, fmt.minExp - fmt.fraction))));
+      b, loc, fractionF, e.f32(std::ldexp(1.0f, fmt.minExp - fmt.fraction))));
   Value bits = e.select(e.cmp(P::eq, field, 0), subnormal, normal);
   int64_t maxField = (int64_t(1) << (7 - fmt.fraction)) - 1;
   if (element == MXElement::f8E4M3FN) {
     bits = e.select(e.cmp(P::eq, magnitude, 0x7F), 0x7FC00000, bits);
   } else {
-    Value special = e.select(e.cmp(P::ne, fraction, 0), e.i32(0x7FC00000),
-                             e.i32(0x7F800000));
+    Value isNaN = e.cmp(P::ne, fraction, 0);
+    Value nan = e.i32(0x7FC00000);
+    Value special = e.select(isNaN, nan, e.i32(0x7F800000));
     bits = e.select(e.cmp(P::eq, field, maxField), special, bits);
   }
   return e.floatOf(e.orI(sign, bits));
@@ -263,15 +266,18 @@ Value mlir::moe::buildDecodeE8M0(OpBuilder &b, Location loc, Value scaleByte) {
   using P = arith::CmpIPredicate;
   Emitter e(b, loc);
   Value byte = e.byteToI32(scaleByte);
-  Value bits = e.select(e.cmp(P::eq, byte, 0), 0x00400000, e.shl(byte, 23));
+  Value isZero = e.cmp(P::eq, byte, 0);
+  Value bits = e.select(isZero, 0x00400000, e.shl(byte, 23));
   bits = e.select(e.cmp(P::eq, byte, 0xFF), 0x7FC00000, bits);
   return e.floatOf(bits);
 }
 
 Value mlir::moe::buildDequantize(OpBuilder &b, Location loc, Value code,
                                  Value scaleByte, MXElement element) {
+  // The scale first: the order every test of the sequence expects.
+  Value scale = buildDecodeE8M0(b, loc, scaleByte);
   return arith::MulFOp::create(b, loc, buildDecodeFP8(b, loc, code, element),
-                               buildDecodeE8M0(b, loc, scaleByte));
+                               scale);
 }
 
 //===----------------------------------------------------------------------===//
@@ -300,12 +306,14 @@ struct F64Math {
   /// 1 / (1 + exp(-g)).
   Value sigmoid(Value g) {
     Value negG = arith::NegFOp::create(e.b, e.loc, g);
-    return div(c(1.0), add(c(1.0), math::ExpOp::create(e.b, e.loc, negG)));
+    Value one = c(1.0);
+    return div(one, add(c(1.0), math::ExpOp::create(e.b, e.loc, negG)));
   }
   /// tanh(C * (g + A * g * g * g)) of the gelu tanh form.
   Value geluTanh(Value g) {
     Value cube = mul(mul(mul(c(kGeluA), g), g), g);
-    return math::TanhOp::create(e.b, e.loc, mul(c(geluC()), add(g, cube)));
+    Value scale = c(geluC());
+    return math::TanhOp::create(e.b, e.loc, mul(scale, add(g, cube)));
   }
 
   static constexpr double kGeluA = 0.044715;
@@ -332,7 +340,8 @@ Value mlir::moe::buildActivation(OpBuilder &b, Location loc,
     return toF32(e, m.mul(gd, m.sigmoid(gd)));
   // 0.5 * g * (1 + t)
   Value t = m.geluTanh(gd);
-  return toF32(e, m.mul(m.mul(m.c(0.5), gd), m.add(m.c(1.0), t)));
+  Value half = m.mul(m.c(0.5), gd);
+  return toF32(e, m.mul(half, m.add(m.c(1.0), t)));
 }
 
 Value mlir::moe::buildActivationDerivative(OpBuilder &b, Location loc,
@@ -348,11 +357,13 @@ Value mlir::moe::buildActivationDerivative(OpBuilder &b, Location loc,
   }
   // 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * C * (1 + 3 * A * g * g)
   Value t = m.geluTanh(gd);
-  Value left = m.mul(m.c(0.5), m.add(one, t));
+  Value halfLeft = m.c(0.5);
+  Value left = m.mul(halfLeft, m.add(one, t));
   Value poly = m.add(one, m.mul(m.mul(m.c(3.0 * F64Math::kGeluA), gd), gd));
-  Value right = m.mul(m.mul(m.mul(m.mul(m.c(0.5), gd), m.sub(one, m.mul(t, t))),
-                            m.c(F64Math::geluC())),
-                      poly);
+  Value halfG = m.mul(m.c(0.5), gd);
+  Value sech2 = m.sub(one, m.mul(t, t));
+  Value right =
+      m.mul(m.mul(m.mul(halfG, sech2), m.c(F64Math::geluC())), poly);
   return toF32(e, m.add(left, right));
 }
 
