@@ -9,6 +9,9 @@ APT_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libzstd-dev zlib1g-dev libxml2-dev libffi-dev libncurses-dev
   cmake ninja-build g++ ccache libgtest-dev python3
+  # The sanitize preset (scripts/sanitize.sh): clang with ASan, UBSan and
+  # libFuzzer.
+  clang-22 libclang-rt-22-dev
 )
 
 die() { echo "setup: error: $*" >&2; exit 1; }

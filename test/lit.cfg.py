@@ -35,12 +35,14 @@ config.environment["MOE_MLIR_CACHE_DIR"] = ""
 # A sanitizer build (the `sanitize` preset, scripts/sanitize.sh). The
 # static MLIR/LLVM libraries are not instrumented, and BumpPtrAllocator
 # poisons its slabs only in instrumented code, whose inline copies the
-# linker may hand to uninstrumented callers: manual poisoning is off. Tests
+# linker may hand to uninstrumented callers: manual poisoning is off. A
+# failed allocation returns null, as the C library's would (the tests of
+# out-of-memory errors ask for more than ASan allows). Tests
 # that load the project's libraries into an uninstrumented interpreter
 # (Python) say `UNSUPPORTED: sanitizer`.
 if config.moe_sanitizer:
     config.available_features.add("sanitizer")
-    config.environment["ASAN_OPTIONS"] = "allow_user_poisoning=0"
+    config.environment["ASAN_OPTIONS"] = "allow_user_poisoning=0:allocator_may_return_null=1"
     config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1"
 # The libFuzzer harnesses (tools/moe-fuzzers), built by the sanitize preset.
 if os.path.exists(os.path.join(config.moe_tools_dir, "moe-ir-fuzzer")):

@@ -14,5 +14,5 @@ config.test_format = lit.formats.GoogleTest(config.llvm_build_mode, "Tests")
 config.environment["MOE_MLIR_CACHE_DIR"] = ""
 # A sanitizer build (the `sanitize` preset): the options of test/lit.cfg.py.
 if config.moe_sanitizer:
-    config.environment["ASAN_OPTIONS"] = "allow_user_poisoning=0"
+    config.environment["ASAN_OPTIONS"] = "allow_user_poisoning=0:allocator_may_return_null=1"
     config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1"
