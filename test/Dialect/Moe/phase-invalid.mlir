@@ -1149,6 +1149,31 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) -> tensor<16x32xbf16> 
 
 // -----
 
+// No block (generic form; the custom form always has one).
+func.func @f() {
+  // expected-error @+1 {{'moe.fused' op region must have a block}}
+  "moe.fused"() ({
+  }) {phase = #moe.phase<p4>} : () -> ()
+  return
+}
+
+// -----
+
+// Another terminator (found by moe-ir-fuzzer: the verifier runs before the
+// region's implicit-terminator trait, and assumed moe.yield).
+func.func @f(%h: tensor<64x16xf32>, %a: tensor<64xf32>) -> tensor<64x16xf32> {
+  // expected-error @+1 {{'moe.fused' op region must end with moe.yield}}
+  %r = moe.fused phase(#moe.phase<p4>) ins(%h, %a : tensor<64x16xf32>, tensor<64xf32>) {
+  ^bb0(%h0: tensor<64x16xf32>, %a0: tensor<64xf32>):
+    %s = moe.scale_rows %h0, %a0
+        : tensor<64x16xf32>, tensor<64xf32> -> tensor<64x16xf32>
+    scf.yield %s : tensor<64x16xf32>
+  } -> tensor<64x16xf32>
+  return %r : tensor<64x16xf32>
+}
+
+// -----
+
 func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) -> tensor<16x32xbf16> {
   // expected-error @+1 {{'moe.fused' op moe.yield operand types must match the results}}
   %dx = moe.fused phase(#moe.phase<p2>) ins(%c, %tok

@@ -475,10 +475,16 @@ SmallVector<Operation *> FusedOp::inlineBody(RewriterBase &rewriter) {
 }
 
 LogicalResult FusedOp::verify() {
+  // This runs before the region's traits are checked (its single block,
+  // its implicit moe.yield): nothing about the body may be assumed.
+  if (getBody().empty())
+    return emitOpError("region must have a block");
   Block &body = getBody().front();
   if (body.getArgumentTypes() != getInputs().getTypes())
     return emitOpError("region arguments must have the types of the inputs");
-  auto yield = cast<YieldOp>(body.getTerminator());
+  auto yield = body.empty() ? YieldOp() : dyn_cast<YieldOp>(body.back());
+  if (!yield)
+    return emitOpError("region must end with moe.yield");
   if (yield.getValues().getTypes() != getResults().getTypes())
     return emitOpError("moe.yield operand types must match the results");
   return success();
