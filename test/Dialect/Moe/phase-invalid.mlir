@@ -1149,9 +1149,10 @@ func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>) -> tensor<16x32xbf16> 
 
 // -----
 
-// No block (generic form; the custom form always has one).
+// No block (generic form; the custom form always has one): ODS's region
+// constraint, before the verifier.
 func.func @f() {
-  // expected-error @+1 {{'moe.fused' op region must have a block}}
+  // expected-error @+1 {{'moe.fused' op region #0 ('body') failed to verify constraint: region with 1 blocks}}
   "moe.fused"() ({
   }) {phase = #moe.phase<p4>} : () -> ()
   return
