@@ -1169,6 +1169,27 @@ struct ConvertMoeToLinalgPass
 
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
+    // The ops no pattern lowers, named with what to do instead, before the
+    // conversion's generic "failed to legalize".
+    WalkResult unsupported = getOperation()->walk([](Operation *op) {
+      if (isa<RouteOp>(op)) {
+        op->emitError()
+            << "convert-moe-to-linalg: moe.route has no lowering; build the "
+               "routing on the host (moe::jit::buildRouting, "
+               "moe_mlir.build_routing, `moe-ref route`) and pass it to "
+               "moe.blockwise_bwd";
+        return WalkResult::interrupt();
+      }
+      if (isa<BlockwiseBwdOp>(op)) {
+        op->emitError() << "convert-moe-to-linalg: moe.blockwise_bwd must be "
+                           "decomposed first (run moe-decompose-bwd, as the "
+                           "pipelines do)";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (unsupported.wasInterrupted())
+      return signalPassFailure();
     IRRewriter rewriter(ctx);
     SmallVector<FusedOp> fused;
     getOperation()->walk([&](FusedOp op) { fused.push_back(op); });
@@ -1184,8 +1205,8 @@ struct ConvertMoeToLinalgPass
     patterns.add<AffinityGradLowering, ScatterAddRowsLowering,
                  ExpertSumLowering>(ctx, parallelSlotOps);
     ConversionTarget target(*ctx);
-    // moe.blockwise_bwd and moe.route are not lowered here: the former is
-    // decomposed by moe-decompose-bwd first, so a leftover is an error.
+    // moe.blockwise_bwd and moe.route are not lowered here (rejected
+    // above).
     target.addIllegalDialect<MoeDialect>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     if (failed(applyPartialConversion(getOperation(), target,

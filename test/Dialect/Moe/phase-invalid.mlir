@@ -951,6 +951,20 @@ func.func @f(%c: tensor<64x32x1xf32>, %tok: tensor<64xi32>,
 
 // -----
 
+// An empty dimension (the message of expectRank, which every op calls
+// before reading dimensions; H = 0 reached the lowering, which failed on
+// an internal tensor.extract_slice).
+func.func @f(%c: tensor<64x0xf32>, %tok: tensor<64xi32>,
+             %blk: tensor<2xi32>) {
+  // expected-error @+1 {{'moe.scatter_add_rows' op contributions must not be empty (a dimension is 0), got 'tensor<64x0xf32>'}}
+  %dx = moe.scatter_add_rows %c[%tok], %blk
+      {block_size = 32 : i64, num_experts = 4 : i64, top_k = 2 : i64}
+      : tensor<64x0xf32>, tensor<64xi32>, tensor<2xi32> -> tensor<16x0xbf16>
+  return
+}
+
+// -----
+
 func.func @f(%c: tensor<64x32xf32>, %tok: tensor<64xi32>,
              %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.scatter_add_rows' op result must be a static 2-D tensor [T, H], got 'tensor<?x32xbf16>'}}

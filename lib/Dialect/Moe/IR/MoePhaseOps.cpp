@@ -81,15 +81,21 @@ static LogicalResult expectTensor(Operation *op, Value value, StringRef name,
                            << shapeStr(shape) << ", got " << type;
 }
 
-/// Checks a rank before dimensions are read from a tensor.
+/// Checks a rank before dimensions are read from a tensor, and that no
+/// dimension is 0: no layer has an empty tensor, and the lowerings' index
+/// arithmetic assumes none (an empty H made tensor.extract_slice fail with
+/// "offset 1 is out-of-bounds", found by moe-ir-fuzzer's corpus).
 static LogicalResult expectRank(Operation *op, Value value, StringRef name,
                                 int64_t rank, StringRef shapeName) {
-  if (tensorType(value).getRank() == rank &&
-      tensorType(value).hasStaticShape())
-    return success();
-  return op->emitOpError() << name << " must be a static " << rank
-                           << "-D tensor " << shapeName << ", got "
-                           << value.getType();
+  RankedTensorType type = tensorType(value);
+  if (type.getRank() != rank || !type.hasStaticShape())
+    return op->emitOpError() << name << " must be a static " << rank
+                             << "-D tensor " << shapeName << ", got "
+                             << value.getType();
+  if (llvm::is_contained(type.getShape(), 0))
+    return op->emitOpError() << name << " must not be empty (a dimension "
+                             << "is 0), got " << value.getType();
+  return success();
 }
 
 /// The slot count S = N*B of a layout, checked against block_to_expert.
