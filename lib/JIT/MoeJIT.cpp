@@ -254,6 +254,11 @@ Expected<const CudaRuntimeApi *> loadCudaRuntime() {
           lookup(loaded.streamSynchronize, "mgpuStreamSynchronize") &&
           lookup(loaded.memAlloc, "mgpuMemAlloc") &&
           lookup(loaded.memcpy, "mgpuMemcpy")) {
+        // Errors reach the caller through Status: the runtime need not
+        // print them too.
+        void (*setErrorPrinting)(int32_t) = nullptr;
+        if (lookup(setErrorPrinting, "moeCudaRuntimeSetErrorPrinting"))
+          setErrorPrinting(0);
         api = loaded;
         return &*api;
       }

@@ -273,6 +273,36 @@ TEST_F(CudaRuntimeFakeDriver, FirstErrorWinsAndIsPrintedOnce) {
   EXPECT_EQ(stats().suppressedErrors, 0);
 }
 
+// A host that reports errors itself (the JIT) turns the printing off: the
+// error is recorded all the same.
+TEST_F(CudaRuntimeFakeDriver, ErrorPrintingCanBeTurnedOff) {
+  moeCudaRuntimeSetErrorPrinting(0);
+  fakeCudaFailNext("cuEventCreate", CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(mgpuEventCreate(), nullptr);
+  moeCudaRuntimeSetErrorPrinting(1);
+  EXPECT_EQ(lastError(), "moe-cuda-runtime: mgpuEventCreate: cuEventCreate "
+                         "failed with CUDA_ERROR_OUT_OF_MEMORY (out of "
+                         "memory)");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  ::testing::internal::CaptureStderr();
+  moeCudaRuntimeClearError();
+}
+
+// The toolkit's stub libcuda cannot name its own result: the runtime does
+// (issue 13: "cuInit failed with CUresult 34 (no description)").
+TEST_F(CudaRuntimeFakeDriver, StubLibraryResultIsExplained) {
+  moeCudaRuntimeSetErrorPrinting(0);
+  fakeCudaFailNext("cuStreamCreate", CUDA_ERROR_STUB_LIBRARY);
+  EXPECT_EQ(mgpuStreamCreate(), nullptr);
+  moeCudaRuntimeSetErrorPrinting(1);
+  EXPECT_EQ(lastError(),
+            "moe-cuda-runtime: mgpuStreamCreate: cuStreamCreate failed with "
+            "CUDA_ERROR_STUB_LIBRARY (the CUDA toolkit's stub libcuda was "
+            "loaded instead of the NVIDIA driver's; put the driver's "
+            "libcuda.so.1 first on the library path)");
+  moeCudaRuntimeClearError();
+}
+
 TEST_F(CudaRuntimeFakeDriver, ReleaseStillWorksAfterAnError) {
   void *stream = mgpuStreamCreate();
   void *event = mgpuEventCreate();

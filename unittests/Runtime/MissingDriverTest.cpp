@@ -83,7 +83,9 @@ TEST_F(CudaRuntimeMissingDriver, EveryEntryPointFailsWithTheLoaderMessage) {
   EXPECT_EQ(moeCudaRuntimeHasError(), 1);
   const std::string expected =
       std::string("moe-cuda-runtime: ") + kMissing + " not found: " + kMissing +
-      ": cannot open shared object file: No such file or directory";
+      ": cannot open shared object file: No such file or directory (no "
+      "NVIDIA driver here: running GPU code needs one; compiling it does "
+      "not, e.g. moe-run --compile-only)";
   EXPECT_EQ(lastError(), expected);
   EXPECT_EQ(printed, expected + "\n");
   EXPECT_STREQ(image, "unchanged");

@@ -143,6 +143,11 @@ MOE_CUDA_RUNTIME_EXPORT int32_t moeCudaRuntimeHasError(void);
 MOE_CUDA_RUNTIME_EXPORT const char *moeCudaRuntimeGetLastError(void);
 /// Forgets the recorded error so that the entry points work again.
 MOE_CUDA_RUNTIME_EXPORT void moeCudaRuntimeClearError(void);
+/// Whether the runtime prints each recorded error to stderr (default 1, for
+/// programs such as mlir-runner that never ask for it). A host that reports
+/// moeCudaRuntimeGetLastError itself, as the JIT does, sets 0 so that the
+/// error is printed once, by the host.
+MOE_CUDA_RUNTIME_EXPORT void moeCudaRuntimeSetErrorPrinting(int32_t print);
 MOE_CUDA_RUNTIME_EXPORT void moeCudaRuntimeGetStats(MoeCudaRuntimeStats *stats);
 /// Names the stream that the compiled call about to run queues its work on
 /// (null: none). mgpuTensorMapEncodeTiledMemref, whose signature carries no

@@ -27,7 +27,9 @@ bool loadDriver(const char *library, void *&handle, DriverApi &api,
   if (!handle) {
     const char *reason = dlerror();
     error = std::string("moe-cuda-runtime: ") + library +
-            " not found: " + (reason ? reason : "unknown dlopen error");
+            " not found: " + (reason ? reason : "unknown dlopen error") +
+            " (no NVIDIA driver here: running GPU code needs one; compiling "
+            "it does not, e.g. moe-run --compile-only)";
     return false;
   }
   DriverApi resolved;

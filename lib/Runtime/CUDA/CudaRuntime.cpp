@@ -68,6 +68,26 @@ constexpr int64_t kPortableClusterBlocks = 8;
 /// Room for the JIT's error log in a failed module load.
 constexpr size_t kJitLogBytes = 16 * 1024;
 
+/// A CUresult that a stub or absent driver cannot describe.
+struct KnownResult {
+  CUresult result;
+  const char *name, *text;
+};
+constexpr KnownResult kKnownResults[] = {
+    {CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY",
+     "the CUDA toolkit's stub libcuda was loaded instead of the NVIDIA "
+     "driver's; put the driver's libcuda.so.1 first on the library path"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE",
+     "the driver finds no CUDA device on this machine"},
+};
+
+const KnownResult *knownResult(CUresult result) {
+  for (const KnownResult &known : kKnownResults)
+    if (known.result == result)
+      return &known;
+  return nullptr;
+}
+
 /// printf into a std::string; for error messages only.
 template <typename... Args> std::string format(const char *fmt, Args... args) {
   int length = std::snprintf(nullptr, 0, fmt, args...);
@@ -137,8 +157,14 @@ public:
     }
     error = std::move(message);
     failed.store(true, std::memory_order_release);
-    std::fprintf(stderr, "%s\n", error.c_str());
-    std::fflush(stderr);
+    if (printErrors.load(std::memory_order_relaxed)) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+      std::fflush(stderr);
+    }
+  }
+
+  void setErrorPrinting(bool print) {
+    printErrors.store(print, std::memory_order_relaxed);
   }
 
   /// Returns true when `result` is CUDA_SUCCESS; otherwise records which
@@ -153,6 +179,16 @@ public:
     if (api.cuGetErrorName(result, &name) != CUDA_SUCCESS)
       name = nullptr;
     if (api.cuGetErrorString(result, &text) != CUDA_SUCCESS || !text)
+      text = nullptr;
+    // The results a driver that cannot describe itself (the toolkit's stub
+    // libcuda answers every call with CUDA_ERROR_STUB_LIBRARY) or a machine
+    // without a usable GPU gives, named and explained here.
+    if (!name || !text)
+      if (const KnownResult *known = knownResult(result)) {
+        name = name ? name : known->name;
+        text = text ? text : known->text;
+      }
+    if (!text)
       text = "no description";
     std::string message =
         std::string(kPrefix) + entry + ": " + call + " failed with " +
@@ -321,6 +357,7 @@ private:
 
   std::mutex errorMutex;
   std::atomic<bool> failed{false};
+  std::atomic<bool> printErrors{true};
   std::string error;
   int64_t suppressedErrors = 0;
 
@@ -1308,6 +1345,10 @@ extern "C" const char *moeCudaRuntimeGetLastError() {
 }
 
 extern "C" void moeCudaRuntimeClearError() { Runtime::get().clearError(); }
+
+extern "C" void moeCudaRuntimeSetErrorPrinting(int32_t print) {
+  Runtime::get().setErrorPrinting(print != 0);
+}
 
 extern "C" void moeCudaRuntimeGetStats(MoeCudaRuntimeStats *stats) {
   if (stats)
