@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <sys/stat.h>
 #include <limits>
 #include <sstream>
 
@@ -310,6 +311,10 @@ bool moe::ref::readNpyHeader(const std::string &path, NpyHeader &out,
     error = path + ": " + why;
     return false;
   };
+  // A directory opens as a stream on Linux and fails only at the read.
+  struct stat status;
+  if (::stat(path.c_str(), &status) == 0 && S_ISDIR(status.st_mode))
+    return fail("is a directory, not a .npy file");
   std::ifstream file(path, std::ios::binary);
   if (!file)
     return fail("cannot open file");
