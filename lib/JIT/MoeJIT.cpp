@@ -86,6 +86,7 @@
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/Support/DynamicLibrary.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -104,6 +105,7 @@
 #include <mutex>
 #include <sstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace ::moe::jit;
@@ -172,6 +174,24 @@ void initializeLLVM() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::sys::DynamicLibrary::LoadLibraryPermanently(nullptr);
+  });
+}
+
+/// LLVM cannot go on after one of its own allocations failed: by default it
+/// prints "LLVM ERROR: out of memory" and aborts, a signal. The JIT's private
+/// copy of LLVM reports it instead and exits with status 3 (issue 13: no
+/// exit by a signal under `ulimit -v`). The handler allocates nothing.
+void installOutOfMemoryHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::install_bad_alloc_error_handler(
+        [](void *, const char *, bool) {
+          static const char kMessage[] =
+              "moe-mlir: error: out of memory inside LLVM/MLIR (the compiler "
+              "cannot recover from that); exiting with status 3\n";
+          (void)!::write(2, kMessage, sizeof(kMessage) - 1);
+          std::_Exit(3);
+        });
   });
 }
 
@@ -1292,6 +1312,7 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
 //===----------------------------------------------------------------------===//
 
 Compiler::Compiler(CompilerOptions options) : impl_(std::make_unique<Impl>()) {
+  installOutOfMemoryHandler();
   impl_->options = std::move(options);
 }
 

@@ -15,9 +15,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <sys/stat.h>
 #include <limits>
 #include <sstream>
+#include <sys/stat.h>
 
 using namespace moe::ref;
 
