@@ -9,9 +9,8 @@
 //   moe-ir-gpu-fuzzer  moe-decompose-bwd, moe-fuse, moe-gpu-kernel-config
 //                      and convert-moe-to-nvgpu for sm_90a: the kernel
 //                      generator, without the NVPTX back end.
-// A pass may fail with a diagnostic; a crash, a sanitizer report, or a
-// pass that succeeds on IR it leaves invalid (the verifier runs after each
-// pass) is a finding.
+// A pass may fail with a diagnostic (the verifier's included, which runs
+// after each pass); a crash, a sanitizer report or a timeout is a finding.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
