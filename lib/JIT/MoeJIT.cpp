@@ -179,7 +179,7 @@ void initializeLLVM() {
 
 /// LLVM cannot go on after one of its own allocations failed: by default it
 /// prints "LLVM ERROR: out of memory" and aborts, a signal. The JIT's private
-/// copy of LLVM reports it instead and exits with status 3 (issue 13: no
+/// copy of LLVM reports it instead and exits with status 1 (issue 13: no
 /// exit by a signal under `ulimit -v`). The handler allocates nothing.
 void installOutOfMemoryHandler() {
   static std::once_flag once;
@@ -188,9 +188,9 @@ void installOutOfMemoryHandler() {
         [](void *, const char *, bool) {
           static const char kMessage[] =
               "moe-mlir: error: out of memory inside LLVM/MLIR (the compiler "
-              "cannot recover from that); exiting with status 3\n";
+              "cannot recover from that); exiting with status 1\n";
           (void)!::write(2, kMessage, sizeof(kMessage) - 1);
-          std::_Exit(3);
+          std::_Exit(1);
         });
   });
 }

@@ -74,3 +74,31 @@ func.func @f(%x: tensor<1048576x131072xbf16>, %dy: tensor<1048576x131072xbf16>,
          tensor<8x131072x2x32xf32>, tensor<8x32x131072xf32>
   return
 }
+
+// -----
+
+// T = 2^31 + 128 fits every byte limit (K = 1, H = 32), but the routing
+// names tokens by i32.
+func.func @moe_layer_bwd(
+    %x: tensor<2147483776x32xbf16>, %dy: tensor<2147483776x32xbf16>,
+    %aff: tensor<8589935104xf32>,
+    %wgu: tensor<4x32x2x32xbf16>, %wd: tensor<4x32x32xbf16>,
+    %tok: tensor<2147484160xi32>, %blk: tensor<16777220xi32>)
+    -> (tensor<2147483776x32xbf16>, tensor<8589935104xf32>,
+        tensor<4x32x2x32xf32>, tensor<4x32x32xf32>) {
+  // expected-error @+1 {{'moe.blockwise_bwd' op hidden_states holds T = 2147483776 tokens, more than the i32 ids of token_position_to_id can name (2^31 - 1)}}
+  %dx, %da, %dwgu, %dwd = moe.blockwise_bwd
+      x(%x : tensor<2147483776x32xbf16>) dy(%dy : tensor<2147483776x32xbf16>)
+      affinities(%aff : tensor<8589935104xf32>)
+      gate_up(%wgu : tensor<4x32x2x32xbf16>)
+      down(%wd : tensor<4x32x32xbf16>)
+      routing(%tok : tensor<2147484160xi32>, %blk : tensor<16777220xi32>)
+      {block_size = 128 : i64, top_k = 1 : i64,
+       activation = #moe.activation<swiglu>, affinity = #moe.affinity<on_i>,
+       quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
+      -> tensor<2147483776x32xbf16>, tensor<8589935104xf32>,
+         tensor<4x32x2x32xf32>, tensor<4x32x32xf32>
+  return %dx, %da, %dwgu, %dwd
+      : tensor<2147483776x32xbf16>, tensor<8589935104xf32>,
+        tensor<4x32x2x32xf32>, tensor<4x32x32xf32>
+}

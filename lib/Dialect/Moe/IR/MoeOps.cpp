@@ -14,6 +14,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cstdint>
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::moe;
 
@@ -192,6 +195,11 @@ LogicalResult BlockwiseBwdOp::verify() {
   if (T < 1)
     return emitOpError("hidden_states must hold at least one token, got ")
            << xType;
+  // token_position_to_id names tokens by i32.
+  if (T > std::numeric_limits<int32_t>::max())
+    return emitOpError("hidden_states holds T = ")
+           << T << " tokens, more than the i32 ids of token_position_to_id "
+                   "can name (2^31 - 1)";
   if (H < 1 || H % 32 != 0)
     return emitOpError("H (hidden size) must be a positive multiple of 32, "
                        "got ")
