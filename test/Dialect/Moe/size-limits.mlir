@@ -102,3 +102,32 @@ func.func @moe_layer_bwd(
       : tensor<2147483776x32xbf16>, tensor<8589935104xf32>,
         tensor<4x32x2x32xf32>, tensor<4x32x32xf32>
 }
+
+// -----
+
+// H = 2^62: the sizes wrapped to zero, and the run blamed "input 'x' null
+// data pointer" (issue 13).
+func.func @moe_layer_bwd(
+    %x: tensor<256x4611686018427387904xbf16>, %dy: tensor<256x4611686018427387904xbf16>,
+    %aff: tensor<1024xf32>,
+    %wgu: tensor<4x4611686018427387904x2x128xbf16>, %wd: tensor<4x128x4611686018427387904xbf16>,
+    %tok: tensor<896xi32>, %blk: tensor<7xi32>)
+    -> (tensor<256x4611686018427387904xbf16>, tensor<1024xf32>,
+        tensor<4x4611686018427387904x2x128xf32>, tensor<4x128x4611686018427387904xf32>) {
+  // expected-error @+1 {{'moe.blockwise_bwd' op hidden_states [T, H] = [256, 4611686018427387904] overflows a 64-bit size}}
+  %dx, %da, %dwgu, %dwd = moe.blockwise_bwd
+      x(%x : tensor<256x4611686018427387904xbf16>) dy(%dy : tensor<256x4611686018427387904xbf16>)
+      affinities(%aff : tensor<1024xf32>)
+      gate_up(%wgu : tensor<4x4611686018427387904x2x128xbf16>)
+      down(%wd : tensor<4x128x4611686018427387904xbf16>)
+      routing(%tok : tensor<896xi32>, %blk : tensor<7xi32>)
+      {block_size = 128 : i64, top_k = 2 : i64,
+       activation = #moe.activation<swiglu>, affinity = #moe.affinity<on_i>,
+       quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>}
+      -> tensor<256x4611686018427387904xbf16>, tensor<1024xf32>,
+         tensor<4x4611686018427387904x2x128xf32>, tensor<4x128x4611686018427387904xf32>
+  return %dx, %da, %dwgu, %dwd
+      : tensor<256x4611686018427387904xbf16>, tensor<1024xf32>,
+        tensor<4x4611686018427387904x2x128xf32>, tensor<4x128x4611686018427387904xf32>
+}
+
