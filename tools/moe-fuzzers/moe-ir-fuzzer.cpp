@@ -9,8 +9,10 @@
 //   moe-ir-gpu-fuzzer  moe-decompose-bwd, moe-fuse, moe-gpu-kernel-config
 //                      and convert-moe-to-nvgpu for sm_90a: the kernel
 //                      generator, without the NVPTX back end.
-// A pass may fail with a diagnostic (the verifier's included, which runs
-// after each pass); a crash, a sanitizer report or a timeout is a finding.
+// A pass may fail with a diagnostic. A crash, a sanitizer report, a
+// timeout, or a pass that succeeds but leaves IR that does not verify (the
+// harness verifies after each successful pass itself, so that this is told
+// apart from a failure) is a finding.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
@@ -23,7 +25,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
@@ -53,6 +57,19 @@ constexpr llvm::StringLiteral kUpstreamParserCrashes[] = {
     "linalg.broadcast",
 };
 
+/// Verifies the IR after every pass that succeeded, and stops the process
+/// (a finding) when it does not verify: the pass manager's own verifier
+/// would report it as an ordinary pass failure.
+struct VerifyAfterEachPass : PassInstrumentation {
+  void runAfterPass(Pass *pass, Operation *op) override {
+    if (succeeded(verify(op)))
+      return;
+    llvm::errs() << "moe-ir-fuzzer: '" << pass->getArgument()
+                 << "' succeeded but left IR that does not verify\n";
+    std::abort();
+  }
+};
+
 struct Harness {
   DialectRegistry registry;
   std::unique_ptr<MLIRContext> context;
@@ -70,6 +87,8 @@ struct Harness {
     context->printOpOnDiagnostic(false);
     context->printStackTraceOnDiagnostic(false);
     pm = std::make_unique<PassManager>(context.get());
+    pm->enableVerifier(false);
+    pm->addInstrumentation(std::make_unique<VerifyAfterEachPass>());
     std::string error;
     llvm::raw_string_ostream os(error);
     if (failed(parsePassPipeline(MOE_FUZZ_PIPELINE, *pm, os))) {
