@@ -15,7 +15,10 @@ only in the backward of the expert MLP:
 The router's gradient flows through the top-k scores' gradient either way.
 Writes OUT.csv (step, both losses, both step times) and, with matplotlib,
 OUT.png; prints a summary line last. --target sm90a runs on the GPU (CUDA
-tensors, the kernel on torch's current stream).
+tensors, the kernel on torch's current stream; the tokens are drawn on the
+device). --profile-step S runs step S of the moe-mlir student under the
+torch profiler and prints the copies between host and device and the
+synchronizations it made (the loss is read after the profiled region).
 """
 import argparse
 import csv
@@ -53,6 +56,30 @@ class Block(torch.nn.Module):
         return y.float()
 
 
+def _profiler(device):
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    return profile(activities=activities)
+
+
+def _report_profile(prof, step, device):
+    """Prints the host<->device copies (CUPTI's Memcpy activities) and the
+    synchronizations of the profiled step (its one closing
+    torch.cuda.synchronize apart)."""
+    copies = [e.name for e in prof.events() if e.name.startswith("Memcpy")]
+    syncs = [e.name for e in prof.events() if e.name in (
+        "cudaStreamSynchronize", "cudaDeviceSynchronize",
+        "cuStreamSynchronize", "cuCtxSynchronize", "cudaMemcpy",
+        "cudaMemcpyAsync")]
+    n_sync = len(syncs) - (device == "cuda")
+    print("profile step %d (moe-mlir student: forward, backward, Adam): %d "
+          "host<->device copies%s, %d synchronizations" % (
+              step, len(copies), " (%s)" % ", ".join(sorted(set(copies)))
+              if copies else "", n_sync))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", default="host", choices=("host", "sm90a"))
@@ -65,6 +92,8 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="OUT.csv and OUT.png (default: none)")
+    p.add_argument("--profile-step", type=int, default=-1,
+                   help="profile this step of the moe-mlir student")
     a = p.parse_args(argv)
     device = "cuda" if a.target == "sm90a" else "cpu"
     T, H, I, E, K = a.tokens, a.hidden, a.intermediate, a.experts, a.top_k
@@ -80,21 +109,28 @@ def main(argv=None):
 
     rows = []
     for step in range(a.steps):
-        gen = torch.Generator(device="cpu").manual_seed(10_000 + step)
-        x = torch.randn(T, H, generator=gen).to(device)
+        gen = torch.Generator(device=device).manual_seed(10_000 + step)
+        x = torch.randn(T, H, generator=gen, device=device)
         with torch.no_grad():
             target = teacher(x)
         row = {"step": step}
         for name, student in students.items():
             if device == "cuda":
                 torch.cuda.synchronize()
+            profiled = step == a.profile_step and name == "moe-mlir"
+            prof = _profiler(device) if profiled else None
             start = time.perf_counter()
+            if prof:
+                prof.__enter__()
             opts[name].zero_grad()
             loss = ((student(x) - target) ** 2).mean()
             loss.backward()
             opts[name].step()
             if device == "cuda":
                 torch.cuda.synchronize()
+            if prof:
+                prof.__exit__(None, None, None)
+                _report_profile(prof, step, device)
             row[name + "_loss"] = loss.item()
             row[name + "_ms"] = 1e3 * (time.perf_counter() - start)
         rows.append(row)

@@ -5,14 +5,17 @@ kernel of moe-mlir.
                  target="sm90a").cuda()
     y = mlp(x, topk_idx, topk_scores)      # x [T, H] bf16, router top-k [T, K]
 
-The forward runs in torch (bf16 GEMMs per expert) and saves only its
-inputs: the backward recomputes g and u (the layer's recompute mode). The
-backward builds the routing layout and the masked affinities from the
-top-k selection (moe_mlir.build_routing, on the host: [T, K] indices, not
-activations), runs the compiled backward of the layer's shape (compiled once
+The forward runs in torch (the routed rows gathered into the blocked
+layout, bf16 torch._grouped_mm over the experts) and saves only its inputs:
+the backward recomputes g and u (the layer's recompute mode). The backward
+builds the routing layout and the masked affinities from the top-k
+selection, runs the compiled backward of the layer's shape (compiled once
 per token count and cached), and returns the gradients of x, the top-k
-scores and both weights. On the host target the tensors are CPU tensors; on
-sm90a CUDA tensors, the kernel queued on the current stream.
+scores and both weights. On the host target the tensors are CPU tensors and
+the library builds the layout (checking the indices); on sm90a they are
+CUDA tensors, torch ops build the layout on the device (`route`) and the
+kernel is queued on the current stream: a training step's backward makes no
+copy to or from the host and never synchronizes.
 
 Both directions are torch custom ops (moe_mlir::mlp_forward with its
 autograd formula, moe_mlir::mlp_backward), so torch.compile captures the
@@ -21,9 +24,10 @@ layer in one graph (fullgraph=True).
 import numpy as np
 import torch
 
-from . import build_routing, compile as _compile, masked_affinities
+from . import MoeMLIRError, _capi, build_routing, compile as _compile
+from . import masked_affinities
 
-__all__ = ["MoEMLP", "moe_mlp", "mlp_forward", "mlp_backward"]
+__all__ = ["MoEMLP", "moe_mlp", "mlp_forward", "mlp_backward", "route"]
 
 
 def _activation(g, kind):
@@ -32,23 +36,82 @@ def _activation(g, kind):
     return torch.nn.functional.gelu(g, approximate="tanh")
 
 
-def _forward(x, topk_idx, topk_scores, wgu, wd, activation):
+def route(topk_idx, topk_scores, experts, block_size):
+    """The blocked routing layout of the top-k selection, computed by torch
+    ops on the selection's device with no synchronization and no copy to
+    the host (what moe_mlir.build_routing and masked_affinities compute on
+    the host, element for element):
+
+      tok    [N*B] int32  token_position_to_id (-1 for padding slots)
+      blk    [N] int32    block_to_expert
+      aff    [T*E] f32    masked affinities (differentiable in the scores)
+      slot   [T*K] int64  the slot of each routed pair, in [T, K] order
+      offs   [E] int32    each expert's end row in the layout (the last one
+                          N*B, spare blocks included): torch._grouped_mm's
+                          group offsets
+
+    N is the layer's block count (worst case over all routings), so every
+    shape is known without looking at the indices. The indices are trusted
+    as torch.topk gives them (in [0, E), distinct within a row): checking
+    them would synchronize; build_routing checks them on the host."""
+    T, K = topk_idx.shape
+    E, B = experts, block_size
+    device = topk_idx.device
+    n = _capi.lib().moeRoutingNumBlocks(T, K, E, B)
+    if n < 0:
+        raise MoeMLIRError(_capi.last_error())
+    flat = topk_idx.reshape(-1).long()
+    # Counts by scatter_add, not bincount: bincount sizes its result from
+    # the data and so synchronizes on CUDA.
+    counts = torch.zeros(E, dtype=torch.long, device=device).scatter_add_(
+        0, flat, torch.ones_like(flat))
+    blocks = (counts + B - 1) // B
+    block_end = torch.cumsum(blocks, 0)
+    # Pairs are in token order, so a stable sort by expert keeps each
+    # expert's tokens ascending, as the layout wants.
+    order = torch.sort(flat, stable=True).indices
+    expert = flat[order]
+    first = torch.cumsum(counts, 0) - counts
+    position = torch.arange(T * K, device=device) - first[expert]
+    sorted_slot = (block_end - blocks)[expert] * B + position
+    slot = torch.empty_like(sorted_slot).scatter_(0, order, sorted_slot)
+    tok = torch.full((n * B,), -1, dtype=torch.int32, device=device)
+    tok[sorted_slot] = (order // K).to(torch.int32)
+    # Blocks past the last expert's (the spare ones) belong to expert E-1.
+    blk = torch.searchsorted(block_end, torch.arange(n, device=device),
+                             right=True).clamp_(max=E - 1).to(torch.int32)
+    aff = torch.zeros(T, E, dtype=torch.float32, device=device).scatter(
+        1, topk_idx.long(), topk_scores.float()).reshape(-1)
+    offs = (block_end * B).to(torch.int32)
+    offs[E - 1] = n * B
+    return {"tok": tok, "blk": blk, "aff": aff, "slot": slot, "offs": offs,
+            "blocks": n}
+
+
+def _forward(x, topk_idx, topk_scores, wgu, wd, activation, block_size=128):
     """y[t] = sum_k a[t,k] * (act(x Wg) * (x Wu)) Wd of expert idx[t,k],
     the affinity on I, in the dtype of x (weights cast to it: f32 master
-    weights give a bf16 forward)."""
-    y = torch.zeros_like(x)
-    for e in range(wgu.shape[0]):
-        tokens, slot = (topk_idx == e).nonzero(as_tuple=True)
-        if tokens.numel() == 0:
-            continue
-        rows = x.index_select(0, tokens)
-        w = wgu[e].to(x.dtype)
-        g = rows @ w[:, 0, :]
-        u = rows @ w[:, 1, :]
-        a = topk_scores[tokens, slot].to(x.dtype).unsqueeze(1)
-        h = _activation(g, activation) * u
-        y.index_add_(0, tokens, (a * h) @ wd[e].to(x.dtype))
-    return y
+    weights give a bf16 forward). The routed rows are gathered into the
+    blocked layout (padding rows zero) and each projection is one
+    torch._grouped_mm over the experts; differentiable in x, the scores and
+    both weights."""
+    E, H = wgu.shape[0], x.shape[1]
+    r = route(topk_idx, topk_scores, E, block_size)
+    tok = r["tok"].long()
+    valid = (tok >= 0).unsqueeze(1)
+    token = tok.clamp(min=0)
+    rows = x.index_select(0, token) * valid
+    gu = torch._grouped_mm(rows, wgu.to(x.dtype).reshape(E, H, -1),
+                           offs=r["offs"])
+    g, u = gu.chunk(2, dim=1)
+    # The slot's affinity: the pair's score at its slot, zero for padding.
+    a = torch.zeros(tok.shape[0], dtype=topk_scores.dtype,
+                    device=x.device).index_put(
+        (r["slot"],), topk_scores.reshape(-1))
+    h = _activation(g, activation) * u
+    out = torch._grouped_mm((a.to(x.dtype).unsqueeze(1) * h),
+                            wd.to(x.dtype), offs=r["offs"])
+    return torch.zeros_like(x).index_add(0, token, out * valid)
 
 
 # The layer's operations as torch custom ops, so that torch.compile graphs
@@ -81,7 +144,8 @@ def mlp_forward(x: torch.Tensor, topk_idx: torch.Tensor,
     """The routed gated MLP's forward in torch (bf16 GEMMs per expert)."""
     with torch.no_grad():
         return _forward(x, topk_idx, topk_scores, wgu, wd,
-                        _layer_field(layer, "act"))
+                        _layer_field(layer, "act"),
+                        int(_layer_field(layer, "B")))
 
 
 @mlp_forward.register_fake
@@ -99,16 +163,20 @@ def mlp_backward(x: torch.Tensor, dy: torch.Tensor, topk_idx: torch.Tensor,
     (dx in x's dtype, the others f32)."""
     T, E = x.shape[0], int(_layer_field(layer, "E"))
     B = int(_layer_field(layer, "B"))
-    idx = topk_idx.detach().to("cpu", torch.int32).numpy()
-    scores = topk_scores.detach().to("cpu", torch.float32).numpy()
-    tok, blk = build_routing(idx, E, B)
-    aff = masked_affinities(idx, scores, E)
-    device = x.device
-    as_tensor = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
     bf16 = lambda t: t.detach().to(torch.bfloat16).contiguous()  # noqa: E731
+    if x.is_cuda:
+        # On the GPU the layout is built by torch ops on the device: no
+        # synchronization and no copy to the host in the backward.
+        r = route(topk_idx.detach(), topk_scores.detach(), E, B)
+        tok, blk, aff = r["tok"], r["blk"], r["aff"]
+    else:
+        # On the host the library builds it and checks the indices.
+        idx = topk_idx.detach().to(torch.int32).numpy()
+        scores = topk_scores.detach().to(torch.float32).numpy()
+        tok, blk = (torch.from_numpy(a) for a in build_routing(idx, E, B))
+        aff = torch.from_numpy(masked_affinities(idx, scores, E))
     dx, da, dwgu, dwd = _kernel(layer, target)(
-        bf16(x), bf16(dy), as_tensor(aff), bf16(wgu), bf16(wd),
-        as_tensor(tok), as_tensor(blk))
+        bf16(x), bf16(dy), aff, bf16(wgu), bf16(wd), tok, blk)
     d_scores = da.view(T, E).gather(1, topk_idx.long())
     return dx.to(x.dtype), d_scores, dwgu, dwd
 

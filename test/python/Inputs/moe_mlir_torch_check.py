@@ -11,6 +11,10 @@ Usage: moe_mlir_torch_check.py
 4. The custom ops: torch.library.opcheck on both, and torch.compile
    (fullgraph, aot_eager) of MoEMLP gives the eager forward and gradients
    bit for bit.
+5. moe_mlir.nn.route (the routing layout by torch ops, what the CUDA
+   backward uses) gives build_routing's and masked_affinities' values,
+   with empty experts and spare blocks; the grouped forward matches a
+   per-expert fp64 forward.
 """
 import sys
 
@@ -20,7 +24,7 @@ import torch
 
 import moe_mlir
 from moe_crosscheck import layer
-from moe_mlir.nn import MoEMLP, mlp_backward, mlp_forward
+from moe_mlir.nn import MoEMLP, _forward, mlp_backward, mlp_forward, route
 
 T, H, I, E, K, B = 64, 64, 32, 4, 2, 128
 
@@ -28,6 +32,64 @@ T, H, I, E, K, B = 64, 64, 32, 4, 2, 128
 def rel(got, want):
     got = np.asarray(got, dtype=np.float64)
     return np.linalg.norm(got - want) / np.linalg.norm(want)
+
+
+def check_route_and_forward():
+    failed = 0
+    rng = np.random.default_rng(5)
+    # (T, K, E, B, experts used): all experts; experts 2 and 5 empty; one
+    # expert only (every other one empty, spare blocks); no tokens.
+    for T_, K_, E_, B_, used in ((300, 2, 8, 32, 8), (97, 3, 8, 64, 6),
+                                 (40, 1, 4, 32, 1), (0, 2, 4, 32, 4)):
+        pool = [e for e in range(E_) if used == E_ or e not in (2, 5)][:used]
+        idx = np.array([rng.permutation(pool)[:K_] for _ in range(T_)],
+                       dtype=np.int32).reshape(T_, K_)
+        scores = rng.random((T_, K_)).astype(np.float32)
+        tok, blk = moe_mlir.build_routing(idx, E_, B_)
+        aff = moe_mlir.masked_affinities(idx, scores, E_)
+        r = route(torch.from_numpy(idx), torch.from_numpy(scores), E_, B_)
+        same = (np.array_equal(r["tok"].numpy(), tok) and
+                np.array_equal(r["blk"].numpy(), blk) and
+                np.array_equal(r["aff"].numpy(), aff) and
+                r["tok"].dtype == torch.int32 and
+                r["blk"].dtype == torch.int32)
+        # Every pair's slot holds its token, and the offsets end each
+        # expert's blocks.
+        slots = r["slot"].numpy().reshape(T_, K_) if T_ else np.zeros((0,))
+        same &= all(tok[slots[t, k]] == t for t in range(T_)
+                    for k in range(K_))
+        ends = np.searchsorted(blk, np.arange(E_), side="right") * B_
+        ends[-1] = len(tok)
+        same &= np.array_equal(r["offs"].numpy(), ends)
+        failed += not same
+        print("%s: route T=%d K=%d E=%d B=%d (%d experts used) gives "
+              "build_routing's layout" % ("PASS" if same else "FAIL", T_, K_,
+                                          E_, B_, used))
+    # The grouped forward against fp64 per expert, on bf16-exact inputs.
+    T_, H_, I_, E_, K_ = 96, 64, 32, 6, 2
+    idx = np.stack([rng.permutation(E_ - 1)[:K_] for _ in range(T_)]
+                   ).astype(np.int32)  # expert E-1 empty
+    scores = rng.random((T_, K_)).astype(np.float32)
+    x = torch.randn(T_, H_).to(torch.bfloat16)
+    wgu = (torch.randn(E_, H_, 2, I_) / 8).to(torch.bfloat16)
+    wd = (torch.randn(E_, I_, H_) / 6).to(torch.bfloat16)
+    y = _forward(x, torch.from_numpy(idx), torch.from_numpy(scores), wgu,
+                 wd, "swiglu", 32)
+    want = torch.zeros(T_, H_, dtype=torch.float64)
+    for t in range(T_):
+        for k in range(K_):
+            e = idx[t, k]
+            xd = x[t].double()
+            g = xd @ wgu[e, :, 0, :].double()
+            u = xd @ wgu[e, :, 1, :].double()
+            h = torch.nn.functional.silu(g) * u
+            want[t] += float(scores[t, k]) * (h @ wd[e].double())
+    err = rel(y.double().numpy(), want.numpy())
+    ok = err < 1e-2
+    failed += not ok
+    print("%s: grouped forward rel(fp64) %.3e" % ("PASS" if ok else "FAIL",
+                                                 err))
+    return failed
 
 
 def main():
@@ -160,6 +222,7 @@ def main():
     failed += not ok
     print("%s: torch.compile(fullgraph, aot_eager) gives the eager forward "
           "and gradients" % ("PASS" if ok else "FAIL"))
+    failed += check_route_and_forward()
     print("moe_mlir torch check: %s" % ("FAIL" if failed else "PASS"))
     return 1 if failed else 0
 

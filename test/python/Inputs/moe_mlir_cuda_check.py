@@ -1,0 +1,267 @@
+"""moe_mlir on the GPU (sm90a, CUDA tensors): the H200 checks of the Python
+package. Run on the H200 by scripts/device/python-checks.sh; needs CUDA.
+
+Usage: moe_mlir_cuda_check.py [--layer T=..,H=..,...] [--repeat N]
+                              [--json FILE] [--target sm90a|host]
+
+--target host runs the same steps on CPU tensors (the lit test does, at a
+small layer, so that the script is known to work before it reaches a GPU).
+
+1. A kernel on CUDA tensors (queued on the current stream) gives the bits
+   of the same kernel on numpy arrays (copied in and out by the library),
+   and bad tensors are named (a CPU tensor, a wrong dtype).
+2. MoEMLP's gradients (autograd through the compiled backward, the routing
+   built on the device) against R_mx of moe_crosscheck.torch_ref computed in
+   fp64 on the GPU from the same inputs: dx, dWgu, dWd and the top-k scores'
+   gradient, 2e-3.
+3. What a call costs: the median wall time of the compiled backward on CUDA
+   tensors, each call followed by a synchronization, through the Kernel
+   object (argument checks, ctypes) and through the C entry alone
+   (moeExecutableRunOnDevice with its arguments built once: the C++ call),
+   and of the whole moe_mlir::mlp_backward op (routing by torch ops, the
+   kernel, the scores' gather). The overhead is Kernel against the C entry;
+   scripts/device/python-checks.sh compares it with moe-run in C++ too.
+4. One training step of MoEMLP (forward, backward, Adam) under the torch
+   profiler: the copies between host and device and the synchronizations
+   it makes (none expected).
+"""
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+import moe_mlir
+from moe_mlir import _capi
+from moe_mlir.nn import MoEMLP, mlp_backward, route
+from moe_crosscheck import torch_ref
+
+
+def parse_layer(text):
+    out = {"B": 128}
+    for item in text.split(","):
+        key, value = item.split("=")
+        out[key] = int(value)
+    return out
+
+
+def rel(got, want):
+    got, want = got.double(), want.double()
+    return float(torch.linalg.norm(got - want) / torch.linalg.norm(want))
+
+
+def synchronize():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def timed(fn, repeat, warmup=3):
+    """Median and min wall time of fn() followed by a synchronization."""
+    for _ in range(warmup):
+        fn()
+    synchronize()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--layer", default="T=4096,H=2048,I=1024,E=32,K=4,B=128")
+    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--json")
+    p.add_argument("--target", default="sm90a", choices=("sm90a", "host"))
+    a = p.parse_args()
+    target = a.target
+    shape = parse_layer(a.layer)
+    T, H, I, E, K, B = (shape[k] for k in "THIEKB")
+    spec = "T=%d,H=%d,I=%d,E=%d,K=%d,B=%d" % (T, H, I, E, K, B)
+    dev = torch.device("cuda" if target == "sm90a" else "cpu")
+    failed = 0
+    result = {"layer": spec, "torch": torch.__version__, "target": target,
+              "device": torch.cuda.get_device_name(dev) if dev.type == "cuda"
+              else "cpu"}
+    print("torch %s on %s, layer %s" % (torch.__version__, result["device"],
+                                        spec))
+
+    gen = torch.Generator(device=dev).manual_seed(0)
+    logits = torch.randn(T, E, generator=gen, device=dev)
+    top, idx = logits.topk(K, dim=1)
+    idx = idx.to(torch.int32)
+    scores = torch.softmax(top, dim=1)
+    x = torch.randn(T, H, generator=gen, device=dev).to(torch.bfloat16)
+    dy = torch.randn(T, H, generator=gen, device=dev).to(torch.bfloat16)
+    wgu = (torch.randn(E, H, 2, I, generator=gen, device=dev) /
+           H ** 0.5).to(torch.bfloat16)
+    wd = (torch.randn(E, I, H, generator=gen, device=dev) /
+          I ** 0.5).to(torch.bfloat16)
+
+    # 1. CUDA tensors against numpy arrays, and named errors.
+    start = time.perf_counter()
+    kernel = moe_mlir.compile(spec, target)
+    result["compile_s"] = time.perf_counter() - start
+    print("compiled for %s in %.3f s" % (target, result["compile_s"]))
+    r = route(idx, scores, E, B)
+    tensors = [x, dy, r["aff"], wgu, wd, r["tok"], r["blk"]]
+    got = kernel(*tensors)
+    synchronize()
+
+    def host(t):
+        t = t.cpu()
+        if t.dtype == torch.bfloat16:
+            import ml_dtypes  # noqa: PLC0415
+            return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+        return t.numpy()
+
+    want = kernel(*[host(t) for t in tensors])
+    same = all(np.array_equal(host(g).view(np.uint8), w.view(np.uint8))
+               for g, w in zip(got, want))
+    failed += not same
+    print("%s: %s tensors give the numpy call's bits" %
+          ("PASS" if same else "FAIL", dev.type.upper()))
+    bad = [("dtype", tensors[:2] + [r["aff"].double()] + tensors[3:],
+            "input 'affinities' (#2): dtype torch.float64")]
+    if dev.type == "cuda":
+        bad.append(("cpu", [x.cpu()] + tensors[1:],
+                    "an sm90a kernel takes CUDA tensors"))
+    for name, args, fragment in bad:
+        try:
+            kernel(*args)
+            print("FAIL: no error for %s" % name)
+            failed += 1
+        except ValueError as err:
+            ok = fragment in str(err)
+            failed += not ok
+            print("%s: %s" % ("PASS" if ok else "FAIL", err))
+
+    # 2. MoEMLP gradients against R_mx (torch_ref, fp64 on the GPU). f32
+    # master weights holding bf16 values: their f32 gradients come back
+    # unrounded.
+    mlp = MoEMLP(H, I, E, K, block_size=B, dtype=torch.float32, device=dev,
+                 target=target)
+    with torch.no_grad():
+        mlp.wgu.copy_(wgu.float())
+        mlp.wd.copy_(wd.float())
+    xt = x.clone().requires_grad_(True)
+    st = scores.clone().requires_grad_(True)
+    y = mlp(xt, idx, st)
+    y.backward(dy)
+    synchronize()
+    cfg = {"T": T, "H": H, "I": I, "E": E, "K": K, "B": B, "act": "swiglu",
+           "quant": "e4m3", "rule": "rceil"}
+    inp = {"x": x, "dy": dy, "affinities": r["aff"], "wgu": wgu, "wd": wd,
+           "token_position_to_id": r["tok"], "block_to_expert": r["blk"]}
+    start = time.perf_counter()
+    ref = torch_ref.backward_mx(cfg, inp, device=dev)
+    print("R_mx (torch_ref on %s) in %.1f s" % (dev.type, time.perf_counter()
+                                                - start))
+    d_scores_ref = ref["da"].reshape(T, E).gather(1, idx.long())
+    result["rel_rmx"] = {}
+    for name, g, w in (("dx", xt.grad, ref["dx"]),
+                       ("dwgu", mlp.wgu.grad, ref["dwgu"]),
+                       ("dwd", mlp.wd.grad, ref["dwd"]),
+                       ("d_scores", st.grad, d_scores_ref)):
+        err = rel(g, w.reshape(g.shape))
+        ok = err <= 2e-3
+        failed += not ok
+        result["rel_rmx"][name] = err
+        print("%-8s rel(R_mx) %.3e %s" % (name, err, "PASS" if ok else "FAIL"))
+
+    # 3. The cost of a call.
+    out = [torch.empty(s.shape, dtype=g.dtype, device=dev)
+           for s, g in zip(kernel.outputs, got)]
+    kernel_s = timed(lambda: kernel(*tensors, out=out), a.repeat)
+    lib = _capi.lib()
+    ins, keep_in = kernel._tensors(kernel.inputs,
+                                   [t.data_ptr() for t in tensors])
+    outs, keep_out = kernel._tensors(kernel.outputs,
+                                     [t.data_ptr() for t in out])
+    if dev.type == "cuda":
+        stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+
+        def c_entry():
+            if lib.moeExecutableRunOnDevice(kernel._handle, ins,
+                                            len(tensors), outs, len(out),
+                                            stream) != 0:
+                raise moe_mlir.MoeMLIRError(_capi.last_error())
+    else:
+        def c_entry():
+            if lib.moeExecutableRun(kernel._handle, ins, len(tensors), outs,
+                                    len(out), None) != 0:
+                raise moe_mlir.MoeMLIRError(_capi.last_error())
+
+    c_s = timed(c_entry, a.repeat)
+    del keep_in, keep_out
+    layer = mlp.layer_spec(T)
+    op_s = timed(lambda: mlp_backward(x, dy, idx, scores, wgu, wd, layer,
+                                      target), a.repeat)
+    overhead = kernel_s[0] / c_s[0] - 1
+    result.update({"kernel_call_s": kernel_s[0], "c_entry_s": c_s[0],
+                   "mlp_backward_s": op_s[0], "overhead": overhead})
+    for what, (med, low) in (("Kernel call (Python)", kernel_s),
+                             ("C entry (ctypes, args built once)", c_s),
+                             ("moe_mlir::mlp_backward op", op_s)):
+        print("%-36s median %.3f ms, min %.3f ms over %d" %
+              (what, 1e3 * med, 1e3 * low, a.repeat))
+    ok = overhead < 0.05
+    failed += not ok
+    print("%s: Python call overhead %.2f%% over the C entry (< 5%%)" %
+          ("PASS" if ok else "FAIL", 100 * overhead))
+
+    # 4. A training step under the profiler: copies and synchronizations.
+    opt = torch.optim.Adam(mlp.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        loss = (mlp(x, idx, scores).float() ** 2).mean()
+        loss.backward()
+        opt.step()
+
+    step()
+    synchronize()
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+    activities = [ProfilerActivity.CPU]
+    if dev.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        step()
+        synchronize()
+    copies, syncs = [], []
+    for ev in prof.events():
+        name = ev.name
+        if name.startswith("Memcpy"):  # CUPTI's copy activities
+            copies.append(name)
+        elif name in ("cudaStreamSynchronize", "cudaDeviceSynchronize",
+                      "cuStreamSynchronize", "cuCtxSynchronize",
+                      "cudaMemcpy", "cudaMemcpyAsync"):
+            syncs.append(name)
+    # The profiled region ends with one torch.cuda.synchronize of its own.
+    syncs_in_step = len([s for s in syncs if s == "cudaDeviceSynchronize"])
+    syncs_in_step -= dev.type == "cuda"
+    syncs_in_step += len([s for s in syncs if s != "cudaDeviceSynchronize"])
+    result["step_copies"] = len(copies)
+    result["step_syncs"] = syncs_in_step
+    ok = not copies and syncs_in_step == 0
+    failed += not ok
+    print("%s: a training step makes %d host<->device copies%s and %d "
+          "synchronizations" % ("PASS" if ok else "FAIL", len(copies),
+                                " (%s)" % ", ".join(sorted(set(copies)))
+                                if copies else "", syncs_in_step))
+    result["pass"] = not failed
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    print("moe_mlir %s check: %s" % (target, "FAIL" if failed else "PASS"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
