@@ -61,6 +61,19 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     if (!fitsMXGemmSm90(getMXGemmProblem(op, path), c, target))
       c.rhsNMajor = false;
   }
+  // An expert GEMM contracts over slots, and both its operands are stored
+  // slot-major ([slots, M], [slots, N]): read as stored, their operand
+  // kernels round along the slots in place instead of through a
+  // transposing shared-memory tile (row-mode speed, ~1.6x at shape 1).
+  if (isa<ExpertMatmulOp>(op) && path == MXMmaPath::Bf16Operands) {
+    MXGemmProblem problem = getMXGemmProblem(op, path);
+    c.lhsMMajor = true;
+    if (!fitsMXGemmSm90(problem, c, target))
+      c.lhsMMajor = false;
+    c.rhsNMajor = true;
+    if (!fitsMXGemmSm90(problem, c, target))
+      c.rhsNMajor = false;
+  }
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,

@@ -31,7 +31,7 @@ func.func @block_codes(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FN
 
 // CHECK-LABEL: func.func @expert_codes(
 // CHECK:         moe.expert_matmul
-// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true, lhs_m_major = true>
 // FP8-SAME:        moe.gemm_config = #moe.gemm_config<mma = bf16, tile = [128, 128, 128], mma_shape = [64, 128, 16], stages = 3, dequant_stages = 2, warpgroups = [2, 2], registers = [144, 112]>
 func.func @expert_codes(%hq: tensor<256x128xf8E4M3FN>, %hs: tensor<8x128xf8E8M0FNU>,
                         %dq: tensor<256x128xf8E4M3FN>, %ds: tensor<8x128xf8E8M0FNU>,
