@@ -65,19 +65,16 @@ def _profiler(device):
 
 
 def _report_profile(prof, step, device):
-    """Prints the host<->device copies (CUPTI's Memcpy activities) and the
-    synchronizations of the profiled step (its one closing
-    torch.cuda.synchronize apart)."""
-    copies = [e.name for e in prof.events() if e.name.startswith("Memcpy")]
-    syncs = [e.name for e in prof.events() if e.name in (
-        "cudaStreamSynchronize", "cudaDeviceSynchronize",
-        "cuStreamSynchronize", "cuCtxSynchronize", "cudaMemcpy",
-        "cudaMemcpyAsync")]
-    n_sync = len(syncs) - (device == "cuda")
+    """Prints what the profiled step copied between host and device and how
+    often it synchronized (its one closing torch.cuda.synchronize apart)."""
+    from moe_mlir.profiling import transfers  # noqa: PLC0415
+    moved = transfers(prof)
+    up = moved["HtoD"] + moved["other"]
     print("profile step %d (moe-mlir student: forward, backward, Adam): %d "
-          "host<->device copies%s, %d synchronizations" % (
-              step, len(copies), " (%s)" % ", ".join(sorted(set(copies)))
-              if copies else "", n_sync))
+          "bytes to the host, %d bytes to the device in %d copies (largest "
+          "%d), %d synchronizations" % (
+              step, sum(moved["DtoH"]), sum(up), len(up), max(up or [0]),
+              len(moved["syncs"]) - (device == "cuda")))
 
 
 def main(argv=None):

@@ -82,8 +82,10 @@ def route(topk_idx, topk_scores, experts, block_size):
                              right=True).clamp_(max=E - 1).to(torch.int32)
     aff = torch.zeros(T, E, dtype=torch.float32, device=device).scatter(
         1, topk_idx.long(), topk_scores.float()).reshape(-1)
-    offs = (block_end * B).to(torch.int32)
-    offs[E - 1] = n * B
+    # The last group takes the spare blocks too. (torch.where with a Python
+    # scalar: an item assignment would upload the scalar and synchronize.)
+    offs = torch.where(torch.arange(E, device=device) == E - 1, n * B,
+                       block_end * B).to(torch.int32)
     return {"tok": tok, "blk": blk, "aff": aff, "slot": slot, "offs": offs,
             "blocks": n}
 

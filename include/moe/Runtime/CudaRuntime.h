@@ -108,8 +108,10 @@ MOE_CUDA_RUNTIME_EXPORT void mgpuSetDefaultDevice(int32_t device);
 /// moeCudaRuntimeReset() empties. While a call stream is set
 /// (moeCudaRuntimeSetCallStream), a new descriptor's copy comes from the
 /// pool and is uploaded on that stream, so a launch queued on it later sees
-/// it, with no host synchronization. Otherwise the copy is complete on
-/// return (the context is synchronized), so a launch on any stream sees it.
+/// it, with no host synchronization; it is cached for the rest of that call
+/// only, and freed on the stream when the call ends. Otherwise the copy is
+/// complete on return (the context is synchronized), so a launch on any
+/// stream sees it.
 MOE_CUDA_RUNTIME_EXPORT void *mgpuTensorMapEncodeTiledMemref(
     int64_t rank, void *descriptor, int64_t dataType, int64_t interleave,
     int64_t swizzle, int64_t l2Promotion, int64_t oobFill, int64_t *boxDims);
@@ -152,6 +154,9 @@ MOE_CUDA_RUNTIME_EXPORT void moeCudaRuntimeGetStats(MoeCudaRuntimeStats *stats);
 /// Names the stream that the compiled call about to run queues its work on
 /// (null: none). mgpuTensorMapEncodeTiledMemref, whose signature carries no
 /// stream, then uploads new descriptors on it instead of synchronizing.
+/// Naming another stream or null ends the call: the descriptors uploaded
+/// on its stream are freed there, in stream order (cuMemFreeAsync), so
+/// that a process running many calls on moving buffers holds none of them.
 /// The stream must outlive the call; moeCudaRuntimeReset() forgets it.
 MOE_CUDA_RUNTIME_EXPORT void moeCudaRuntimeSetCallStream(void *stream);
 /// Ends a run: waits for the device, then destroys the streams and events,

@@ -114,12 +114,13 @@ struct Allocation {
   bool streamOrdered;
 };
 
-/// The device copy of a cached tensor map, and the host copy it was
-/// uploaded from: an upload on the call stream may still read it, so it
-/// lives as long as the cache entry.
+/// The device copy of a cached tensor map and its host copy. `callStream`
+/// is the stream of the compiled call that uploaded it (null outside a
+/// call): such a copy lives until that call ends.
 struct TensorMapCopy {
   CUdeviceptr device;
   std::unique_ptr<CUtensorMap> host;
+  CUstream callStream = nullptr;
 };
 
 /// The context a registered handle was created in, from its registry entry.
@@ -1270,9 +1271,13 @@ extern "C" void *mgpuTensorMapEncodeTiledMemref(
   if (CUstream stream = rt.callStream()) {
     // In a compiled call: the copy comes from the pool and is uploaded on
     // the call's stream, ahead of the launch that reads it, without a host
-    // synchronization. The upload reads the host copy, which the cache
-    // keeps until moeCudaRuntimeReset has synchronized. The lock is held
-    // so that no other thread uploads the same descriptor meanwhile.
+    // synchronization (an upload from pageable memory is staged before
+    // cuMemcpyHtoDAsync returns). It serves the rest of the call and is
+    // freed on the stream when the call ends (moeCudaRuntimeSetCallStream):
+    // a caller's buffers move between calls (a training step's tensors),
+    // and descriptors kept across calls would grow without bound. The lock
+    // is held so that no other thread uploads the same descriptor
+    // meanwhile.
     CUmemoryPool pool = memoryPool(scope);
     if (!pool)
       return nullptr;
@@ -1293,7 +1298,8 @@ extern "C" void *mgpuTensorMapEncodeTiledMemref(
       scope.api().cuMemFreeAsync(device, stream);
       return nullptr;
     }
-    rt.tensorMaps.emplace(key, TensorMapCopy{device, std::move(tensorMap)});
+    rt.tensorMaps.emplace(key,
+                          TensorMapCopy{device, std::move(tensorMap), stream});
     ++rt.tensorMapEncodes;
     return reinterpret_cast<void *>(device);
   }
@@ -1356,7 +1362,35 @@ extern "C" void moeCudaRuntimeGetStats(MoeCudaRuntimeStats *stats) {
 }
 
 extern "C" void moeCudaRuntimeSetCallStream(void *stream) {
-  Runtime::get().setCallStream(static_cast<CUstream>(stream));
+  Runtime &rt = Runtime::get();
+  CUstream ended = rt.callStream();
+  rt.setCallStream(static_cast<CUstream>(stream));
+  if (!ended || ended == stream)
+    return;
+  // The call on `ended` is queued: its tensor maps go back to the pool in
+  // stream order, after the last launch that reads them.
+  std::vector<std::pair<CUcontext, CUdeviceptr>> released;
+  {
+    std::lock_guard<std::mutex> lock(rt.mutex);
+    for (auto it = rt.tensorMaps.begin(); it != rt.tensorMaps.end();) {
+      if (it->second.callStream != ended) {
+        ++it;
+        continue;
+      }
+      released.emplace_back(it->first.first, it->second.device);
+      it = rt.tensorMaps.erase(it);
+    }
+  }
+  if (released.empty())
+    return;
+  EntryScope scope("moeCudaRuntimeSetCallStream", EntryScope::Kind::Release);
+  if (!scope)
+    return;
+  for (const auto &[context, device] : released)
+    inContextOf(scope, context, [&] {
+      scope.check(scope.api().cuMemFreeAsync(device, ended),
+                  MOE_CU_SYMBOL(cuMemFreeAsync), "tensor map");
+    });
 }
 
 extern "C" void moeCudaRuntimeReset() { Runtime::get().reset(); }

@@ -22,8 +22,9 @@ small layer, so that the script is known to work before it reaches a GPU).
    kernel, the scores' gather). The overhead is Kernel against the C entry;
    scripts/device/python-checks.sh compares it with moe-run in C++ too.
 4. One training step of MoEMLP (forward, backward, Adam) under the torch
-   profiler: the copies between host and device and the synchronizations
-   it makes (none expected).
+   profiler (moe_mlir.profiling.transfers): nothing copied to the host,
+   nothing larger than a TMA descriptor (128 bytes) to the device, no
+   synchronization.
 """
 import argparse
 import ctypes
@@ -38,6 +39,7 @@ import torch
 import moe_mlir
 from moe_mlir import _capi
 from moe_mlir.nn import MoEMLP, mlp_backward, route
+from moe_mlir.profiling import SYNC_CALLS, transfers
 from moe_crosscheck import torch_ref
 
 
@@ -59,26 +61,33 @@ def synchronize():
         torch.cuda.synchronize()
 
 
-def timed(fn, repeat, warmup=3):
-    """Median and min wall time of fn() followed by a synchronization."""
+def timed(fns, repeat, warmup=3):
+    """(median, min) wall time of each fn() followed by a synchronization,
+    the functions taking turns call by call, so that a drift of the clocks
+    or of the machine's load reaches all of them alike."""
     for _ in range(warmup):
-        fn()
+        for fn in fns:
+            fn()
     synchronize()
-    times = []
+    times = [[] for _ in fns]
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times)
+        for fn, out in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            synchronize()
+            out.append(time.perf_counter() - start)
+    return [(statistics.median(t), min(t)) for t in times]
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--layer", default="T=4096,H=2048,I=1024,E=32,K=4,B=128")
-    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--json")
     p.add_argument("--target", default="sm90a", choices=("sm90a", "host"))
+    p.add_argument("--explain", action="store_true",
+                   help="print each copy and synchronization of the "
+                   "profiled step with the torch ops it ran in")
     a = p.parse_args()
     target = a.target
     shape = parse_layer(a.layer)
@@ -178,7 +187,6 @@ def main():
     # 3. The cost of a call.
     out = [torch.empty(s.shape, dtype=g.dtype, device=dev)
            for s, g in zip(kernel.outputs, got)]
-    kernel_s = timed(lambda: kernel(*tensors, out=out), a.repeat)
     lib = _capi.lib()
     ins, keep_in = kernel._tensors(kernel.inputs,
                                    [t.data_ptr() for t in tensors])
@@ -198,11 +206,12 @@ def main():
                                     len(out), None) != 0:
                 raise moe_mlir.MoeMLIRError(_capi.last_error())
 
-    c_s = timed(c_entry, a.repeat)
-    del keep_in, keep_out
     layer = mlp.layer_spec(T)
-    op_s = timed(lambda: mlp_backward(x, dy, idx, scores, wgu, wd, layer,
-                                      target), a.repeat)
+    kernel_s, c_s, op_s = timed(
+        [lambda: kernel(*tensors, out=out), c_entry,
+         lambda: mlp_backward(x, dy, idx, scores, wgu, wd, layer, target)],
+        a.repeat)
+    del keep_in, keep_out
     overhead = kernel_s[0] / c_s[0] - 1
     result.update({"kernel_call_s": kernel_s[0], "c_entry_s": c_s[0],
                    "mlp_backward_s": op_s[0], "overhead": overhead})
@@ -240,27 +249,33 @@ def main():
     with profile(activities=activities) as prof:
         step()
         synchronize()
-    copies, syncs = [], []
-    for ev in prof.events():
-        name = ev.name
-        if name.startswith("Memcpy"):  # CUPTI's copy activities
-            copies.append(name)
-        elif name in ("cudaStreamSynchronize", "cudaDeviceSynchronize",
-                      "cuStreamSynchronize", "cuCtxSynchronize",
-                      "cudaMemcpy", "cudaMemcpyAsync"):
-            syncs.append(name)
+    if a.explain:
+        # Each copy or synchronization call with the torch ops it ran in.
+        for ev in prof.events():
+            if ev.name.startswith(("cudaMemcpy", "cuMemcpy", "Memcpy") +
+                                  SYNC_CALLS):
+                chain, parent = [], ev.cpu_parent
+                while parent is not None:
+                    chain.append(parent.name)
+                    parent = parent.cpu_parent
+                print("  %s <- %s" % (ev.name, " <- ".join(chain) or "-"))
+    moved = transfers(prof)
     # The profiled region ends with one torch.cuda.synchronize of its own.
-    syncs_in_step = len([s for s in syncs if s == "cudaDeviceSynchronize"])
-    syncs_in_step -= dev.type == "cuda"
-    syncs_in_step += len([s for s in syncs if s != "cudaDeviceSynchronize"])
-    result["step_copies"] = len(copies)
-    result["step_syncs"] = syncs_in_step
-    ok = not copies and syncs_in_step == 0
+    syncs = len(moved["syncs"]) - (dev.type == "cuda")
+    # What may go to the device: the compiled call's TMA descriptors
+    # (CUtensorMap, 128 bytes each), uploaded on the stream.
+    big = [n for n in moved["HtoD"] + moved["other"] if n > 128]
+    result["step_transfers"] = {k: len(v) for k, v in moved.items()}
+    ok = not moved["DtoH"] and not big and syncs == 0
     failed += not ok
-    print("%s: a training step makes %d host<->device copies%s and %d "
-          "synchronizations" % ("PASS" if ok else "FAIL", len(copies),
-                                " (%s)" % ", ".join(sorted(set(copies)))
-                                if copies else "", syncs_in_step))
+    print("%s: a training step copies %d bytes to the host, %d bytes to the "
+          "device (%d copies, the largest %d bytes: descriptors), makes %d "
+          "device-to-device copies and %d synchronizations" % (
+              "PASS" if ok else "FAIL", sum(moved["DtoH"]),
+              sum(moved["HtoD"] + moved["other"]),
+              len(moved["HtoD"] + moved["other"]),
+              max(moved["HtoD"] + moved["other"] or [0]), len(moved["DtoD"]),
+              syncs))
     result["pass"] = not failed
     if a.json:
         with open(a.json, "w") as f:
