@@ -1179,6 +1179,12 @@ Status Executable::runOnDevice(const std::vector<ConstTensorRef> &inputs,
     data.push_back(in.data);
   for (const TensorRef &out : outputs)
     data.push_back(out.data);
+  // The legacy default stream by its explicit handle (CU_STREAM_LEGACY):
+  // for the runtime a null call stream means no call in progress, and it
+  // then synchronizes around every allocation, free and descriptor upload.
+  // torch's default stream is the null one.
+  if (!stream)
+    stream = reinterpret_cast<void *>(uintptr_t(0x1));
   MemRefArguments packed(impl.signature, data);
   packed.args.push_back(&stream);
 

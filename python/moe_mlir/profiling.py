@@ -22,10 +22,23 @@ SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize",
               "cuCtxSynchronize", "cuEventSynchronize")
 
 
-def transfers(prof):
+def _inside(event, region):
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name == region:
+            return True
+        parent = parent.cpu_parent
+    return False
+
+
+def transfers(prof, region=None):
     """{"HtoD": [bytes, ...], "DtoH": [...], "DtoD": [...], "other": [...],
     "syncs": [name, ...]} of the profiled region, copies in trace order.
-    A synchronous cudaMemcpy counts as a synchronization too."""
+    A synchronous cudaMemcpy counts as a synchronization too. With
+    `region`, the name of a torch.profiler.record_function block, only the
+    synchronizations inside it count (the profiler and the caller may
+    synchronize around it); copies are the device's activities, which carry
+    no such nesting, so all of them count."""
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
@@ -42,6 +55,8 @@ def transfers(prof):
             size = int(ev.get("args", {}).get("bytes", -1))
             out[kind if kind in ("HtoD", "DtoH", "DtoD") else "other"].append(
                 size)
-        elif name in SYNC_CALLS or name == "cudaMemcpy":
-            out["syncs"].append(name)
+    for ev in prof.events():
+        if ev.name in SYNC_CALLS or ev.name == "cudaMemcpy":
+            if region is None or _inside(ev, region):
+                out["syncs"].append(ev.name)
     return out

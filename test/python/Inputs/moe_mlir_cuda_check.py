@@ -220,6 +220,23 @@ def main():
                              ("moe_mlir::mlp_backward op", op_s)):
         print("%-36s median %.3f ms, min %.3f ms over %d" %
               (what, 1e3 * med, 1e3 * low, a.repeat))
+    if a.explain and dev.type == "cuda":
+        # Where a call's wall time goes: the device's busy time (kernels and
+        # copies) of 5 calls against their wall time.
+        from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+        synchronize()
+        with profile(activities=[ProfilerActivity.CPU,
+                                 ProfilerActivity.CUDA]) as prof:
+            start = time.perf_counter()
+            for _ in range(5):
+                kernel(*tensors, out=out)
+            synchronize()
+            wall = (time.perf_counter() - start) / 5
+        busy = sum(e.device_time for e in prof.events()
+                   if e.device_type == torch.autograd.DeviceType.CUDA) / 5e3
+        print("explain: a call %.3f ms wall, %.3f ms busy on the device; per "
+              "call %s" % (1e3 * wall, busy, {k: len(v) / 5 for k, v in
+                                               transfers(prof).items()}))
     # Gated on the GPU only: on the host target a call is the CPU
     # reference lowering, whose run time drifts more than 5% between calls.
     if dev.type == "cuda":
@@ -247,7 +264,8 @@ def main():
     if dev.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
-        step()
+        with torch.profiler.record_function("training step"):
+            step()
         synchronize()
     if a.explain:
         # Each copy or synchronization call with the torch ops it ran in.
@@ -259,9 +277,8 @@ def main():
                     chain.append(parent.name)
                     parent = parent.cpu_parent
                 print("  %s <- %s" % (ev.name, " <- ".join(chain) or "-"))
-    moved = transfers(prof)
-    # The profiled region ends with one torch.cuda.synchronize of its own.
-    syncs = len(moved["syncs"]) - (dev.type == "cuda")
+    moved = transfers(prof, region="training step")
+    syncs = len(moved["syncs"])
     # What may go to the device: the compiled call's TMA descriptors
     # (CUtensorMap, 128 bytes each), uploaded on the stream.
     big = [n for n in moved["HtoD"] + moved["other"] if n > 128]
