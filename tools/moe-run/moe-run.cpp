@@ -16,6 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Gemm.h"
+
 #include "moe/JIT/MoeJIT.h"
 #include "moe/Reference/BF16.h"
 #include "moe/Reference/MX.h"
@@ -42,6 +44,13 @@
 
 namespace jit = moe::jit;
 namespace ref = moe::ref;
+using moe::run::GemmDesc;
+using moe::run::GemmInputs;
+using moe::run::GemmSample;
+using moe::run::gemmReference;
+using moe::run::gemmToMLIR;
+using moe::run::makeGemmInputs;
+using moe::run::parseGemmDesc;
 
 namespace {
 
@@ -57,6 +66,7 @@ struct DataError : std::runtime_error {
 
 constexpr const char *kHelp = R"(usage: moe-run FILE.mlir [options]
        moe-run --layer SPEC [options]
+       moe-run --gemm SPEC [options]
 
 Compiles a moe.blockwise_bwd layer with the JIT, runs it, and compares
 every output with the references R_mx (MX emulation; gate: relative
@@ -72,6 +82,14 @@ options:
                        checkpoint=off|on|bf16|f32, dense=off|on,
                        dx=bf16|f32, dx_accumulate=f32|bf16,
                        weight_grads=f32|bf16, weights=bf16|mx
+  --gemm SPEC          one GEMM of the backward alone instead of a layer:
+                       M=..,N=..,K=..[,G=groups][,B=block][,kind=block|
+                       expert][,quant=e4m3|e5m2|none][,rule=...]; both
+                       operands MX-quantized along K, then moe.block_matmul
+                       (C[M,N], rows in blocks of B, a weight [G,N,K]) or
+                       moe.expert_matmul (C[G,M,N] over K slots); 16 rows
+                       of C checked against the exact product in fp64;
+                       prints TFLOPS = 2*M*N*K / median call
   --target T           host (default) or sm90a
   --function NAME      the function to run (default: the one holding the
                        moe.blockwise_bwd)
@@ -110,7 +128,7 @@ options:
                        With --inputs, each file is read straight into the
                        buffer the function takes (f64 and f32 files
                        converted element by element), with no fp64 copy
-  --print-layer-ir     print the module of --layer and exit
+  --print-layer-ir     print the module of --layer or --gemm and exit
   --compile-only       compile, print the compile line and exit: no
                        inputs, run or references (compile times of layers
                        too large to run here; sm90a needs no GPU for it)
@@ -127,6 +145,8 @@ struct Options {
   std::string file;
   std::string layerSpec;
   bool haveLayer = false;
+  std::string gemmSpec;
+  bool haveGemm = false;
   jit::Target target = jit::Target::Host;
   std::string function;
   uint64_t seed = 0;
@@ -164,6 +184,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
   std::map<std::string, bool> seen;
   const std::vector<std::string> withValue = {
       "--layer",         "--target",    "--function", "--seed",
+      "--gemm",
       "--empty-experts", "--inputs",    "--outputs",  "--cache-dir",
       "--repeat",        "--opt-level", "--tolerance", "--mma-path",
       "--check",         "--gpu-mode",  "--warmup",   "--times-json"};
@@ -210,7 +231,10 @@ Options parseCommandLine(const std::vector<std::string> &args) {
     // Only the cache folder has a meaning when empty (no disk cache).
     if (takesValue && value.empty() && name != "--cache-dir")
       throw UsageError("empty value for " + name);
-    if (name == "--layer") {
+    if (name == "--gemm") {
+      opts.gemmSpec = value;
+      opts.haveGemm = true;
+    } else if (name == "--layer") {
       opts.layerSpec = value;
       opts.haveLayer = true;
     } else if (name == "--target") {
@@ -276,13 +300,19 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.compileOnly = true;
     }
   }
-  if (opts.file.empty() == !opts.haveLayer)
-    throw UsageError(opts.haveLayer
-                         ? "give either FILE.mlir or --layer, not both"
-                         : "no input: give FILE.mlir or --layer SPEC (see "
-                           "moe-run --help)");
-  if (opts.printLayerIR && !opts.haveLayer)
-    throw UsageError("--print-layer-ir needs --layer");
+  int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
+  if (sources != 1)
+    throw UsageError(sources
+                         ? "give one of FILE.mlir, --layer and --gemm"
+                         : "no input: give FILE.mlir, --layer SPEC or --gemm "
+                           "SPEC (see moe-run --help)");
+  if (opts.printLayerIR && opts.file.size())
+    throw UsageError("--print-layer-ir needs --layer or --gemm");
+  if (opts.haveGemm &&
+      (!opts.inputsDir.empty() || !opts.outputsDir.empty() ||
+       opts.emptyExperts || !opts.function.empty()))
+    throw UsageError("--gemm makes its own inputs: --inputs, --outputs, "
+                     "--empty-experts and --function do not apply");
   if (!opts.inputsDir.empty() && opts.emptyExperts > 0)
     throw UsageError("--empty-experts applies to generated inputs, not to "
                      "--inputs");
@@ -913,6 +943,126 @@ void printCompileLine(double compileSeconds, const jit::CompileInfo &info) {
   std::fflush(stdout);
 }
 
+//===----------------------------------------------------------------------===//
+// --gemm: one GEMM alone (Gemm.h)
+//===----------------------------------------------------------------------===//
+
+int runGemm(const Options &opts, const jit::CompileOptions &compileOptions) {
+  GemmDesc desc;
+  if (std::string error = parseGemmDesc(opts.gemmSpec, desc); !error.empty())
+    throw UsageError(error);
+  std::string text = gemmToMLIR(desc);
+  if (opts.printLayerIR) {
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  jit::Compiler compiler({opts.cacheDir, /*memoryCache=*/true});
+  jit::CompileOptions options = compileOptions;
+  options.sourceName = "--gemm";
+  Clock::time_point compileStart = Clock::now();
+  jit::Expected<jit::Executable> exe = compiler.compile(text, options);
+  if (!exe)
+    throw DataError(exe.message());
+  double compileSeconds = seconds(compileStart, Clock::now());
+  const jit::CompileInfo &info = exe->compileInfo();
+  const jit::Signature &sig = exe->signature();
+  std::string where = "--gemm (@" + sig.function + ")";
+  if (opts.compileOnly) {
+    std::printf("moe-run: %s, target %s, compile only\n", where.c_str(),
+                jit::toString(opts.target));
+    printCompileLine(compileSeconds, info);
+    return 0;
+  }
+
+  GemmInputs in = makeGemmInputs(desc, opts.seed);
+  std::vector<Buffer> inputs = inputBuffers(sig);
+  if (inputs.size() != 3 || sig.outputs.size() != 1)
+    throw DataError(where + ": unexpected signature");
+  for (size_t i = 0; i < 2; ++i) {
+    const std::vector<float> &values = i == 0 ? in.a : in.b;
+    for (size_t j = 0; j < values.size(); ++j) {
+      uint16_t bits = ref::bf16FromFloat(values[j]);
+      std::memcpy(inputs[i].bytes() + 2 * j, &bits, 2);
+    }
+  }
+  std::memcpy(inputs[2].bytes(), in.blocks.data(), 4 * in.blocks.size());
+  Buffer output(sig.outputs[0]);
+  std::vector<jit::ConstTensorRef> inRefs;
+  for (const Buffer &b : inputs)
+    inRefs.push_back({b.bytes(), b.spec.dtype, b.spec.shape});
+  std::vector<jit::TensorRef> outRefs = {
+      {output.bytes(), output.spec.dtype, output.spec.shape}};
+
+  RunTimes times;
+  for (int64_t r = 0; r < opts.warmup + opts.repeat; ++r) {
+    poison(output);
+    jit::RunStats stats;
+    Clock::time_point t0 = Clock::now();
+    jit::Status status = exe->run(inRefs, outRefs, &stats);
+    double t = seconds(t0, Clock::now());
+    if (!status) {
+      printCompileLine(compileSeconds, info);
+      throw DataError(where + ": run failed: " + status.message());
+    }
+    if (r < opts.warmup)
+      continue;
+    times.call.push_back(stats.callSeconds);
+    times.run.push_back(t);
+    times.copy.push_back(stats.copySeconds);
+  }
+  if (!opts.timesJson.empty())
+    writeTimesJson(opts.timesJson, opts.warmup, times);
+
+  // Sampled rows against the exact product; every element written, no NaN.
+  OutputValues got = readOutput(output, /*keepValues=*/opts.compare);
+  double rel = NAN;
+  if (opts.compare) {
+    double diff = 0, norm = 0;
+    for (const GemmSample &sample : gemmReference(desc, in))
+      for (size_t n = 0; n < sample.values.size(); ++n) {
+        double e = got.values[sample.offset + n] - sample.values[n];
+        diff += e * e;
+        norm += sample.values[n] * sample.values[n];
+      }
+    rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  }
+  bool pass = got.unwritten == 0 && got.nans == 0 &&
+              (!opts.compare || rel <= opts.tolerance);
+  std::printf("moe-run: %s, target %s, seed %llu\n", where.c_str(),
+              jit::toString(opts.target),
+              static_cast<unsigned long long>(opts.seed));
+  std::printf("gemm: %s\n", desc.toString().c_str());
+  std::printf("%-6s %-18s %-5s %11s %9s %5s  %s\n", "output", "shape",
+              "dtype", "rel(exact)", "unwritten", "NaN", "status");
+  char relText[32] = "-";
+  if (opts.compare)
+    std::snprintf(relText, sizeof(relText), "%.3e", rel);
+  std::printf("%-6s %-18s %-5s %11s %9lld %5lld  %s\n",
+              output.spec.name.c_str(),
+              jit::shapeToString(output.spec.shape).c_str(),
+              jit::toString(output.spec.dtype), relText,
+              static_cast<long long>(got.unwritten),
+              static_cast<long long>(got.nans), pass ? "PASS" : "FAIL");
+  printCompileLine(compileSeconds, info);
+  double best = *std::min_element(times.call.begin(), times.call.end());
+  double typical = median(times.call);
+  std::printf("timing: call median %.6f s, min %.6f s over %lld runs after "
+              "%lld warm-up\n",
+              typical, best, static_cast<long long>(opts.repeat),
+              static_cast<long long>(opts.warmup));
+  std::printf("gemm: %.1f TFLOPS (2*M*N*K / median call)%s\n",
+              desc.flops() / typical * 1e-12,
+              opts.target == jit::Target::Sm90a
+                  ? ", the call including its operand kernels"
+                  : "");
+  std::printf("references: %s\n",
+              opts.compare ? "16 sampled rows of the exact MX product (fp64)"
+                           : "not computed (--check none)");
+  std::printf("moe-run: %s\n", pass ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return pass ? 0 : 1;
+}
+
 int run(const Options &opts) {
   jit::Compiler compiler({opts.cacheDir, /*memoryCache=*/true});
   jit::CompileOptions compileOptions;
@@ -922,6 +1072,8 @@ int run(const Options &opts) {
   compileOptions.optLevel = opts.optLevel;
   compileOptions.mmaPath = opts.mmaPath;
   compileOptions.gpuMode = opts.gpuMode;
+  if (opts.haveGemm)
+    return runGemm(opts, compileOptions);
 
   std::string where = opts.file;
   Clock::time_point compileStart = Clock::now();
