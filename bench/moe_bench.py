@@ -14,7 +14,13 @@ What: for each shape (default: the issue's three, all B=128),
     first, with the share of kernel time in the GEMM kernels (the kernels
     the compiler names block_matmul_<n> / expert_matmul_<n>, with an mx_
     prefix on the MX-code paths; its operand kernels mx_operand_<n> are not
-    GEMMs).
+    GEMMs);
+  - GEMM rows (--gemms): single GEMMs of `moe-run --gemm` (an exact-MX GEMM
+    of 8192^3, e4m3 RCEIL along K, and the five GEMMs of a reference shape
+    with its experts as groups), the median call (operand kernels
+    included) and, with ncu, the GEMM kernel alone, next to torch's bf16
+    and fp8 row-wise GEMMs of the same shapes in this process
+    (bench/torch_gemms.py).
 Writes OUT/bench-latest.json and the raw log OUT/bench-latest.log, and
 prints a table last. Every failing or skipped step is recorded in the JSON
 and the table with its reason; the JSON is rewritten after every step, so
@@ -22,7 +28,8 @@ it exists whatever happens. Exit status 0 when no step failed (a shape
 skipped for lack of memory is not a failure), else 1; 2 on a bad command
 line.
 
-Model TF = 12*T*K*H*I / backward time (the recompute is not counted).
+Model TF = 12*T*K*H*I / backward time (the recompute is not counted); a
+GEMM row's TF = 2*M*N*K / time.
 ratio_vs_torch = torch_autograd_ms / moe_ms (above 1: moe-mlir is faster).
 
 The moe-mlir time is moe-run's `call`: the compiled function from entry to
@@ -74,6 +81,29 @@ GEMM_KERNEL = re.compile(r"^(mx_)?(block|expert)_matmul(_act)?_[0-9]+$")
 # the remaining steps are skipped (and recorded) so that the JSON and the
 # table still come out.
 DEFAULT_BUDGET_S = 540
+
+
+def gemm_specs(name):
+    """[(label, moe-run --gemm spec)] of a --gemms entry: "square" (8192^3)
+    or a shape's five GEMMs, its T*K routed slots in E groups of whole
+    blocks (no padding): the recompute g|u = x Wgu, P1 dA = dy Wd^T, P2
+    dgu Wgu^T (block GEMMs), P3 dWgu = x^T dgu and P4 dWd = (a h)^T dy
+    (expert GEMMs)."""
+    if name == "square":
+        return [("square", "M=8192,N=8192,K=8192,G=1,B=128")]
+    s = parse_layer(SHAPES[name])
+    T, H, I, E, K, B = (s[k] for k in ("T", "H", "I", "E", "K", "B"))
+    slots = T * K
+    out = []
+    for phase, n, k in (("recompute", 2 * I, H), ("P1", I, H),
+                        ("P2", H, 2 * I)):
+        out.append(("shape%s %s" % (name, phase),
+                    "M=%d,N=%d,K=%d,G=%d,B=%d" % (slots, n, k, E, B)))
+    for phase, m, n in (("P3", H, 2 * I), ("P4", I, H)):
+        out.append(("shape%s %s" % (name, phase),
+                    "M=%d,N=%d,K=%d,G=%d,B=%d,kind=expert" % (m, n, slots, E,
+                                                               B)))
+    return out
 
 
 def parse_layer(text):
@@ -160,6 +190,7 @@ class Bench:
                         "device",
             "torch_self_check": None,
             "shapes": [],
+            "gemms": [],
             "elapsed_s": None,
         }
 
@@ -458,6 +489,73 @@ class Bench:
             shutil.rmtree(inputs, ignore_errors=True)
         self.save()
 
+    def gemm_row(self, label, spec):
+        """One GEMM row: moe-run --gemm (median call), ncu of its GEMM
+        kernel, torch's bf16 and fp8 GEMMs of the shape."""
+        g = dict(re.findall(r"(\w+)=(\w+)", spec))
+        entry = {"name": label, "spec": spec, "M": int(g["M"]),
+                 "N": int(g["N"]), "K": int(g["K"]), "groups": int(g["G"]),
+                 "kind": g.get("kind", "block"), "moe_ms": None,
+                 "moe_tf": None, "moe_kernel_ms": None, "moe_kernel_tf": None,
+                 "torch_bf16_ms": None, "torch_bf16_tf": None,
+                 "torch_fp8_ms": None, "torch_fp8_tf": None,
+                 "errors": [], "skipped": []}
+        self.result["gemms"].append(entry)
+        flops = 2.0 * entry["M"] * entry["N"] * entry["K"]
+        self.log("\n======== GEMM %s: moe-run --gemm %s" % (label, spec))
+        if self.remaining() < 60:
+            self.skip(entry, "out of time budget (%.0f s used)" %
+                      self.elapsed())
+            return
+        if not self.args.dry_run:
+            try:
+                sys.path.insert(0, HERE)
+                import torch_gemms  # noqa: PLC0415 (needs torch)
+                got = torch_gemms.measure(spec, "cuda", self.args.iters,
+                                          self.args.warmup)
+                for text in got.pop("errors"):
+                    self.skip(entry, text)
+                entry.update(got)
+                self.log("torch bf16 %s ms, fp8 row-wise %s ms" % (
+                    got["torch_bf16_ms"], got["torch_fp8_ms"]))
+            except Exception as err:
+                self.error(entry, "torch GEMMs: %r" % err)
+        self.save()
+        times = os.path.join(self.work, "times-gemm-%d.json" %
+                             len(self.result["gemms"]))
+        rc, out = self.run(
+            [self.args.moe_run, "--target=sm90a", "--gemm", spec,
+             "--repeat", str(self.args.iters), "--warmup",
+             str(self.args.moe_warmup), "--times-json", times],
+            max(self.remaining() - 30, 1))
+        if not self.args.dry_run:
+            if rc != 0 or not re.search(r"^moe-run: PASS$", out, re.M):
+                tail = [l for l in out.splitlines() if l.strip()][-3:]
+                self.error(entry, "moe-run --gemm: exit status %s: %s" % (
+                    rc, " | ".join(tail)))
+                return
+            with open(times) as f:
+                entry["moe_ms"] = 1e3 * statistics.median(
+                    json.load(f)["call_s"])
+            entry["moe_tf"] = flops / (entry["moe_ms"] * 1e9)
+            self.save()
+        if not self.args.ncu_profile:
+            return
+        rc, out = self.run(
+            [self.args.ncu, "--clock-control", "none", "--metrics",
+             "gpu__time_duration.sum", "--kernel-name", "regex:matmul",
+             "--print-units", "base", "--csv", self.args.moe_run,
+             "--target=sm90a", "--gemm", spec, "--check", "none"],
+            max(self.remaining() - 30, 1))
+        if self.args.dry_run:
+            return
+        kernels = parse_ncu_csv(out) if rc == 0 else []
+        if not kernels:
+            self.error(entry, "ncu of the GEMM kernel: exit status %s" % rc)
+            return
+        entry["moe_kernel_ms"] = sum(k["ms"] for k in kernels)
+        entry["moe_kernel_tf"] = flops / (entry["moe_kernel_ms"] * 1e9)
+
     def profile_all(self):
         for entry, spec, inputs in self.profiles:
             self.ncu_profile(entry, spec, inputs)
@@ -499,13 +597,29 @@ class Bench:
         self.log(head)
         for r in rows:
             self.log(r)
-        for e in self.result["shapes"]:
+        if self.result["gemms"]:
+            self.log("\n================ GEMM rows (TF = 2*M*N*K / time; moe "
+                     "call = the GEMM with its operand kernels, moe kernel = "
+                     "the GEMM kernel alone (ncu); torch bf16 / fp8 "
+                     "row-wise in this process)")
+            self.log("%-18s %-34s %9s %8s %9s %8s %8s %8s" % (
+                "gemm", "M,N,K,G,kind", "call ms", "call TF", "kernel ms",
+                "kern TF", "bf16 TF", "fp8 TF"))
+            for e in self.result["gemms"]:
+                self.log("%-18s %-34s %9s %8s %9s %8s %8s %8s" % (
+                    e["name"], "%d,%d,%d,%d,%s" % (e["M"], e["N"], e["K"],
+                                                   e["groups"], e["kind"]),
+                    num(e["moe_ms"], "%.3f"), num(e["moe_tf"], "%.1f"),
+                    num(e["moe_kernel_ms"], "%.3f"),
+                    num(e["moe_kernel_tf"], "%.1f"),
+                    num(e["torch_bf16_tf"], "%.1f"),
+                    num(e["torch_fp8_tf"], "%.1f")))
+        for e in self.result["shapes"] + self.result["gemms"]:
+            what = e.get("layer") or e.get("spec")
             for text in e["skipped"]:
-                self.log("%s (%s): skipped: %s" % (e["name"], e["layer"],
-                                                   text))
+                self.log("%s (%s): skipped: %s" % (e["name"], what, text))
             for text in e["errors"]:
-                self.log("%s (%s): FAILED: %s" % (e["name"], e["layer"],
-                                                  text))
+                self.log("%s (%s): FAILED: %s" % (e["name"], what, text))
         self.log("json: %s, log: %s" % (
             self.json_path, os.path.join(self.args.out, "bench-latest.log")))
 
@@ -529,12 +643,20 @@ class Bench:
                     self.log("ERROR: torch setup: %r" % err)
                     self.result["torch_self_check"] = {"error": repr(err)}
                     self.failed = True
-            for name in self.args.shapes.split(","):
+            for name in shape_names(self.args.shapes):
                 try:
                     self.shape(name, SHAPES[name])
                 except Exception as err:  # recorded; the next shape runs
                     self.error(self.result["shapes"][-1],
                                "unexpected: %r" % err)
+            for name in shape_names(self.args.gemms):
+                for label, spec in gemm_specs(name):
+                    try:
+                        self.gemm_row(label, spec)
+                    except Exception as err:  # recorded; the next one runs
+                        self.error(self.result["gemms"][-1],
+                                   "unexpected: %r" % err)
+                    self.save()
             try:
                 self.profile_all()
             except Exception as err:
@@ -559,6 +681,11 @@ class Bench:
             ", ".join("%s %.2e" % kv for kv in errors.items())))
         if not passed:
             self.failed = True
+
+
+def shape_names(text):
+    """The names of a --shapes / --gemms list ("none": no name)."""
+    return [] if text == "none" else text.split(",")
 
 
 def parse_ncu_csv(text):
@@ -589,8 +716,12 @@ def main(argv=None):
                         "bench-latest.log")
     parser.add_argument("--shapes", default="1,2,3",
                         help="comma-separated subset of 1, 2, 3 (default "
-                        "all): " + "; ".join("%s: %s" % kv
-                                             for kv in SHAPES.items()))
+                        "all), or none: " + "; ".join("%s: %s" % kv
+                                                      for kv in SHAPES.items()))
+    parser.add_argument("--gemms", default="square",
+                        help="GEMM rows: comma-separated subset of square "
+                        "(8192^3) and 1, 2, 3 (the five GEMMs of that "
+                        "shape), or none (default: square)")
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3,
                         help="torch: untimed runs first (default 3)")
@@ -629,9 +760,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.iters < 1 or args.warmup < 0 or args.moe_warmup < 0:
         parser.error("--iters must be >= 1, the warm-ups >= 0")
-    for name in args.shapes.split(","):
+    for name in shape_names(args.shapes):
         if name not in SHAPES:
-            parser.error("unknown shape %r (expected 1, 2 or 3)" % name)
+            parser.error("unknown shape %r (expected 1, 2, 3 or none)" % name)
+    for name in shape_names(args.gemms):
+        if name not in SHAPES and name != "square":
+            parser.error("unknown GEMM set %r (expected square, 1, 2, 3 or "
+                         "none)" % name)
     return Bench(args).main()
 
 
