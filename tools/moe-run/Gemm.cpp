@@ -9,9 +9,12 @@
 
 #include "moe/Reference/BF16.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 namespace moe::run {
 namespace {
@@ -51,18 +54,43 @@ struct Random {
   }
 };
 
-std::vector<float> bf16Normal(int64_t count, Random &random) {
-  std::vector<float> out(count);
-  for (float &v : out)
-    v = ref::roundToBF16(random.normal());
+/// `count` N(0, 1) values rounded to bf16, as bit patterns: chunk c of
+/// 2^20 elements from stream (seed, c), the chunks spread over the
+/// machine's cores (operands of billions of elements at the reference
+/// shapes).
+std::vector<uint16_t> bf16Normal(int64_t count, uint64_t seed) {
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  std::vector<uint16_t> out(count);
+  int64_t chunks = (count + kChunk - 1) / kChunk;
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t c = next++; c < chunks; c = next++) {
+      Random random{seed * 0x2545F4914F6CDD1Dull + uint64_t(c) * 0x9E37ull};
+      for (int64_t i = c * kChunk; i < std::min(count, (c + 1) * kChunk); ++i)
+        out[i] = ref::bf16FromFloat(ref::roundToBF16(random.normal()));
+    }
+  };
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<int64_t>(threads, chunks); ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
   return out;
 }
 
-/// Q(M, axis) of the operand: MX quantize + dequantize, or the bf16 values
-/// themselves for quant=none.
-std::vector<float> qdq(const GemmDesc &d, const float *x, int64_t rows,
-                       int64_t cols, int axis) {
-  std::vector<float> out(x, x + rows * cols);
+/// Q(M, axis) of the operand `rows` x `cols` at bf16 bits `x` with row
+/// stride `stride`: MX quantize + dequantize, or the bf16 values themselves
+/// for quant=none.
+std::vector<float> qdq(const GemmDesc &d, const uint16_t *x, int64_t rows,
+                       int64_t cols, int axis, int64_t stride = -1) {
+  if (stride < 0)
+    stride = cols;
+  std::vector<float> out(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = ref::floatFromBF16(x[r * stride + c]);
   if (d.quantized)
     ref::quantizeDequantize(out.data(), out.data(), rows, cols, axis, d.elem,
                             d.rule);
@@ -226,11 +254,10 @@ std::string gemmToMLIR(const GemmDesc &d) {
 }
 
 GemmInputs makeGemmInputs(const GemmDesc &d, uint64_t seed) {
-  Random random{seed * 0x2545F4914F6CDD1Dull + 1};
   GemmInputs in;
   bool block = d.kind == GemmDesc::Kind::Block;
-  in.a = bf16Normal(block ? d.M * d.K : d.K * d.M, random);
-  in.b = bf16Normal(block ? d.G * d.N * d.K : d.K * d.N, random);
+  in.a = bf16Normal(block ? d.M * d.K : d.K * d.M, 2 * seed + 1);
+  in.b = bf16Normal(block ? d.G * d.N * d.K : d.K * d.N, 2 * seed + 2);
   // Contiguous groups, ascending, as the routing layout has its experts.
   int64_t blocks = (block ? d.M : d.K) / d.B;
   for (int64_t i = 0; i < blocks; ++i)
@@ -278,10 +305,7 @@ std::vector<GemmSample> gemmReference(const GemmDesc &d,
     int64_t s0 = first * d.B, slots = (last - first) * d.B;
     std::vector<float> bq = qdq(d, &in.b[s0 * d.N], slots, d.N, 0);
     for (int64_t m : spread(d.M, 4)) {
-      std::vector<float> column(slots);
-      for (int64_t s = 0; s < slots; ++s)
-        column[s] = in.a[(s0 + s) * d.M + m];
-      std::vector<float> aq = qdq(d, column.data(), slots, 1, 0);
+      std::vector<float> aq = qdq(d, &in.a[s0 * d.M + m], slots, 1, 0, d.M);
       GemmSample sample{(g * d.M + m) * d.N, std::vector<double>(d.N, 0.0)};
       for (int64_t s = 0; s < slots; ++s)
         for (int64_t n = 0; n < d.N; ++n)

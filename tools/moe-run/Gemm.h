@@ -51,10 +51,12 @@ std::string parseGemmDesc(const std::string &spec, GemmDesc &desc);
 /// The module of the GEMM: func.func @moe_gemm(%a, %b, %blocks) -> C.
 std::string gemmToMLIR(const GemmDesc &desc);
 
-/// The seeded inputs: the two operands' values (N(0, 1), bf16 values) and
-/// the block-to-group table.
+/// The seeded inputs: the two operands as bf16 bit patterns (N(0, 1)
+/// values, generated in parallel chunks of 2^20 elements, each with its own
+/// stream: the same bits whatever the thread count) and the block-to-group
+/// table.
 struct GemmInputs {
-  std::vector<float> a, b;
+  std::vector<uint16_t> a, b;
   std::vector<int32_t> blocks;
 };
 GemmInputs makeGemmInputs(const GemmDesc &desc, uint64_t seed);

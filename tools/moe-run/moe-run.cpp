@@ -978,13 +978,8 @@ int runGemm(const Options &opts, const jit::CompileOptions &compileOptions) {
   std::vector<Buffer> inputs = inputBuffers(sig);
   if (inputs.size() != 3 || sig.outputs.size() != 1)
     throw DataError(where + ": unexpected signature");
-  for (size_t i = 0; i < 2; ++i) {
-    const std::vector<float> &values = i == 0 ? in.a : in.b;
-    for (size_t j = 0; j < values.size(); ++j) {
-      uint16_t bits = ref::bf16FromFloat(values[j]);
-      std::memcpy(inputs[i].bytes() + 2 * j, &bits, 2);
-    }
-  }
+  std::memcpy(inputs[0].bytes(), in.a.data(), 2 * in.a.size());
+  std::memcpy(inputs[1].bytes(), in.b.data(), 2 * in.b.size());
   std::memcpy(inputs[2].bytes(), in.blocks.data(), 4 * in.blocks.size());
   Buffer output(sig.outputs[0]);
   std::vector<jit::ConstTensorRef> inRefs;
