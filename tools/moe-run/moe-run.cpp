@@ -943,6 +943,39 @@ void printCompileLine(double compileSeconds, const jit::CompileInfo &info) {
   std::fflush(stdout);
 }
 
+/// Runs `exe` --warmup + --repeat times, `outputs` poisoned before each
+/// run, and returns the times of the timed runs (written to --times-json
+/// when given). A failed run throws, after the compile line: the
+/// compilation succeeded (on a GPU target even without a driver, which only
+/// running needs), so its cost is reported before the run's error.
+RunTimes timedRuns(const Options &opts, const jit::Executable &exe,
+                   const std::vector<jit::ConstTensorRef> &inRefs,
+                   const std::vector<jit::TensorRef> &outRefs,
+                   std::vector<Buffer> &outputs, const std::string &where,
+                   double compileSeconds) {
+  RunTimes times;
+  for (int64_t r = 0; r < opts.warmup + opts.repeat; ++r) {
+    for (Buffer &b : outputs)
+      poison(b);
+    Clock::time_point t0 = Clock::now();
+    jit::RunStats stats;
+    jit::Status status = exe.run(inRefs, outRefs, &stats);
+    double t = seconds(t0, Clock::now());
+    if (!status) {
+      printCompileLine(compileSeconds, exe.compileInfo());
+      throw DataError(where + ": run failed: " + status.message());
+    }
+    if (r < opts.warmup)
+      continue;
+    times.call.push_back(stats.callSeconds);
+    times.run.push_back(t);
+    times.copy.push_back(stats.copySeconds);
+  }
+  if (!opts.timesJson.empty())
+    writeTimesJson(opts.timesJson, opts.warmup, times);
+  return times;
+}
+
 //===----------------------------------------------------------------------===//
 // --gemm: one GEMM alone (Gemm.h)
 //===----------------------------------------------------------------------===//
@@ -981,32 +1014,15 @@ int runGemm(const Options &opts, const jit::CompileOptions &compileOptions) {
   std::memcpy(inputs[0].bytes(), in.a.data(), 2 * in.a.size());
   std::memcpy(inputs[1].bytes(), in.b.data(), 2 * in.b.size());
   std::memcpy(inputs[2].bytes(), in.blocks.data(), 4 * in.blocks.size());
-  Buffer output(sig.outputs[0]);
+  std::vector<Buffer> outputs = {Buffer(sig.outputs[0])};
+  Buffer &output = outputs[0];
   std::vector<jit::ConstTensorRef> inRefs;
   for (const Buffer &b : inputs)
     inRefs.push_back({b.bytes(), b.spec.dtype, b.spec.shape});
   std::vector<jit::TensorRef> outRefs = {
       {output.bytes(), output.spec.dtype, output.spec.shape}};
-
-  RunTimes times;
-  for (int64_t r = 0; r < opts.warmup + opts.repeat; ++r) {
-    poison(output);
-    jit::RunStats stats;
-    Clock::time_point t0 = Clock::now();
-    jit::Status status = exe->run(inRefs, outRefs, &stats);
-    double t = seconds(t0, Clock::now());
-    if (!status) {
-      printCompileLine(compileSeconds, info);
-      throw DataError(where + ": run failed: " + status.message());
-    }
-    if (r < opts.warmup)
-      continue;
-    times.call.push_back(stats.callSeconds);
-    times.run.push_back(t);
-    times.copy.push_back(stats.copySeconds);
-  }
-  if (!opts.timesJson.empty())
-    writeTimesJson(opts.timesJson, opts.warmup, times);
+  RunTimes times = timedRuns(opts, *exe, inRefs, outRefs, outputs, where,
+                             compileSeconds);
 
   // Sampled rows against the exact product; every element written, no NaN.
   OutputValues got = readOutput(output, /*keepValues=*/opts.compare);
@@ -1141,34 +1157,14 @@ int run(const Options &opts) {
 
   // The warm-up runs are not timed: the first run of a GPU target loads
   // its kernels and the first touches of memory fault pages in.
-  RunTimes times;
-  for (int64_t r = 0; r < opts.warmup + opts.repeat; ++r) {
-    for (Buffer &b : outputs)
-      poison(b);
-    Clock::time_point t0 = Clock::now();
-    jit::RunStats stats;
-    jit::Status status = exe->run(inRefs, outRefs, &stats);
-    double t = seconds(t0, Clock::now());
-    // The compilation succeeded (on a GPU target even without a driver,
-    // which only running needs): say what it cost before the run's error.
-    if (!status) {
-      printCompileLine(compileSeconds, info);
-      throw DataError(where + ": run failed: " + status.message());
-    }
-    if (r < opts.warmup)
-      continue;
-    times.call.push_back(stats.callSeconds);
-    times.run.push_back(t);
-    times.copy.push_back(stats.copySeconds);
-  }
+  RunTimes times = timedRuns(opts, *exe, inRefs, outRefs, outputs, where,
+                             compileSeconds);
   // The fastest call and the copies of that run; the fastest run apart.
   size_t fastest = static_cast<size_t>(
       std::min_element(times.call.begin(), times.call.end()) -
       times.call.begin());
   double callSeconds = times.call[fastest], copySeconds = times.copy[fastest];
   double runSeconds = *std::min_element(times.run.begin(), times.run.end());
-  if (!opts.timesJson.empty())
-    writeTimesJson(opts.timesJson, opts.warmup, times);
 
   Clock::time_point r0 = Clock::now();
   ref::LayerGrads rmx, r64;
