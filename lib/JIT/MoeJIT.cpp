@@ -433,6 +433,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.entry);
   add(options.mmaPath);
   add(options.gpuMode);
+  add(options.operandsBothAxes ? "operands-both-axes" : "");
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();
@@ -1492,6 +1493,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.format = gpuFormat;
       pipelineOptions.toolkit = toolkit;
       pipelineOptions.mmaPath = options.mmaPath;
+      pipelineOptions.operandsBothAxes = options.operandsBothAxes;
     };
     if (impl->deviceArguments) {
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;

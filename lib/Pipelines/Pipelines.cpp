@@ -323,9 +323,9 @@ void moe::buildHostPipeline(OpPassManager &pm,
 /// convert-moe-to-nvgpu for `chip`, then the serialization of its kernels.
 /// Returns false when the chip is unknown: convert-moe-to-nvgpu reports it
 /// and fails, so nothing more is added.
-static bool addGPUKernels(OpPassManager &pm, StringRef chip,
-                          StringRef mmaPath, StringRef format,
-                          StringRef toolkit) {
+template <typename Options>
+static bool addGPUKernels(OpPassManager &pm, const Options &options) {
+  StringRef chip = options.chip, mmaPath = options.mmaPath;
   MoeGPUKernelConfigOptions config;
   config.chip = chip.str();
   config.mmaPath = mmaPath.str();
@@ -333,18 +333,18 @@ static bool addGPUKernels(OpPassManager &pm, StringRef chip,
   ConvertMoeToNVGPUOptions convert;
   convert.chip = chip.str();
   convert.mmaPath = mmaPath.str();
+  convert.operandsBothAxes = options.operandsBothAxes;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);
   if (!target)
     return false;
-  addKernelSerialization(pm, *target, format, toolkit);
+  addKernelSerialization(pm, *target, options.format, options.toolkit);
   return true;
 }
 
 void moe::buildGPUDevicePipeline(OpPassManager &pm,
                                  const GPUDevicePipelineOptions &options) {
-  addGPUKernels(pm, options.chip, options.mmaPath, options.format,
-                options.toolkit);
+  addGPUKernels(pm, options);
 }
 
 void moe::buildGPUHybridPipeline(OpPassManager &pm,
@@ -353,8 +353,7 @@ void moe::buildGPUHybridPipeline(OpPassManager &pm,
   // its kernels from (a GEMM with its epilogue).
   pm.addPass(createMoeDecomposeBwd());
   pm.addPass(createMoeFuse());
-  if (addGPUKernels(pm, options.chip, options.mmaPath, options.format,
-                    options.toolkit))
+  if (addGPUKernels(pm, options))
     addHostLowering(pm, HostLowering::Hybrid, options.allocHooks);
 }
 
@@ -362,8 +361,7 @@ void moe::buildGPUResidentPipeline(OpPassManager &pm,
                                    const GPUResidentPipelineOptions &options) {
   pm.addPass(createMoeDecomposeBwd());
   pm.addPass(createMoeFuse());
-  if (!addGPUKernels(pm, options.chip, options.mmaPath, options.format,
-                     options.toolkit))
+  if (!addGPUKernels(pm, options))
     return;
   TargetInfo target = *TargetInfo::lookup(options.chip);
   addHostLowering(pm, HostLowering::Resident, options.allocHooks, &options,

@@ -15,6 +15,8 @@
 #              outputs compared bit for bit
 #   layers     larger layers on sm90a with every MMA path (bf16-operands,
 #              bf16, fp8)
+#   both-axes  --operands-both-axes (one operand kernel for both roundings
+#              of a value) against the default, outputs compared bit for bit
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
@@ -80,13 +82,40 @@ kernel_times() {
 
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] &&
-  parts=(smoke matrix resident layers sanitize determinism kernels sass)
+  parts=(smoke matrix resident both-axes layers sanitize determinism kernels sass)
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 want() { printf '%s\n' "${parts[@]}" | grep -qx "$1"; }
 
 echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 small=T=256,H=256,I=128,E=2,K=1,B=128
 partial=T=90,H=32,I=64,E=8,K=2,B=128,quant=e5m2
+
+# Compares the .npy outputs of two runs bit for bit (all but SKIP) and
+# records a row.
+compare() {  # DIR_A DIR_B LABEL [SKIP]
+  local diff=0 f
+  for f in "$1"/*.npy; do
+    [ -n "${4:-}" ] && [ "$(basename "$f")" = "$4" ] && continue
+    cmp -s "$f" "$2/$(basename "$f")" ||
+      { diff=$((diff + 1)); echo "differs: $(basename "$f")"; }
+  done
+  python3 - "$1" "$2" <<'PY' || true
+import sys, pathlib
+import numpy as np
+a, b = map(pathlib.Path, sys.argv[1:3])
+for f in sorted(a.glob("*.npy")):
+  x, y = np.load(f), np.load(b / f.name)
+  if x.dtype.kind == "V" or x.dtype == np.uint16:
+      x, y = x.view(np.uint16), y.view(np.uint16)
+  n = int((x.view(np.uint8) != y.view(np.uint8)).reshape(x.size, -1).any(1).sum())
+  print(f"{f.name}: {n}/{x.size} elements differ")
+PY
+  if [ $diff -eq 0 ]; then
+    record "$3" PASS
+  else
+    record "$3" "FAIL ($diff outputs differ)"
+  fi
+}
 
 if want smoke; then
   run "runtime smoke (moe-cuda-smoke)" moe-cuda-smoke
@@ -116,30 +145,6 @@ if want resident; then
   # the same k16 order, so every output but da agrees bitwise; da sums
   # <dA, h> per GEMM tile in the fused epilogue and in 32 lanes on the host
   # (docs/numerics.md), so it is compared to 1e-6.
-  compare() {  # DIR_A DIR_B LABEL [SKIP]
-    local diff=0 f
-    for f in "$1"/*.npy; do
-      [ -n "${4:-}" ] && [ "$(basename "$f")" = "$4" ] && continue
-      cmp -s "$f" "$2/$(basename "$f")" ||
-        { diff=$((diff + 1)); echo "differs: $(basename "$f")"; }
-    done
-    python3 - "$1" "$2" <<'PY' || true
-import sys, pathlib
-import numpy as np
-a, b = map(pathlib.Path, sys.argv[1:3])
-for f in sorted(a.glob("*.npy")):
-    x, y = np.load(f), np.load(b / f.name)
-    if x.dtype.kind == "V" or x.dtype == np.uint16:
-        x, y = x.view(np.uint16), y.view(np.uint16)
-    n = int((x.view(np.uint8) != y.view(np.uint8)).reshape(x.size, -1).any(1).sum())
-    print(f"{f.name}: {n}/{x.size} elements differ")
-PY
-    if [ $diff -eq 0 ]; then
-      record "$3" PASS
-    else
-      record "$3" "FAIL ($diff outputs differ)"
-    fi
-  }
   for layer in "$small" "$partial" "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:" \
       T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h,dx_accumulate=bf16 \
       T=1024,H=1024,I=512,E=8,K=2,B=128; do
@@ -164,6 +169,24 @@ PY
       record "resident ~ hybrid-bf16 da (rel <= 1e-6): $layer" PASS ||
       record "resident ~ hybrid-bf16 da (rel <= 1e-6): $layer" FAIL
     rm -rf "$out/resident" "$out/hybrid" "$out/hybrid-bf16"
+  done
+fi
+
+if want both-axes; then
+  # operands-both-axes: one operand kernel writes both roundings of x, dy,
+  # the gate/up weight and [dg|du]; the same values as one kernel each, so
+  # every output is compared bit for bit (layers whose columns are
+  # multiples of 256 use the new kernels, the others fall back).
+  for layer in "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+      T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
+      "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:"; do
+    run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
+      --empty-experts 1 --outputs "$out/single"
+    run "sm90a resident operands-both-axes $layer" moe-run --target=sm90a \
+      --operands-both-axes --layer "$layer" --empty-experts 1 \
+      --outputs "$out/both"
+    compare "$out/single" "$out/both" "operands-both-axes == one kernel each, bitwise: $layer"
+    rm -rf "$out/single" "$out/both"
   done
 fi
 

@@ -117,6 +117,10 @@ options:
                        device memory) or hybrid (the GEMMs on the GPU, the
                        rest on the host); default resident unless the
                        layer has a bias or bf16 GEMMs (then hybrid)
+  --operands-both-axes sm90a: one operand kernel reads a value that two
+                       GEMMs take along different axes and writes both
+                       roundings (x, dy, the gate/up weight and its
+                       gradient; off until measured)
   --opt-level N        LLVM optimization level of the generated code, 0..3
                        (default 2)
   --tolerance X        the gate on rel(R_mx) (default 2e-3, SPEC section 6)
@@ -160,6 +164,7 @@ struct Options {
   int optLevel = 2;
   std::string mmaPath;
   std::string gpuMode;
+  bool operandsBothAxes = false;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -189,7 +194,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       "--repeat",        "--opt-level", "--tolerance", "--mma-path",
       "--check",         "--gpu-mode",  "--warmup",   "--times-json"};
   const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir",
-                                          "--compile-only"};
+                                          "--compile-only",
+                                          "--operands-both-axes"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -298,6 +304,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.printLayerIR = true;
     } else if (name == "--compile-only") {
       opts.compileOnly = true;
+    } else if (name == "--operands-both-axes") {
+      opts.operandsBothAxes = true;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
@@ -1083,6 +1091,7 @@ int run(const Options &opts) {
   compileOptions.optLevel = opts.optLevel;
   compileOptions.mmaPath = opts.mmaPath;
   compileOptions.gpuMode = opts.gpuMode;
+  compileOptions.operandsBothAxes = opts.operandsBothAxes;
   if (opts.haveGemm)
     return runGemm(opts, compileOptions);
 

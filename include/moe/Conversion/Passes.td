@@ -67,7 +67,14 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "The NVIDIA chip to choose kernels for (supported: sm_90a)">,
     Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
            "The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
-           "(default: the chip's)">
+           "(default: the chip's)">,
+    Option<"operandsBothAxes", "operands-both-axes", "bool",
+           /*default=*/"false",
+           "bf16-operands: a value that two GEMMs take quantized along "
+           "different axes (along its columns for one, along its rows in "
+           "place for the other: x, dy, the gate/up weight and its "
+           "gradient) is read once by one operand kernel that writes both "
+           "roundings (off until measured on the H200)">
   ];
 }
 
@@ -129,7 +136,14 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "The NVIDIA chip to generate code for (supported: sm_90a)">,
     Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
            "The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
-           "(default: the chip's)">
+           "(default: the chip's)">,
+    Option<"operandsBothAxes", "operands-both-axes", "bool",
+           /*default=*/"false",
+           "bf16-operands: a value that two GEMMs take quantized along "
+           "different axes (along its columns for one, along its rows in "
+           "place for the other: x, dy, the gate/up weight and its "
+           "gradient) is read once by one operand kernel that writes both "
+           "roundings (off until measured on the H200)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

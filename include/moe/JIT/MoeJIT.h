@@ -309,6 +309,10 @@ struct CompileOptions {
   /// Empty: resident unless the IR has a GEMM that runs on the host (bias,
   /// bf16 operands), which only the hybrid form handles.
   std::string gpuMode;
+  /// GPU targets, bf16-operands: one operand kernel rounds a value that two
+  /// GEMMs take along different axes (convert-moe-to-nvgpu's
+  /// operands-both-axes; off until measured on the H200).
+  bool operandsBothAxes = false;
   /// Buffer name in diagnostics ("file.mlir:3:7: error: ...").
   std::string sourceName = "<input>";
 };

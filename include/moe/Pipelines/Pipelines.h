@@ -88,6 +88,13 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
       llvm::cl::desc("The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
                      "(default: the chip's, TargetInfo)"),
       llvm::cl::init("")};
+  typename PassPipelineOptions<Derived>::template Option<bool>
+      operandsBothAxes{
+          *this, "operands-both-axes",
+          llvm::cl::desc("convert-moe-to-nvgpu's operands-both-axes: one "
+                         "operand kernel for a value two GEMMs take along "
+                         "different axes"),
+          llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

@@ -20,6 +20,13 @@
 //   codes (or an odd column count): a thread per column pair, 32 loads of
 //           one pair, each column rounded on its own, 2 x 4 16-byte stores
 //
+// Both roundings at once (bothAxes, for a value two GEMMs take along
+// different axes): the tile form's loads, and with them each lane rounds its
+// 8 values of a row in the 32-column block of its lane quad (the amax over
+// the quad by two xor shuffles) and stores them as 16 bytes of the output
+// along cols; after the barrier each thread rounds its column of the tile
+// and stores it in place (the output along rows, in the source's layout).
+//
 // Gathered rows (moe.gather_rows folded in) read row ids first and load row
 // ids[r] of the source, zeros for padding.
 //
@@ -73,10 +80,12 @@ public:
         quantized(!codes && p.quant && p.quant.isQuantized()),
         gathered(p.sourceRows > 0) {}
 
-  /// Whether values are transposed through a shared-memory tile: along
-  /// rows, values whose rows split into 16-byte chunks.
+  /// Whether values go through a shared-memory tile: along rows written
+  /// transposed, values whose rows split into 16-byte chunks; and both
+  /// roundings at once.
   bool tiled() const {
-    return p.alongRows && p.transposeOut && !codes && p.cols % 8 == 0;
+    return p.bothAxes ||
+           (p.alongRows && p.transposeOut && !codes && p.cols % 8 == 0);
   }
 
   /// The number of threads with work (tiled: of blocks).
@@ -151,6 +160,14 @@ private:
   /// The bf16 values of one block: `xs` holds 32 f32 values (or i8 codes
   /// with their scale byte `codeScale`).
   SmallVector<Value> roundBlock(ArrayRef<Value> xs, Value codeScale);
+  /// The bf16 values of `xs` (f32 values or i8 codes, an even count) of a
+  /// block with scale byte `scaleByte`.
+  SmallVector<Value> roundWithScale(ArrayRef<Value> xs, Value scaleByte);
+  /// bothAxes: the 8 values `xs` that this lane loaded of a row, rounded in
+  /// the 32-column block of the lane and its three neighbours (the amax
+  /// over the four lanes by two xor shuffles), stored at element `at` of
+  /// the output along cols.
+  void storeRowRounded(ArrayRef<Value> xs, Value at);
   /// Stores 32 bf16 values contiguously at byte offset `bytes` of out.
   void storeBlock(ArrayRef<Value> values, Value bytes);
   /// The tiled transposed form: the block's 32 x 256 tile is read by rows
@@ -163,7 +180,7 @@ private:
   const MXOperandProblem &p;
   Type i8T, i32T, i64T, f16T, f32T, bf16T, gptrT;
   bool codes, quantized, gathered;
-  Value source, scales, ids, out;
+  Value source, scales, ids, out, outRows;
 };
 
 } // namespace
@@ -217,20 +234,28 @@ SmallVector<Value> OperandEmitter::roundBlock(ArrayRef<Value> xs,
       values.push_back(arith::TruncFOp::create(b, loc, bf16T, x));
     return values;
   }
-  MLIRContext *ctx = b.getContext();
-  Type codeType = codes ? p.sourceType
-                        : getMXElementType(ctx, p.quant.getElement());
-  auto pairI8T = VectorType::get({2}, i8T);
-  auto pairF16T = VectorType::get({2}, f16T);
-  Value scaleByte = codeScale, inverse;
+  Value scaleByte = codeScale;
   if (!codes) {
     Value amax = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
     for (Value x : xs)
       amax = buildAmaxStep(b, loc, amax, x);
     scaleByte = buildScaleByte(b, loc, amax, p.quant.getElement(),
                                p.quant.getRule());
-    inverse = buildInverseScale(b, loc, scaleByte);
   }
+  return roundWithScale(xs, scaleByte);
+}
+
+SmallVector<Value> OperandEmitter::roundWithScale(ArrayRef<Value> xs,
+                                                  Value scaleByte) {
+  SmallVector<Value> values;
+  MLIRContext *ctx = b.getContext();
+  Type codeType = codes ? p.sourceType
+                        : getMXElementType(ctx, p.quant.getElement());
+  auto pairI8T = VectorType::get({2}, i8T);
+  auto pairF16T = VectorType::get({2}, f16T);
+  Value inverse;
+  if (!codes)
+    inverse = buildInverseScale(b, loc, scaleByte);
   // NaN for 0xFF: every value of a NaN/Inf block comes out NaN.
   Value factor = buildDecodeE8M0(b, loc, scaleByte);
   for (size_t i = 0; i < xs.size(); i += 2) {
@@ -259,6 +284,34 @@ SmallVector<Value> OperandEmitter::roundBlock(ArrayRef<Value> xs,
     }
   }
   return values;
+}
+
+void OperandEmitter::storeRowRounded(ArrayRef<Value> xs, Value at) {
+  Value amax = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  for (Value x : xs)
+    amax = buildAmaxStep(b, loc, amax, x);
+  // Lanes 4q .. 4q + 3 hold the block's 32 columns; all 32 lanes are
+  // active here (whole tiles: no partial-tile branch around the loads).
+  Value width = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(32));
+  for (int32_t offset : {1, 2}) {
+    Value other =
+        gpu::ShuffleOp::create(
+            b, loc, amax,
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(offset)),
+            width, gpu::ShuffleMode::XOR)
+            .getShuffleResult();
+    amax = buildAmaxStep(b, loc, amax, other);
+  }
+  Value scaleByte = buildScaleByte(b, loc, amax, p.quant.getElement(),
+                                   p.quant.getRule());
+  SmallVector<Value> values = roundWithScale(xs, scaleByte);
+  auto vecT = VectorType::get({8}, bf16T);
+  Value v = LLVM::UndefOp::create(b, loc, vecT);
+  for (int64_t j = 0; j < 8; ++j)
+    v = LLVM::InsertElementOp::create(
+        b, loc, v, values[j],
+        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j)));
+  store(v, out, mul(at, 2), 16);
 }
 
 void OperandEmitter::storeBlock(ArrayRef<Value> values, Value bytes) {
@@ -318,6 +371,8 @@ void OperandEmitter::emitTiled(gpu::GPUFuncOp func, int64_t threads) {
     auto [row, valid] = sourceRow(add(row0, r));
     SmallVector<Value> xs;
     loadContiguous(mul(add(mul(row, p.cols), col), width), 8, valid, xs);
+    if (p.bothAxes)
+      storeRowRounded(xs, add(mul(add(row0, r), p.cols), col));
     auto vecT = VectorType::get({4}, f32T);
     for (int64_t h = 0; h < 2; ++h) {
       Value v = LLVM::UndefOp::create(b, loc, vecT);
@@ -343,8 +398,18 @@ void OperandEmitter::emitTiled(gpu::GPUFuncOp func, int64_t threads) {
   for (int64_t j = 0; j < kBlock; ++j)
     column.push_back(LLVM::LoadOp::create(
         b, loc, f32T, smem(add(mul(i64(j), kTileStride), tid)), 4));
+  SmallVector<Value> rounded = roundBlock(column, Value());
+  if (p.bothAxes) {
+    // In place: row 32 g + j of column c; a warp's 32 neighbouring columns
+    // make one 64-byte store per row.
+    for (int64_t j = 0; j < kBlock; ++j) {
+      Value at = add(mul(add(row0, j), p.cols), c);
+      store(rounded[j], outRows, mul(at, 2), 2);
+    }
+    return;
+  }
   Value at = add(mul(add(mul(t, p.cols), c), p.rows), mul(g, kBlock));
-  storeBlock(roundBlock(column, Value()), mul(at, 2));
+  storeBlock(rounded, mul(at, 2));
 }
 
 void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
@@ -354,6 +419,8 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
   scales = codes ? entry.getArgument(1) : Value();
   ids = gathered ? entry.getArgument(1) : Value();
   out = entry.getArgument(codes || gathered ? 2 : 1);
+  if (p.bothAxes)
+    outRows = entry.getArgument(gathered ? 3 : 2);
   if (tiled()) {
     emitTiled(func, threads);
     gpu::ReturnOp::create(b, loc);
@@ -466,6 +533,12 @@ moe::checkMXOperandKernel(const MXOperandProblem &problem,
   if (problem.alongRows && problem.cols % 2)
     return shape(emitError())
            << "needs an even number of columns to be written transposed";
+  if (problem.bothAxes &&
+      (isMXCodeType(type) || !problem.quant || !problem.quant.isQuantized() ||
+       problem.cols % kTileColumns || problem.rows % kBlock))
+    return shape(emitError())
+           << "cannot be rounded along both axes at once (quantized values, "
+              "columns a multiple of 256 and rows of 32)";
   return success();
 }
 
@@ -483,6 +556,8 @@ MXOperandLaunch moe::buildMXOperandKernel(OpBuilder &builder, Location loc,
   Type gptr = LLVM::LLVMPointerType::get(ctx, 1);
   SmallVector<Type> args = {gptr, gptr};
   if (isMXCodeType(problem.sourceType) || problem.sourceRows > 0)
+    args.push_back(gptr);
+  if (problem.bothAxes)
     args.push_back(gptr);
   OperandEmitter emitter(builder, loc, problem);
   SmallVector<Type> workgroup;

@@ -235,8 +235,11 @@ std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
 class GemmLowering {
 public:
   GemmLowering(OpBuilder &b, gpu::GPUModuleOp kernels,
-               const TargetInfo &target)
-      : b(b), kernels(kernels), target(target) {}
+               const TargetInfo &target,
+               const DenseMap<Operation *, GemmConfigAttr> &configs,
+               bool bothAxes)
+      : b(b), kernels(kernels), target(target), configs(configs),
+        bothAxes(bothAxes) {}
 
   /// A fresh kernel name `prefix`<n>.
   std::string freshName(StringRef prefix) {
@@ -269,9 +272,29 @@ private:
   FailureOr<Value> prepareOperand(Operation *op, Value data, Value scales,
                                   int64_t kAxis, bool transpose = true);
 
+  /// How a Bf16Operands GEMM asks prepareOperand for the operand that the
+  /// codes `codes` give it: the GEMM, the contraction axis and whether it
+  /// wants it transposed. None when no such GEMM reads them.
+  struct OperandRequest {
+    Operation *gemm;
+    int64_t kAxis;
+    bool transpose;
+  };
+  std::optional<OperandRequest> requestOf(Value codes);
+  /// With bothAxes: the other request of the values `quantize` rounds, when
+  /// one of the two is along the columns and the other along the rows in
+  /// place (`self` is this one's): an mx_quantize of the same values (or of
+  /// rows gathered from the same source through the same ids) along the
+  /// other axis, with the same quantization, read by a GEMM of the same
+  /// block.
+  std::optional<std::pair<MXQuantizeOp, OperandRequest>>
+  bothAxesPartner(MXQuantizeOp quantize, const OperandRequest &self);
+
   OpBuilder &b;
   gpu::GPUModuleOp kernels;
   const TargetInfo &target;
+  const DenseMap<Operation *, GemmConfigAttr> &configs;
+  bool bothAxes;
   unsigned next = 0;
   DenseMap<std::tuple<Value, Value, int64_t, int64_t>, Value> prepared;
 };
@@ -322,6 +345,67 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
   return success();
 }
 
+std::optional<GemmLowering::OperandRequest>
+GemmLowering::requestOf(Value codes) {
+  for (Operation *user : codes.getUsers()) {
+    GemmConfigAttr config = configs.lookup(user);
+    if (!config || config.getMma() != MXMmaPath::Bf16Operands)
+      continue;
+    // The calls lowerBf16Operands makes.
+    if (auto gemm = dyn_cast<BlockMatmulOp>(user)) {
+      if (gemm.getLhs() == codes)
+        return OperandRequest{user, 1, true};
+      if (gemm.getRhs() == codes)
+        return OperandRequest{user, gemm.getTransposeRhs() ? 1 : 2,
+                              !config.getRhsNMajor()};
+    } else if (auto gemm = dyn_cast<ExpertMatmulOp>(user)) {
+      if (gemm.getLhs() == codes)
+        return OperandRequest{user, 0, !config.getLhsMMajor()};
+      if (gemm.getRhs() == codes)
+        return OperandRequest{user, 0, !config.getRhsNMajor()};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::pair<MXQuantizeOp, GemmLowering::OperandRequest>>
+GemmLowering::bothAxesPartner(MXQuantizeOp quantize,
+                              const OperandRequest &self) {
+  auto type = cast<RankedTensorType>(quantize.getInput().getType());
+  int64_t rank = type.getRank();
+  auto inPlaceAlongRows = [&](const OperandRequest &r) {
+    return r.kAxis == rank - 2 && !r.transpose;
+  };
+  bool selfAlongCols = self.kAxis == rank - 1;
+  if (!selfAlongCols && !inPlaceAlongRows(self))
+    return std::nullopt;
+  // The values, and the gathers that read the same rows.
+  SmallVector<Value> inputs = {quantize.getInput()};
+  if (auto gather = quantize.getInput().getDefiningOp<GatherRowsOp>())
+    for (Operation *user : gather.getSource().getUsers())
+      if (auto other = dyn_cast<GatherRowsOp>(user);
+          other && other != gather &&
+          other.getSource() == gather.getSource() &&
+          other.getTokenPositionToId() == gather.getTokenPositionToId() &&
+          other.getType() == gather.getType())
+        inputs.push_back(other.getResult());
+  for (Value input : inputs)
+    for (Operation *user : input.getUsers()) {
+      auto other = dyn_cast<MXQuantizeOp>(user);
+      if (!other || other == quantize ||
+          other.getQuant() != quantize.getQuant())
+        continue;
+      std::optional<OperandRequest> request = requestOf(other.getCodes());
+      if (!request || request->gemm->getBlock() != self.gemm->getBlock())
+        continue;
+      bool match = selfAlongCols ? inPlaceAlongRows(*request)
+                                 : request->kAxis == rank - 1;
+      if (match)
+        return std::make_pair(other, *request);
+    }
+  return std::nullopt;
+}
+
 FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
                                               Value scales, int64_t kAxis,
                                               bool transpose) {
@@ -341,16 +425,19 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   problem.transposeOut = transpose;
   problem.sourceType = type.getElementType();
   Value source = data;
+  MXQuantizeOp quantize;
   if (scales) {
     // Codes an mx_quantize made along this axis: round its input instead,
     // so the codes are never written.
-    auto quantize = data.getDefiningOp<MXQuantizeOp>();
+    quantize = data.getDefiningOp<MXQuantizeOp>();
     if (quantize && quantize.getScales() == scales &&
         static_cast<int64_t>(quantize.getAxis()) == kAxis) {
       source = quantize.getInput();
       problem.sourceType = quantize.getInput().getType().getElementType();
       problem.quant = quantize.getQuant();
       scales = Value();
+    } else {
+      quantize = MXQuantizeOp();
     }
   } else if (problem.sourceType.isBF16() &&
              (!problem.alongRows || !transpose)) {
@@ -365,6 +452,18 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
     source = gather.getSource();
     problem.sourceRows = gather.getSource().getType().getDimSize(0);
   }
+  // Both roundings of the values in one kernel, when another GEMM of the
+  // block takes them along the other axis in place.
+  std::optional<std::pair<MXQuantizeOp, OperandRequest>> partner;
+  if (bothAxes && quantize && problem.quant.isQuantized()) {
+    MXOperandProblem both = problem;
+    both.bothAxes = true;
+    if (succeeded(checkMXOperandKernel(
+            both, [&] { return InFlightDiagnostic(); })))
+      partner = bothAxesPartner(quantize, {op, kAxis, transpose});
+    if (partner)
+      problem = both;
+  }
   if (failed(checkMXOperandKernel(problem, [&] { return op->emitOpError(); })))
     return failure();
 
@@ -378,12 +477,25 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
     record.pointerArgs = {0, 1, 2};
   }
   SmallVector<int64_t> outShape(shape);
-  if (problem.alongRows && transpose)
+  if (problem.alongRows && transpose && !problem.bothAxes)
     std::swap(outShape[rank - 2], outShape[rank - 1]);
   auto outType = RankedTensorType::get(outShape, b.getBF16Type());
-  Value result = emitLaunch(b, op->getLoc(), record, operands, outType)[0];
-  prepared[key] = result;
-  return result;
+  if (!partner) {
+    Value result = emitLaunch(b, op->getLoc(), record, operands, outType)[0];
+    prepared[key] = result;
+    return result;
+  }
+  // Outputs: along the columns, then along the rows in place.
+  record.pointerArgs.push_back(record.pointerArgs.back() + 1);
+  SmallVector<Value> results = emitLaunch(b, op->getLoc(), record, operands,
+                                          {outType, outType});
+  bool selfAlongCols = kAxis == rank - 1;
+  auto [other, request] = *partner;
+  prepared[key] = results[selfAlongCols ? 0 : 1];
+  prepared[std::make_tuple(other.getCodes(), other.getScales(), request.kAxis,
+                           int64_t(request.transpose))] =
+      results[selfAlongCols ? 1 : 0];
+  return prepared[key];
 }
 
 LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
@@ -554,11 +666,10 @@ struct ConvertMoeToNVGPUPass
     if (gemms.empty())
       return;
 
-    OpBuilder b(&getContext());
-    GemmLowering lowering(b, getOrCreateKernelModule(b, module), choice->target);
+    // The configuration moe-gpu-kernel-config recorded (or a test set),
+    // else the one it would record.
+    DenseMap<Operation *, GemmConfigAttr> configs;
     for (Operation *op : gemms) {
-      // The configuration moe-gpu-kernel-config recorded (or a test set),
-      // else the one it would record.
       GemmConfigAttr config;
       if (Attribute attr = op->getAttr(kGemmConfigAttrName)) {
         config = dyn_cast<GemmConfigAttr>(attr);
@@ -570,6 +681,13 @@ struct ConvertMoeToNVGPUPass
       } else {
         config = selectGemmConfig(op, choice->target, choice->preferred);
       }
+      configs[op] = config;
+    }
+    OpBuilder b(&getContext());
+    GemmLowering lowering(b, getOrCreateKernelModule(b, module),
+                          choice->target, configs, operandsBothAxes);
+    for (Operation *op : gemms) {
+      GemmConfigAttr config = configs.lookup(op);
       if (failed(config.getMma() == MXMmaPath::Bf16Operands
                      ? lowering.lowerBf16Operands(op, config, groupOf.lookup(op))
                      : lowering.lowerMXCodes(op, config)))

@@ -26,6 +26,25 @@
 // RUN: FileCheck %s --check-prefix=FUSED-PTX < %t.fused.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.fused.ptx -o %t.fused.cubin 2>&1 | FileCheck %s --check-prefix=FUSED
 
+// operands-both-axes (operands-both-axes.mlir): the four kernels that write
+// both roundings of x, dy, the gate/up weight and [dg|du] (the amax of a
+// lane quad by two butterfly shuffles), with the rest of the fused layer:
+// no spills, no warning.
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root operands-both-axes=true" | %python %S/Inputs/extract-ptx.py > %t.both.ptx
+// RUN: FileCheck %s --check-prefix=BOTH-PTX < %t.both.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.both.ptx -o %t.both.cubin > %t.both.log 2>&1
+// RUN: FileCheck %s --check-prefix=BOTH < %t.both.log
+// BOTH-PTX-LABEL: .entry mx_operand_1(
+// BOTH-PTX:         shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
+// BOTH-PTX:         shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
+// BOTH-PTX:         cvt.rn.satfinite.e4m3x2.f32
+// BOTH-PTX:         st.global.v4.b32
+// BOTH-PTX:         bar.sync 0;
+// BOTH-PTX:         st.global.b16
+// BOTH-NOT:   warning
+// BOTH-COUNT-11: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// BOTH-NOT:   bytes stack frame
+
 // The expert GEMM that reads both slot-major operands as stored
 // (lhs_m_major, rhs_n_major; Inputs/expert-mn-major.mlir): transposed-A and
 // transposed-B wgmma (imm-trans-a = imm-trans-b = 1), no spills.

@@ -65,11 +65,19 @@ struct MXOperandProblem {
   /// through i32 row ids (negative or out of range: a zero row); 0 when the
   /// source is read as it is.
   int64_t sourceRows = 0;
+  /// Quantized values only: one read of the source gives both roundings a
+  /// pair of GEMMs takes, the one along cols ([batch, rows, cols], K
+  /// contiguous) and the one along rows in the source's layout (for a GEMM
+  /// that reads it M- or N-major); `alongRows` and `transposeOut` are then
+  /// unused. Needs cols a multiple of 256 and rows of 32.
+  bool bothAxes = false;
 };
 
 /// What the host needs to launch a built operand kernel. Kernel ABI, in
 /// order: (!llvm.ptr<1> source[, !llvm.ptr<1> scales | ids],
-/// !llvm.ptr<1> out), scales for codes, ids for gathered rows.
+/// !llvm.ptr<1> out[, !llvm.ptr<1> outAlongRows]), scales for codes, ids
+/// for gathered rows, the second output for `bothAxes` (the first is then
+/// the rounding along cols).
 struct MXOperandLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;
