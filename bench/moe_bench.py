@@ -489,11 +489,13 @@ class Bench:
             shutil.rmtree(inputs, ignore_errors=True)
         self.save()
 
-    def gemm_row(self, label, spec):
+    def gemm_row(self, label, spec, config=None, torch_row=None):
         """One GEMM row: moe-run --gemm (median call), ncu of its GEMM
-        kernel, torch's bf16 and fp8 GEMMs of the shape."""
+        kernel, torch's bf16 and fp8 GEMMs of the shape (measured once per
+        shape: `torch_row` holds them for a further kernel `config`)."""
         g = dict(re.findall(r"(\w+)=(\w+)", spec))
-        entry = {"name": label, "spec": spec, "M": int(g["M"]),
+        entry = {"name": label, "spec": spec, "config": config,
+                 "M": int(g["M"]),
                  "N": int(g["N"]), "K": int(g["K"]), "groups": int(g["G"]),
                  "kind": g.get("kind", "block"), "moe_ms": None,
                  "moe_tf": None, "moe_kernel_ms": None, "moe_kernel_tf": None,
@@ -502,12 +504,17 @@ class Bench:
                  "errors": [], "skipped": []}
         self.result["gemms"].append(entry)
         flops = 2.0 * entry["M"] * entry["N"] * entry["K"]
-        self.log("\n======== GEMM %s: moe-run --gemm %s" % (label, spec))
+        self.log("\n======== GEMM %s: moe-run --gemm %s%s" % (
+            label, spec, " --gemm-config '%s'" % config if config else ""))
         if self.remaining() < 60:
             self.skip(entry, "out of time budget (%.0f s used)" %
                       self.elapsed())
             return
-        if not self.args.dry_run:
+        if torch_row is not None:
+            for key in ("torch_bf16_ms", "torch_bf16_tf", "torch_fp8_ms",
+                        "torch_fp8_tf"):
+                entry[key] = torch_row[key]
+        elif not self.args.dry_run:
             try:
                 sys.path.insert(0, HERE)
                 import torch_gemms  # noqa: PLC0415 (needs torch)
@@ -523,10 +530,11 @@ class Bench:
         self.save()
         times = os.path.join(self.work, "times-gemm-%d.json" %
                              len(self.result["gemms"]))
+        with_config = ["--gemm-config", config] if config else []
         rc, out = self.run(
-            [self.args.moe_run, "--target=sm90a", "--gemm", spec,
-             "--repeat", str(self.args.iters), "--warmup",
-             str(self.args.moe_warmup), "--times-json", times],
+            [self.args.moe_run, "--target=sm90a", "--gemm", spec] +
+            with_config + ["--repeat", str(self.args.iters), "--warmup",
+                           str(self.args.moe_warmup), "--times-json", times],
             max(self.remaining() - 30, 1))
         if not self.args.dry_run:
             if rc != 0 or not re.search(r"^moe-run: PASS$", out, re.M):
@@ -545,7 +553,8 @@ class Bench:
             [self.args.ncu, "--clock-control", "none", "--metrics",
              "gpu__time_duration.sum", "--kernel-name", "regex:matmul",
              "--print-units", "base", "--csv", self.args.moe_run,
-             "--target=sm90a", "--gemm", spec, "--check", "none"],
+             "--target=sm90a", "--gemm", spec, "--check", "none"] +
+            with_config,
             max(self.remaining() - 30, 1))
         if self.args.dry_run:
             return
@@ -651,12 +660,18 @@ class Bench:
                                "unexpected: %r" % err)
             for name in shape_names(self.args.gemms):
                 for label, spec in gemm_specs(name):
-                    try:
-                        self.gemm_row(label, spec)
-                    except Exception as err:  # recorded; the next one runs
-                        self.error(self.result["gemms"][-1],
-                                   "unexpected: %r" % err)
-                    self.save()
+                    first = None
+                    for i, config in enumerate([None] +
+                                               self.args.gemm_config):
+                        try:
+                            self.gemm_row(label + ("" if i == 0 else
+                                                   " cfg%d" % i),
+                                          spec, config, first)
+                        except Exception as err:  # recorded; next one runs
+                            self.error(self.result["gemms"][-1],
+                                       "unexpected: %r" % err)
+                        first = first or self.result["gemms"][-1]
+                        self.save()
             try:
                 self.profile_all()
             except Exception as err:
@@ -722,6 +737,11 @@ def main(argv=None):
                         help="GEMM rows: comma-separated subset of square "
                         "(8192^3) and 1, 2, 3 (the five GEMMs of that "
                         "shape), or none (default: square)")
+    parser.add_argument("--gemm-config", action="append", default=[],
+                        metavar="ATTR",
+                        help="also measure each GEMM row with this kernel "
+                        "configuration (a #moe.gemm_config; repeatable); "
+                        "the rows are labelled cfg1, cfg2, ...")
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3,
                         help="torch: untimed runs first (default 3)")

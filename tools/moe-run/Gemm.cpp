@@ -198,7 +198,7 @@ std::string parseGemmDesc(const std::string &spec, GemmDesc &d) {
   return std::string();
 }
 
-std::string gemmToMLIR(const GemmDesc &d) {
+std::string gemmToMLIR(const GemmDesc &d, const std::string &config) {
   const int64_t blocks = (d.kind == GemmDesc::Kind::Block ? d.M : d.K) / d.B;
   const std::string bf16 = "bf16", f32 = "f32", e8m0 = "f8E8M0FNU";
   const std::string blockTy = tensor({blocks}, "i32");
@@ -248,7 +248,9 @@ std::string gemmToMLIR(const GemmDesc &d) {
   os << "  %c = moe."
      << (d.kind == GemmDesc::Kind::Block ? "block_matmul" : "expert_matmul")
      << " lhs(" << lhs << ") rhs(" << rhs << ") experts(%blocks : " << blockTy
-     << ") {block_size = " << d.B << " : i64} -> " << cTy << "\n"
+     << ") {block_size = " << d.B << " : i64"
+     << (config.empty() ? "" : ", moe.gemm_config = " + config) << "} -> "
+     << cTy << "\n"
      << "  return %c : " << cTy << "\n}\n";
   return os.str();
 }

@@ -49,7 +49,10 @@ struct GemmDesc {
 std::string parseGemmDesc(const std::string &spec, GemmDesc &desc);
 
 /// The module of the GEMM: func.func @moe_gemm(%a, %b, %blocks) -> C.
-std::string gemmToMLIR(const GemmDesc &desc);
+/// `config`, when not empty, is the GEMM's `moe.gemm_config` attribute
+/// (`#moe.gemm_config<...>`), which moe-gpu-kernel-config then leaves as it
+/// is: a kernel configuration to measure.
+std::string gemmToMLIR(const GemmDesc &desc, const std::string &config = "");
 
 /// The seeded inputs: the two operands as bf16 bit patterns (N(0, 1)
 /// values, generated in parallel chunks of 2^20 elements, each with its own

@@ -90,6 +90,11 @@ options:
                        moe.expert_matmul (C[G,M,N] over K slots); 16 rows
                        of C checked against the exact product in fp64;
                        prints TFLOPS = 2*M*N*K / median call
+  --gemm-config ATTR   the GEMM's kernel configuration instead of the one
+                       moe-gpu-kernel-config picks, e.g.
+                       "#moe.gemm_config<mma = bf16_operands, tile = [128,
+                       256, 64], mma_shape = [64, 256, 16], stages = 4,
+                       warpgroups = [1, 2], registers = [40, 232]>"
   --target T           host (default) or sm90a
   --function NAME      the function to run (default: the one holding the
                        moe.blockwise_bwd)
@@ -151,6 +156,7 @@ struct Options {
   bool haveLayer = false;
   std::string gemmSpec;
   bool haveGemm = false;
+  std::string gemmConfig;
   jit::Target target = jit::Target::Host;
   std::string function;
   uint64_t seed = 0;
@@ -189,7 +195,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
   std::map<std::string, bool> seen;
   const std::vector<std::string> withValue = {
       "--layer",         "--target",    "--function", "--seed",
-      "--gemm",
+      "--gemm",          "--gemm-config",
       "--empty-experts", "--inputs",    "--outputs",  "--cache-dir",
       "--repeat",        "--opt-level", "--tolerance", "--mma-path",
       "--check",         "--gpu-mode",  "--warmup",   "--times-json"};
@@ -240,6 +246,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
     if (name == "--gemm") {
       opts.gemmSpec = value;
       opts.haveGemm = true;
+    } else if (name == "--gemm-config") {
+      opts.gemmConfig = value;
     } else if (name == "--layer") {
       opts.layerSpec = value;
       opts.haveLayer = true;
@@ -316,6 +324,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                            "SPEC (see moe-run --help)");
   if (opts.printLayerIR && opts.file.size())
     throw UsageError("--print-layer-ir needs --layer or --gemm");
+  if (!opts.gemmConfig.empty() && !opts.haveGemm)
+    throw UsageError("--gemm-config needs --gemm");
   if (opts.haveGemm &&
       (!opts.inputsDir.empty() || !opts.outputsDir.empty() ||
        opts.emptyExperts || !opts.function.empty()))
@@ -992,7 +1002,7 @@ int runGemm(const Options &opts, const jit::CompileOptions &compileOptions) {
   GemmDesc desc;
   if (std::string error = parseGemmDesc(opts.gemmSpec, desc); !error.empty())
     throw UsageError(error);
-  std::string text = gemmToMLIR(desc);
+  std::string text = gemmToMLIR(desc, opts.gemmConfig);
   if (opts.printLayerIR) {
     std::fputs(text.c_str(), stdout);
     return 0;
