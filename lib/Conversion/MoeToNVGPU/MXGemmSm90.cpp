@@ -1330,8 +1330,8 @@ static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
   std::string why;
   llvm::raw_string_ostream os(why);
   // What the kernel structure takes (#moe.gemm_config verified the rest):
-  // a K tile of one 128-byte swizzle panel, square tiles (the A and B
-  // boxes share one shape), the 64xNxK wgmma of the operand type, and one
+  // a K tile of one 128-byte swizzle panel, square tiles (or 128x256 on
+  // bf16 operands), the 64xNxK wgmma of the operand type, and one
   // dequantizing producer warpgroup per operand on the bf16 path.
   int64_t panelK =
       kSwizzleBytes / (problem.path == MXMmaPath::Bf16Operands ? 2 : 1);
@@ -1342,9 +1342,15 @@ static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
        << cfg.tileK;
     return why;
   }
-  if (cfg.tileM != cfg.tileN) {
+  // Besides square tiles, bf16 operands take 128x256 (two consumer
+  // warpgroups of 64x256 wgmma), whose A and B boxes differ.
+  bool wide = problem.path == MXMmaPath::Bf16Operands && cfg.tileM == 128 &&
+              cfg.tileN == 256;
+  if (cfg.tileM != cfg.tileN && !wide) {
     os << "the " << path << " MMA path of " << target.getChip()
-       << " needs square tiles, got " << cfg.tileM << "x" << cfg.tileN;
+       << " needs square tiles"
+       << (problem.path == MXMmaPath::Bf16Operands ? " or 128x256" : "")
+       << ", got " << cfg.tileM << "x" << cfg.tileN;
     return why;
   }
   if (cfg.mmaM != 64 || cfg.mmaK != wgmmaK || cfg.mmaN % 8 || cfg.mmaN > 256) {
@@ -1467,7 +1473,8 @@ MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
                                         const MXGemmConfig &cfg) {
   bool bf16Operands = problem.path == MXMmaPath::Bf16Operands;
   assert(cfg.tileK * (bf16Operands ? 2 : 1) == kSwizzleBytes &&
-         cfg.tileM == cfg.tileN &&
+         (cfg.tileM == cfg.tileN ||
+          (bf16Operands && cfg.tileM == 128 && cfg.tileN == 256)) &&
          cfg.mmaM * cfg.consumerWarpgroups == cfg.tileM &&
          cfg.mmaN == cfg.tileN && "tile shapes of the MX GEMM kernels");
   assert((problem.path != MXMmaPath::Bf16Dequant ||

@@ -45,7 +45,7 @@ func.func @tile_k(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 
 func.func @not_square(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
     %blk: tensor<2xi32>) -> tensor<256x128xf32> {
-  // expected-error @+1 {{'moe.block_matmul' op the bf16-operands MMA path of sm_90a needs square tiles, got 64x128}}
+  // expected-error @+1 {{'moe.block_matmul' op the bf16-operands MMA path of sm_90a needs square tiles or 128x256, got 64x128}}
   %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
       rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
       {block_size = 128 : i64,

@@ -45,6 +45,18 @@
 // BOTH-COUNT-11: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // BOTH-NOT:   bytes stack frame
 
+// A 128x256 tile (moe-run --gemm with its --gemm-config): two consumer
+// warpgroups of m64n256k16 wgmma, no spills.
+// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=512,G=2 --print-layer-ir --gemm-config "#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>" | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.wide.ptx
+// RUN: FileCheck %s --check-prefix=WIDE-PTX < %t.wide.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.wide.ptx -o %t.wide.cubin 2>&1 | FileCheck %s --check-prefix=WIDE
+// WIDE-PTX-LABEL: .entry block_matmul_2(
+// WIDE-PTX:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
+// WIDE-NOT:   warning
+// WIDE:       Compiling entry function 'block_matmul_2' for 'sm_90a'
+// WIDE-NEXT:  Function properties for block_matmul_2
+// WIDE-NEXT:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
 // The expert GEMM that reads both slot-major operands as stored
 // (lhs_m_major, rhs_n_major; Inputs/expert-mn-major.mlir): transposed-A and
 // transposed-B wgmma (imm-trans-a = imm-trans-b = 1), no spills.
