@@ -179,6 +179,7 @@ class Bench:
             "commit": None, "bundle": None, "device": None, "torch": None,
             "command": " ".join(shlex.quote(a) for a in sys.argv),
             "dry_run": args.dry_run,
+            "moe_run_args": args.moe_run_arg,
             "settings": {"iters": args.iters, "warmup": args.warmup,
                          "moe_warmup": args.moe_warmup,
                          "seed": args.seed, "align": args.align,
@@ -333,8 +334,9 @@ class Bench:
             self.skip(entry, "moe-run %s: out of time budget" % mode)
             return
         rc, out = self.run(
-            [self.args.moe_run, "--target=sm90a", "--layer", layer,
-             "--inputs", inputs, "--check", "none", "--repeat",
+            [self.args.moe_run, "--target=sm90a"] + self.args.moe_run_arg +
+            ["--layer", layer, "--inputs", inputs, "--check", "none",
+             "--repeat",
              str(self.args.iters), "--warmup", str(self.args.moe_warmup),
              "--times-json", times], budget)
         if self.args.dry_run:
@@ -378,8 +380,9 @@ class Bench:
         if self.remaining() < 30:
             self.skip(entry, "cached compile: out of time budget")
             return
-        rc, out = self.run([self.args.moe_run, "--target=sm90a", "--layer",
-                            spec, "--compile-only"], 60)
+        rc, out = self.run([self.args.moe_run, "--target=sm90a"] +
+                           self.args.moe_run_arg +
+                           ["--layer", spec, "--compile-only"], 60)
         if self.args.dry_run:
             return
         m = re.search(r"^compile: ([0-9.]+) s \(([^;]*);", out, re.M)
@@ -402,8 +405,8 @@ class Bench:
             cmd += ["--replay-mode", self.args.ncu_replay]
         if self.args.ncu_kernels:
             cmd += ["--kernel-name", "regex:" + self.args.ncu_kernels]
-        cmd += [self.args.moe_run, "--target=sm90a", "--layer", spec,
-                "--inputs", inputs, "--check", "none"]
+        cmd += [self.args.moe_run, "--target=sm90a"] + self.args.moe_run_arg
+        cmd += ["--layer", spec, "--inputs", inputs, "--check", "none"]
         started = time.monotonic()
         rc, out = self.run(cmd, budget)
         entry["ncu_wall_s"] = round(time.monotonic() - started, 1)
@@ -755,6 +758,11 @@ def main(argv=None):
                         help="torch: rows per expert group padded to a "
                         "multiple of this")
     parser.add_argument("--moe-run", default="moe-run")
+    parser.add_argument("--moe-run-arg", action="append", default=[],
+                        metavar="ARG",
+                        help="an argument for every moe-run of the layers "
+                        "(repeatable), e.g. --moe-run-arg=--operands-both-"
+                        "axes to measure that variant")
     parser.add_argument("--ncu", default="ncu")
     parser.add_argument("--no-ncu", dest="ncu_profile", action="store_false",
                         help="skip the per-kernel profile")
