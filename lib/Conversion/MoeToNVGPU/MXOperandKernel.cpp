@@ -511,6 +511,12 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
   gpu::ReturnOp::create(b, loc);
 }
 
+bool moe::canRoundBothAxes(const MXOperandProblem &problem) {
+  return !isMXCodeType(problem.sourceType) && problem.quant &&
+         problem.quant.isQuantized() && problem.cols % kTileColumns == 0 &&
+         problem.rows % kBlock == 0;
+}
+
 LogicalResult
 moe::checkMXOperandKernel(const MXOperandProblem &problem,
                           function_ref<InFlightDiagnostic()> emitError) {
@@ -533,9 +539,7 @@ moe::checkMXOperandKernel(const MXOperandProblem &problem,
   if (problem.alongRows && problem.cols % 2)
     return shape(emitError())
            << "needs an even number of columns to be written transposed";
-  if (problem.bothAxes &&
-      (isMXCodeType(type) || !problem.quant || !problem.quant.isQuantized() ||
-       problem.cols % kTileColumns || problem.rows % kBlock))
+  if (problem.bothAxes && !canRoundBothAxes(problem))
     return shape(emitError())
            << "cannot be rounded along both axes at once (quantized values, "
               "columns a multiple of 256 and rows of 32)";

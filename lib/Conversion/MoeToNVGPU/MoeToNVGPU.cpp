@@ -455,14 +455,9 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   // Both roundings of the values in one kernel, when another GEMM of the
   // block takes them along the other axis in place.
   std::optional<std::pair<MXQuantizeOp, OperandRequest>> partner;
-  if (bothAxes && quantize && problem.quant.isQuantized()) {
-    MXOperandProblem both = problem;
-    both.bothAxes = true;
-    if (succeeded(checkMXOperandKernel(
-            both, [&] { return InFlightDiagnostic(); })))
-      partner = bothAxesPartner(quantize, {op, kAxis, transpose});
-    if (partner)
-      problem = both;
+  if (bothAxes && quantize && canRoundBothAxes(problem)) {
+    partner = bothAxesPartner(quantize, {op, kAxis, transpose});
+    problem.bothAxes = partner.has_value();
   }
   if (failed(checkMXOperandKernel(problem, [&] { return op->emitOpError(); })))
     return failure();

@@ -87,6 +87,10 @@ struct MXOperandLaunch {
 /// Whether `sourceType` is an FP8 code type the kernels dequantize.
 bool isMXCodeType(Type sourceType);
 
+/// Whether one kernel can write both roundings of `problem` (bothAxes):
+/// quantized values, columns a multiple of 256 and rows of 32.
+bool canRoundBothAxes(const MXOperandProblem &problem);
+
 /// Whether an operand kernel can compute `problem`; explains why not
 /// through `emitError`.
 LogicalResult checkMXOperandKernel(const MXOperandProblem &problem,
