@@ -1213,12 +1213,24 @@ Status Executable::runOnDevice(const std::vector<ConstTensorRef> &inputs,
 Status Executable::run(const std::vector<ConstTensorRef> &inputs,
                        const std::vector<TensorRef> &outputs,
                        RunStats *stats) const {
+  std::vector<double> callSeconds;
+  return runRepeated(inputs, outputs, 1, callSeconds, stats);
+}
+
+Status Executable::runRepeated(const std::vector<ConstTensorRef> &inputs,
+                               const std::vector<TensorRef> &outputs,
+                               int64_t calls, std::vector<double> &callSeconds,
+                               RunStats *stats) const {
   RunStats ignored;
   if (!stats)
     stats = &ignored;
   *stats = RunStats();
+  callSeconds.clear();
   if (!impl_)
     return Status::error("run: empty Executable (not from a Compiler)");
+  if (calls < 1)
+    return Status::error("runRepeated: " + std::to_string(calls) +
+                         " calls (at least 1)");
   const Impl &impl = *impl_;
   const Signature &sig = impl.signature;
   if (Status s = checkArguments(impl, inputs, outputs, /*routing=*/true); !s)
@@ -1274,17 +1286,23 @@ Status Executable::run(const std::vector<ConstTensorRef> &inputs,
   // backward on the GPU, not of queuing it.
   if (impl.deviceArguments)
     args.push_back(&stream);
-  Clock::time_point callStart = Clock::now();
   Status called;
-  if (impl.deviceArguments) {
-    impl.cuda->setCallStream(stream);
-    called = callEntry(impl, args.data());
-    impl.cuda->setCallStream(nullptr);
-    impl.cuda->streamSynchronize(stream);
-  } else {
-    called = callEntry(impl, args.data());
+  for (int64_t call = 0; call < calls && called; ++call) {
+    Clock::time_point callStart = Clock::now();
+    if (impl.deviceArguments) {
+      impl.cuda->setCallStream(stream);
+      called = callEntry(impl, args.data());
+      impl.cuda->setCallStream(nullptr);
+      impl.cuda->streamSynchronize(stream);
+    } else {
+      called = callEntry(impl, args.data());
+    }
+    callSeconds.push_back(secondsSince(callStart));
+    // A call after a failed one would only repeat the failure.
+    if (impl.cuda && impl.cuda->hasError())
+      break;
   }
-  stats->callSeconds = secondsSince(callStart);
+  stats->callSeconds = callSeconds.empty() ? 0 : callSeconds.back();
   if (!impl.cuda)
     return called;
   if (!called) {

@@ -197,6 +197,41 @@ TEST_F(ResidentCall, QueuesEverythingOnTheRunStreamWithoutSynchronizing) {
   }
 }
 
+/// runRepeated: the buffers are copied once for all the calls; each call
+/// is its own launches and ends with a synchronization of the run's stream.
+TEST_F(ResidentCall, RunRepeatedCopiesOnceForAllCalls) {
+  Expected<Executable> exe = compileSm90a();
+  ASSERT_TRUE(exe) << exe.message();
+  FakeDriverLog fake;
+  ASSERT_TRUE(fake.loaded())
+      << "libcuda.so.1 is not the fake driver (run through lit)";
+  const Signature &sig = exe->signature();
+  std::vector<double> calls;
+  // Once to load the kernels, then the runs that are compared.
+  ASSERT_TRUE(exe->runRepeated(inputs(sig), outputs(sig), 1, calls));
+  auto count = [&](int64_t n) {
+    fake.reset();
+    Status status = exe->runRepeated(inputs(sig), outputs(sig), n, calls);
+    EXPECT_TRUE(status) << status.message();
+    EXPECT_EQ(calls.size(), static_cast<size_t>(n));
+    std::map<std::string, int> counts;
+    for (const FakeCall &call : fake.calls())
+      ++counts[call.symbol];
+    return counts;
+  };
+  std::map<std::string, int> one = count(1), three = count(3);
+  EXPECT_GT(one["cuMemcpyAsync"], 0);
+  EXPECT_EQ(three["cuMemcpyAsync"], one["cuMemcpyAsync"])
+      << "the buffers are copied once";
+  EXPECT_EQ(three["cuLaunchKernel"] + three["cuLaunchKernelEx"],
+            3 * (one["cuLaunchKernel"] + one["cuLaunchKernelEx"]));
+  EXPECT_EQ(three["cuStreamSynchronize"], one["cuStreamSynchronize"] + 2)
+      << "one synchronization more per call";
+  Status none = exe->runRepeated(inputs(sig), outputs(sig), 0, calls);
+  EXPECT_FALSE(none);
+  EXPECT_EQ(none.message(), "runRepeated: 0 calls (at least 1)");
+}
+
 /// runOnDevice: the caller's buffers and stream. The fake driver runs no
 /// kernel, so the caller's "device" buffers are host vectors here; what
 /// matters is the log: the call makes no forbidden driver call at all (no

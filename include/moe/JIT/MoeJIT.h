@@ -382,6 +382,17 @@ public:
              const std::vector<TensorRef> &outputs,
              RunStats *stats = nullptr) const;
 
+  /// run() with the compiled function called `calls` times in a row on one
+  /// copy of the buffers (gpuMode resident: the inputs copied to the device
+  /// once, the outputs back once, after the last call), for timing what a
+  /// caller whose buffers stay on the device pays per call. `callSeconds`
+  /// receives each call's time (for a GPU target up to the synchronization
+  /// with its stream); `stats` the copies and the last call.
+  Status runRepeated(const std::vector<ConstTensorRef> &inputs,
+                     const std::vector<TensorRef> &outputs, int64_t calls,
+                     std::vector<double> &callSeconds,
+                     RunStats *stats = nullptr) const;
+
   /// Runs a resident GPU executable (target Sm90a, gpuMode resident) on
   /// device buffers, queued on the caller's CUDA stream `stream` (a
   /// CUstream; null: the legacy default stream). Nothing is allocated
