@@ -34,8 +34,8 @@ ratio_vs_torch = torch_autograd_ms / moe_ms (above 1: moe-mlir is faster).
 
 The moe-mlir time is moe-run's `call`: the compiled function from entry to
 return, which ends with a device synchronization, on the host clock, with
-the caller's buffers already in device memory (the copies are reported
-apart). The call is synchronous, so CUDA events around it would measure the
+the caller's buffers already in device memory (moe-run copies them there
+once for all its runs; the copies are reported apart). The call is synchronous, so CUDA events around it would measure the
 same span.
 
 Run it on the GPU machine through bench/run.sh; --dry-run prints the
