@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the libFuzzer harnesses (tools/moe-fuzzers)
 from the tests: every `// -----` split of the .mlir files under test/ (ir),
-every --layer spelling in the tests and examples (layer), and small .npy
+every --layer and --gemm spelling in the tests and examples (layer), and small .npy
 files of each dtype and version the reader takes, plus damaged variants
 (npy). Files are named by content hash, as libFuzzer names them, so a
 re-run adds only what is new. Usage: make-corpus.py [OUT] (default:
@@ -34,7 +34,7 @@ for path in sorted((ROOT / "test").rglob("*.mlir")):
         if body and len(body) <= MAX_IR:
             put("ir", body.encode() + b"\n")
 
-spec = re.compile(r"--layer[= ]['\"]?((?:[A-Za-z_]+=[A-Za-z0-9_.:-]*,?)+)")
+spec = re.compile(r"--(?:layer|gemm)[= ]['\"]?((?:[A-Za-z_]+=[A-Za-z0-9_.:-]*,?)+)")
 for path in sorted(list((ROOT / "test").rglob("*")) + list((ROOT / "examples").rglob("*"))):
     if path.is_file() and path.suffix in (".mlir", ".test", ".py", ".sh", ".cpp", ".c"):
         for m in spec.finditer(path.read_text(errors="replace")):

@@ -1,23 +1,53 @@
 //===- moe-layer-fuzzer.cpp - libFuzzer harness of the layer spec ---------===//
 //
 // Fuzzes parseLayerDesc, the "T=..,H=..,act=.." spelling that moe-run
-// --layer, the C API and the Python package accept. Beyond not crashing
-// (ASan and UBSan watch the integer arithmetic of the block count), a spec
-// that parses must print back to a spelling that parses to the same layer,
-// and a layer must either build its MLIR module or say why not.
+// --layer, the C API and the Python package accept, and parseGemmDesc, the
+// "M=..,N=..,K=.." spelling of moe-run --gemm, on every input. Beyond not
+// crashing (ASan and UBSan watch the integer arithmetic of the block count
+// and of the operand sizes), a spec that parses must print back to a
+// spelling that parses to the same layer or GEMM, and a layer must either
+// build its MLIR module or say why not.
 //
 //===----------------------------------------------------------------------===//
+#include "Gemm.h"
+
 #include "moe/JIT/MoeJIT.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+namespace {
+
+void fuzzGemm(const std::string &spec) {
+  moe::run::GemmDesc desc;
+  std::string error = moe::run::parseGemmDesc(spec, desc);
+  if (!error.empty())
+    return;
+  std::string printed = desc.toString();
+  moe::run::GemmDesc reparsed;
+  if (!moe::run::parseGemmDesc(printed, reparsed).empty() ||
+      reparsed.toString() != printed) {
+    std::fprintf(stderr, "GEMM round trip broke: '%s' printed as '%s'\n",
+                 spec.c_str(), printed.c_str());
+    std::abort();
+  }
+  if (moe::run::gemmToMLIR(desc).find("func.func @moe_gemm") ==
+      std::string::npos) {
+    std::fprintf(stderr, "gemmToMLIR of '%s' has no function\n",
+                 printed.c_str());
+    std::abort();
+  }
+}
+
+} // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // Specs are one short line; longer inputs only slow the search down.
   if (size > 4096)
     return -1;
   std::string spec(reinterpret_cast<const char *>(data), size);
+  fuzzGemm(spec);
   moe::jit::Expected<moe::jit::LayerDesc> layer =
       moe::jit::parseLayerDesc(spec);
   if (!layer) {

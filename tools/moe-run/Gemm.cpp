@@ -188,13 +188,20 @@ std::string parseGemmDesc(const std::string &spec, GemmDesc &d) {
                  : "B = " + std::to_string(d.B) +
                        " is not a multiple of 32 (an MX block of slots "
                        "must not straddle two groups)";
-  // The largest operand, the weight [G, N, K] or the result [G, M, N],
-  // within 2^40 bytes (moe-run holds it in host memory too).
-  double largest = block ? double(d.G) * double(d.N) * double(d.K) * 2
-                         : double(d.G) * double(d.M) * double(d.N) * 4;
-  if (largest > std::ldexp(1.0, 40))
-    return "--gemm '" + spec + "': an operand of " +
-           std::to_string(int64_t(largest)) + " bytes exceeds 2^40";
+  // Every operand within 2^40 bytes (moe-run holds it in host memory too),
+  // computed in doubles: the products of 2^31-sized dimensions overflow.
+  double M = double(d.M), N = double(d.N), K = double(d.K), G = double(d.G);
+  const std::pair<const char *, double> operands[] = {
+      {"A", M * K * 2},
+      {"B", block ? G * N * K * 2 : K * N * 2},
+      {"C", block ? M * N * 4 : G * M * N * 4}};
+  for (const auto &[name, bytes] : operands)
+    if (bytes > std::ldexp(1.0, 40)) {
+      std::ostringstream os;
+      os << "--gemm '" << spec << "': operand " << name << " would take "
+         << bytes << " bytes, more than 2^40";
+      return os.str();
+    }
   return std::string();
 }
 
