@@ -126,9 +126,20 @@ protected:
     options.optLevel = 0;
     return compiler.compileLayer(desc, options);
   }
+  /// compileSm90a into `exe`, with the fake driver's log open in `fake`.
+  /// Call as ASSERT_NO_FATAL_FAILURE(compileForFakeDriver()).
+  void compileForFakeDriver() {
+    Expected<Executable> compiled = compileSm90a();
+    ASSERT_TRUE(compiled) << compiled.message();
+    exe = *compiled;
+    ASSERT_TRUE(fake.loaded())
+        << "libcuda.so.1 is not the fake driver (run through lit)";
+  }
 
   LayerDesc desc;
   Compiler compiler;
+  Executable exe;
+  FakeDriverLog fake;
 };
 
 /// Checks the log of one run: see the file comment.
@@ -173,18 +184,14 @@ void expectOneStreamNoSynchronization(const std::vector<FakeCall> &log) {
 }
 
 TEST_F(ResidentCall, QueuesEverythingOnTheRunStreamWithoutSynchronizing) {
-  Expected<Executable> exe = compileSm90a();
-  ASSERT_TRUE(exe) << exe.message();
-  ASSERT_EQ(exe->compileInfo().gpuMode, "resident");
-  FakeDriverLog fake;
-  ASSERT_TRUE(fake.loaded())
-      << "libcuda.so.1 is not the fake driver (run through lit)";
-  const Signature &sig = exe->signature();
+  ASSERT_NO_FATAL_FAILURE(compileForFakeDriver());
+  ASSERT_EQ(exe.compileInfo().gpuMode, "resident");
+  const Signature &sig = exe.signature();
   for (int run = 0; run < 2; ++run) {
     SCOPED_TRACE("run " + std::to_string(run));
     fake.reset();
     RunStats stats;
-    Status status = exe->run(inputs(sig), outputs(sig), &stats);
+    Status status = exe.run(inputs(sig), outputs(sig), &stats);
     ASSERT_TRUE(status) << status.message();
     EXPECT_GT(stats.callSeconds, 0.0);
     std::vector<FakeCall> log = fake.calls();
@@ -200,18 +207,14 @@ TEST_F(ResidentCall, QueuesEverythingOnTheRunStreamWithoutSynchronizing) {
 /// runRepeated: the buffers are copied once for all the calls; each call
 /// is its own launches and ends with a synchronization of the run's stream.
 TEST_F(ResidentCall, RunRepeatedCopiesOnceForAllCalls) {
-  Expected<Executable> exe = compileSm90a();
-  ASSERT_TRUE(exe) << exe.message();
-  FakeDriverLog fake;
-  ASSERT_TRUE(fake.loaded())
-      << "libcuda.so.1 is not the fake driver (run through lit)";
-  const Signature &sig = exe->signature();
+  ASSERT_NO_FATAL_FAILURE(compileForFakeDriver());
+  const Signature &sig = exe.signature();
   std::vector<double> calls;
   // Once to load the kernels, then the runs that are compared.
-  ASSERT_TRUE(exe->runRepeated(inputs(sig), outputs(sig), 1, calls));
+  ASSERT_TRUE(exe.runRepeated(inputs(sig), outputs(sig), 1, calls));
   auto count = [&](int64_t n) {
     fake.reset();
-    Status status = exe->runRepeated(inputs(sig), outputs(sig), n, calls);
+    Status status = exe.runRepeated(inputs(sig), outputs(sig), n, calls);
     EXPECT_TRUE(status) << status.message();
     EXPECT_EQ(calls.size(), static_cast<size_t>(n));
     std::map<std::string, int> counts;
@@ -227,7 +230,7 @@ TEST_F(ResidentCall, RunRepeatedCopiesOnceForAllCalls) {
             3 * (one["cuLaunchKernel"] + one["cuLaunchKernelEx"]));
   EXPECT_EQ(three["cuStreamSynchronize"], one["cuStreamSynchronize"] + 2)
       << "one synchronization more per call";
-  Status none = exe->runRepeated(inputs(sig), outputs(sig), 0, calls);
+  Status none = exe.runRepeated(inputs(sig), outputs(sig), 0, calls);
   EXPECT_FALSE(none);
   EXPECT_EQ(none.message(), "runRepeated: 0 calls (at least 1)");
 }
@@ -240,12 +243,8 @@ TEST_F(ResidentCall, RunRepeatedCopiesOnceForAllCalls) {
 /// nothing allocated: a training loop calls it every step on buffers that
 /// move, so descriptors kept across calls would pile up.
 TEST_F(ResidentCall, RunOnDeviceQueuesOnTheCallersStream) {
-  Expected<Executable> exe = compileSm90a();
-  ASSERT_TRUE(exe) << exe.message();
-  FakeDriverLog fake;
-  ASSERT_TRUE(fake.loaded())
-      << "libcuda.so.1 is not the fake driver (run through lit)";
-  const Signature &sig = exe->signature();
+  ASSERT_NO_FATAL_FAILURE(compileForFakeDriver());
+  const Signature &sig = exe.signature();
   void *stream = reinterpret_cast<void *>(uintptr_t(0x5eed0));
   for (int run = 0; run < 3; ++run) {
     SCOPED_TRACE("run " + std::to_string(run));
@@ -259,7 +258,7 @@ TEST_F(ResidentCall, RunOnDeviceQueuesOnTheCallersStream) {
         moved.emplace_back(sig.outputs[i].numBytes() + 64);
         outs[i].data = moved.back().data() + 64;
       }
-    Status status = exe->runOnDevice(inputs(sig), outs, stream, &stats);
+    Status status = exe.runOnDevice(inputs(sig), outs, stream, &stats);
     ASSERT_TRUE(status) << status.message();
     std::map<std::string, int> calls =
         checkDeviceCall(fake.calls(), reinterpret_cast<uintptr_t>(stream));
@@ -281,16 +280,12 @@ TEST_F(ResidentCall, RunOnDeviceQueuesOnTheCallersStream) {
 /// progress, where every allocation, free and descriptor upload
 /// synchronizes: 2.6x the call's time on the H200.)
 TEST_F(ResidentCall, RunOnDeviceOnTheNullStreamUsesTheLegacyHandle) {
-  Expected<Executable> exe = compileSm90a();
-  ASSERT_TRUE(exe) << exe.message();
-  FakeDriverLog fake;
-  ASSERT_TRUE(fake.loaded())
-      << "libcuda.so.1 is not the fake driver (run through lit)";
-  const Signature &sig = exe->signature();
+  ASSERT_NO_FATAL_FAILURE(compileForFakeDriver());
+  const Signature &sig = exe.signature();
   // Once to load the kernels, then the call that is checked.
-  ASSERT_TRUE(exe->runOnDevice(inputs(sig), outputs(sig), nullptr));
+  ASSERT_TRUE(exe.runOnDevice(inputs(sig), outputs(sig), nullptr));
   fake.reset();
-  Status status = exe->runOnDevice(inputs(sig), outputs(sig), nullptr);
+  Status status = exe.runOnDevice(inputs(sig), outputs(sig), nullptr);
   ASSERT_TRUE(status) << status.message();
   std::map<std::string, int> calls = checkDeviceCall(fake.calls(), 0x1);
   EXPECT_EQ(calls["cuModuleLoadDataEx"], 0);
@@ -318,7 +313,6 @@ int launches(const std::vector<FakeCall> &log) {
 /// runtime's per-process state). MoeJITTest's ConcurrencyTest compares the
 /// host target's bits.
 TEST_F(ResidentCall, ThreadsCompileAndRunDifferentLayers) {
-  FakeDriverLog fake;
   ASSERT_TRUE(fake.loaded())
       << "libcuda.so.1 is not the fake driver (run through lit)";
   const char *specs[] = {"T=256,H=256,I=128,E=2,K=1,B=128",
