@@ -728,12 +728,11 @@ OwningOpRef<ModuleOp> loadCached(MLIRContext &context,
   return module;
 }
 
-/// Writes `module` to `path` atomically (temporary file, then rename).
-Status storeCached(ModuleOp module, const std::string &dir,
-                   const std::string &path) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return Status::error(dir + ": cannot create the cache directory (" +
-                         ec.message() + ")");
+/// Writes `path` atomically: `write` fills a temporary file beside it
+/// (false: it failed, with `error` saying why), which is then renamed.
+Status storeAtomically(
+    const std::string &path,
+    llvm::function_ref<bool(llvm::raw_ostream &, std::string &)> write) {
   static std::atomic<unsigned> counter{0};
   std::string temp = path + ".tmp." +
                      std::to_string(llvm::sys::Process::getProcessId()) + "." +
@@ -743,18 +742,38 @@ Status storeCached(ModuleOp module, const std::string &dir,
     llvm::raw_fd_ostream os(temp, ec);
     if (ec)
       return Status::error(temp + ": cannot write (" + ec.message() + ")");
-    if (failed(writeBytecodeToFile(module, os)))
-      return Status::error(temp + ": cannot write the module as bytecode");
+    std::string error;
+    if (!write(os, error)) {
+      os.close();
+      llvm::sys::fs::remove(temp);
+      return Status::error(temp + ": " + error);
+    }
     os.close();
-    if (os.has_error())
+    if (os.has_error()) {
+      llvm::sys::fs::remove(temp);
       return Status::error(temp + ": write failed (" + os.error().message() +
                            ")");
+    }
   }
   if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
     llvm::sys::fs::remove(temp);
     return Status::error(path + ": cannot store (" + ec.message() + ")");
   }
   return Status();
+}
+
+/// Writes `module` to `path` atomically (temporary file, then rename).
+Status storeCached(ModuleOp module, const std::string &dir,
+                   const std::string &path) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return Status::error(dir + ": cannot create the cache directory (" +
+                         ec.message() + ")");
+  return storeAtomically(path, [&](llvm::raw_ostream &os, std::string &error) {
+    if (succeeded(writeBytecodeToFile(module, os)))
+      return true;
+    error = "cannot write the module as bytecode";
+    return false;
+  });
 }
 
 /// Runs the code's global constructors (on a GPU target, the loads of the
@@ -779,26 +798,10 @@ std::string objectCachePath(const std::string &dir, const std::string &key) {
 
 /// Writes `text` to `path` atomically (temporary file, then rename).
 Status storeText(const std::string &path, const std::string &text) {
-  static std::atomic<unsigned> counter{0};
-  std::string temp = path + ".tmp." +
-                     std::to_string(llvm::sys::Process::getProcessId()) + "." +
-                     std::to_string(counter++);
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(temp, ec);
-    if (ec)
-      return Status::error(temp + ": cannot write (" + ec.message() + ")");
+  return storeAtomically(path, [&](llvm::raw_ostream &os, std::string &) {
     os << text;
-    os.close();
-    if (os.has_error())
-      return Status::error(temp + ": write failed (" + os.error().message() +
-                           ")");
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
-    llvm::sys::fs::remove(temp);
-    return Status::error(path + ": cannot store (" + ec.message() + ")");
-  }
-  return Status();
+    return true;
+  });
 }
 
 /// Loads the object code the disk cache holds at `objectPath` (with its
