@@ -15,8 +15,9 @@
 #              outputs compared bit for bit
 #   layers     larger layers on sm90a with every MMA path (bf16-operands,
 #              bf16, fp8)
-#   both-axes  --operands-both-axes (one operand kernel for both roundings
-#              of a value) against the default, outputs compared bit for bit
+#   both-axes  the default (one operand kernel for both roundings of a
+#              value) against --operands-one-axis, outputs compared bit
+#              for bit
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
@@ -173,18 +174,19 @@ PY
 fi
 
 if want both-axes; then
-  # operands-both-axes: one operand kernel writes both roundings of x, dy,
+  # operands-both-axes (the default): one operand kernel writes both
+  # roundings of x, dy,
   # the gate/up weight and [dg|du]; the same values as one kernel each, so
   # every output is compared bit for bit (layers whose columns are
   # multiples of 256 use the new kernels, the others fall back).
   for layer in "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
       T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
       "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:"; do
+    run "sm90a resident operands-one-axis $layer" moe-run --target=sm90a \
+      --operands-one-axis --layer "$layer" --empty-experts 1 \
+      --outputs "$out/single"
     run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
-      --empty-experts 1 --outputs "$out/single"
-    run "sm90a resident operands-both-axes $layer" moe-run --target=sm90a \
-      --operands-both-axes --layer "$layer" --empty-experts 1 \
-      --outputs "$out/both"
+      --empty-experts 1 --outputs "$out/both"
     compare "$out/single" "$out/both" "operands-both-axes == one kernel each, bitwise: $layer"
     rm -rf "$out/single" "$out/both"
   done

@@ -5,8 +5,9 @@
 // B=128 (S = 384 slots): the recompute is 384x256x256, P1 384x128x256.
 // The main checks are on the bf16-dequantization path (the codes the host
 // quantized go to the kernels); OPS checks the default path, where operand
-// kernels round each GEMM operand before its GEMM and P1's kernel computes
-// the activation backward of its moe.fused region (no host exp).
+// kernels round each GEMM operand before its GEMM (one kernel both
+// roundings of a value two GEMMs take: operands-both-axes) and P1's kernel
+// computes the activation backward of its moe.fused region (no host exp).
 // REQUIRES: ptxas
 // RUN: moe-opt %s -moe-gpu-hybrid-pipeline="toolkit=%cuda_root mma-path=bf16" | FileCheck %s --implicit-check-not=moe.
 // RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa mma-path=bf16" | FileCheck %s --check-prefix=PTX
@@ -63,14 +64,10 @@
 // OPS:         llvm.call @block_matmul_act_5_launch(
 // OPS-NOT:     llvm.call @exp
 // OPS:         llvm.call @mx_operand_6_launch(
-// OPS:         llvm.call @mx_operand_7_launch(
-// OPS:         llvm.call @block_matmul_8_launch(
+// OPS:         llvm.call @block_matmul_7_launch(
+// OPS:         llvm.call @expert_matmul_8_launch(
 // OPS:         llvm.call @mx_operand_9_launch(
-// OPS:         llvm.call @mx_operand_10_launch(
-// OPS:         llvm.call @expert_matmul_11_launch(
-// OPS:         llvm.call @mx_operand_12_launch(
-// OPS:         llvm.call @mx_operand_13_launch(
-// OPS:         llvm.call @expert_matmul_14_launch(
+// OPS:         llvm.call @expert_matmul_10_launch(
 // OPS-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
 // OPS:       gpu.binary @moe_kernels
 // OPS-SAME:    cvt.rn.satfinite.e4m3x2.f32

@@ -69,12 +69,12 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
            "(default: the chip's)">,
     Option<"operandsBothAxes", "operands-both-axes", "bool",
-           /*default=*/"false",
+           /*default=*/"true",
            "bf16-operands: a value that two GEMMs take quantized along "
            "different axes (along its columns for one, along its rows in "
            "place for the other: x, dy, the gate/up weight and its "
            "gradient) is read once by one operand kernel that writes both "
-           "roundings (off until measured on the H200)">
+           "roundings (on by default: 2.3 ms less at shape 1 on the H200)">
   ];
 }
 
@@ -138,12 +138,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
            "(default: the chip's)">,
     Option<"operandsBothAxes", "operands-both-axes", "bool",
-           /*default=*/"false",
+           /*default=*/"true",
            "bf16-operands: a value that two GEMMs take quantized along "
            "different axes (along its columns for one, along its rows in "
            "place for the other: x, dy, the gate/up weight and its "
            "gradient) is read once by one operand kernel that writes both "
-           "roundings (off until measured on the H200)">
+           "roundings (on by default: 2.3 ms less at shape 1 on the H200)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -93,8 +93,8 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
           *this, "operands-both-axes",
           llvm::cl::desc("convert-moe-to-nvgpu's operands-both-axes: one "
                          "operand kernel for a value two GEMMs take along "
-                         "different axes"),
-          llvm::cl::init(false)};
+                         "different axes (default on)"),
+          llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

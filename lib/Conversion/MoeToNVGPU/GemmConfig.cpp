@@ -38,8 +38,45 @@ moe::resolveGemmTarget(ModuleOp module, StringRef chip,
   return GemmTargetChoice{*target, *preferred};
 }
 
+std::optional<GatedActEpilogue>
+moe::matchGatedActEpilogue(BlockMatmulOp gemm, const KernelGroup &group) {
+  if (gemm.getBias())
+    return std::nullopt;
+  Value dA = gemm.getResult();
+  GatedActEpilogue epi;
+  for (OpOperand &use : dA.getUses()) {
+    Operation *user = use.getOwner();
+    if (!group.contains(user))
+      return std::nullopt;
+    if (auto act = dyn_cast<GatedActBwdOp>(user);
+        act && !epi.act && act.getDAct() == dA && act.getGateUp() != dA &&
+        act.getSlotAffinities() != dA) {
+      epi.act = act;
+      continue;
+    }
+    if (auto grad = dyn_cast<AffinityGradOp>(user);
+        grad && !epi.grad && grad.getDAct() == dA && grad.getH() &&
+        grad.getH() != dA && !llvm::is_contained(grad.getOperands().drop_front(2), dA)) {
+      epi.grad = grad;
+      continue;
+    }
+    return std::nullopt;
+  }
+  if (!epi.act || (epi.grad && epi.grad.getH() != epi.act.getH()))
+    return std::nullopt;
+  for (Operation *user : epi.act.getH().getUsers()) {
+    auto scaled = dyn_cast<ScaleRowsOp>(user);
+    if (scaled && !epi.scaled && group.contains(scaled) &&
+        scaled.getInput() == epi.act.getH() &&
+        scaled.getScale() == epi.act.getSlotAffinities())
+      epi.scaled = scaled;
+  }
+  return epi;
+}
+
 GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
-                                     MXMmaPath preferred) {
+                                     MXMmaPath preferred,
+                                     const KernelGroup *group) {
   // The MX paths take codes of one type on both sides; every other GEMM
   // runs on bf16 operands.
   MXMmaPath path = MXMmaPath::Bf16Operands;
@@ -52,6 +89,30 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
                       target))
     path = MXMmaPath::Bf16Dequant;
   MXGemmConfig c = target.getMXGemmConfig(path);
+  // bf16 operands: the first row of the chip's table that applies.
+  if (path == MXMmaPath::Bf16Operands) {
+    MXGemmProblem problem = getMXGemmProblem(op, path);
+    // Whether convert-moe-to-nvgpu will build this GEMM with P1's
+    // activation-backward epilogue (the same match it makes).
+    KernelGroup region;
+    if (!group) {
+      if (auto fused = op->getParentOfType<FusedOp>()) {
+        for (Operation &inner : fused.getBody().front().without_terminator())
+          region.insert(&inner);
+        group = &region;
+      }
+    }
+    auto block = dyn_cast<BlockMatmulOp>(op);
+    bool activation = block && group && matchGatedActEpilogue(block, *group);
+    for (const GemmTableEntry &entry : target.getBf16OperandsTable()) {
+      if (problem.n >= entry.minN &&
+          (entry.activationEpilogue || !activation) &&
+          fitsMXGemmSm90(problem, entry.config, target)) {
+        c = entry.config;
+        break;
+      }
+    }
+  }
   // A block GEMM's rhs stored [E, K, N] (transpose_rhs: the recompute's
   // gate/up weight) is read as it is stored, so that its operand kernel
   // writes it in place instead of transposed, where the kernel can.

@@ -178,58 +178,6 @@ SmallVector<Value> emitLaunch(OpBuilder &b, Location loc,
   return results;
 }
 
-/// The ops of one moe.fused region after convert-moe-to-nvgpu inlined it:
-/// a GEMM's kernel may compute those of them it knows (its epilogue).
-using KernelGroup = SmallPtrSet<Operation *, 16>;
-
-/// The P1 epilogue of a moe.fused region: the activation backward of the
-/// GEMM's result dA, with the scale_rows of its h by the same affinities
-/// and the affinity gradient <dA, h> when the region has them.
-struct GatedActEpilogue {
-  GatedActBwdOp act;
-  ScaleRowsOp scaled;
-  AffinityGradOp grad;
-};
-
-/// The P1 epilogue of `gemm` among the ops of its region, if it has one
-/// the kernel computes: the result dA read only by one moe.gated_act_bwd
-/// (as d_act) and by a moe.affinity_grad of that h.
-std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
-                                                      const KernelGroup &group) {
-  if (gemm.getBias())
-    return std::nullopt;
-  Value dA = gemm.getResult();
-  GatedActEpilogue epi;
-  for (OpOperand &use : dA.getUses()) {
-    Operation *user = use.getOwner();
-    if (!group.contains(user))
-      return std::nullopt;
-    if (auto act = dyn_cast<GatedActBwdOp>(user);
-        act && !epi.act && act.getDAct() == dA && act.getGateUp() != dA &&
-        act.getSlotAffinities() != dA) {
-      epi.act = act;
-      continue;
-    }
-    if (auto grad = dyn_cast<AffinityGradOp>(user);
-        grad && !epi.grad && grad.getDAct() == dA && grad.getH() &&
-        grad.getH() != dA && !llvm::is_contained(grad.getOperands().drop_front(2), dA)) {
-      epi.grad = grad;
-      continue;
-    }
-    return std::nullopt;
-  }
-  if (!epi.act || (epi.grad && epi.grad.getH() != epi.act.getH()))
-    return std::nullopt;
-  for (Operation *user : epi.act.getH().getUsers()) {
-    auto scaled = dyn_cast<ScaleRowsOp>(user);
-    if (scaled && !epi.scaled && group.contains(scaled) &&
-        scaled.getInput() == epi.act.getH() &&
-        scaled.getScale() == epi.act.getSlotAffinities())
-      epi.scaled = scaled;
-  }
-  return epi;
-}
-
 /// Builds the kernels of the module's GPU GEMMs and the host code that
 /// launches them.
 class GemmLowering {
@@ -674,7 +622,8 @@ struct ConvertMoeToNVGPUPass
           return signalPassFailure();
         }
       } else {
-        config = selectGemmConfig(op, choice->target, choice->preferred);
+        config = selectGemmConfig(op, choice->target, choice->preferred,
+                                  groupOf.lookup(op));
       }
       configs[op] = config;
     }

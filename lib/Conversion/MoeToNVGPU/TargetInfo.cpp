@@ -100,6 +100,21 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
                                      /*consumerRegisters=*/232,
                                      /*scaleTableStride=*/0,
                                      /*waitTicks=*/1000000};
+    // 128x256 (two consumer warpgroups of m64n256k16, four stages in
+    // 192 KB) halves the shared-memory reads of A per flop: on the H200 it
+    // runs the block GEMMs of shape 1 at 760-770 TF against 645-660 for
+    // 128x128, and 8192^3 at 640 against 532 (ncu, bench/run.sh --gemms
+    // square,1, docs/results/2026-12-01-wide-tiles-both-axes.md). Narrow
+    // outputs keep 128x128: a 256-column tile would be mostly padding.
+    // P1's activation-backward epilogue keeps it too: with the 128
+    // accumulator registers of m64n256 it spills (236 bytes, ptxas -v).
+    MXGemmConfig wide = info.bf16Operands;
+    wide.tileN = 256;
+    wide.mmaN = 256;
+    wide.stages = 4;
+    info.bf16OperandsTable = {
+        {/*minN=*/256, /*activationEpilogue=*/false, wide},
+        {/*minN=*/0, /*activationEpilogue=*/true, info.bf16Operands}};
     info.operandKernelThreads = 256;
     // 227 KB: the opt-in limit of one CTA on sm_90.
     info.maxDynamicSharedMemory = 232448;

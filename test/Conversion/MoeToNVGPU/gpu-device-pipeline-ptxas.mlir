@@ -2,8 +2,9 @@
 // warning (C7508: setmaxnreg ignored; C7514 / C7520: wgmma serialized).
 // Every MMA path on the block GEMM, and the kernels of the embedded example
 // layer on the default path: the five GEMMs (recompute with a transposed
-// weight, P1, P2, and P3 / P4 as expert GEMMs) and the ten operand kernels
-// that round their operands (rows and transposed columns, bf16 and f32
+// weight, P1, P2, and P3 / P4 as expert GEMMs) and, with
+// operands-both-axes=false, the ten operand kernels that round their
+// operands one rounding each (rows and transposed columns, bf16 and f32
 // sources).
 // REQUIRES: ptxas
 // RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=fp8" | %python %S/Inputs/extract-ptx.py > %t.fp8.ptx
@@ -12,7 +13,7 @@
 // RUN: %ptxas -arch=sm_90a -v %t.bf16.ptx -o %t.bf16.cubin 2>&1 | FileCheck %s --check-prefix=CHECK
 // RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.ops.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ops.ptx -o %t.ops.cubin 2>&1 | FileCheck %s --check-prefix=OPS
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa operands-both-axes=false" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin > %t.layer.log 2>&1
 // RUN: FileCheck %s --check-prefix=LAYER < %t.layer.log
 // RUN: FileCheck %s --check-prefix=SPILLS < %t.layer.log
@@ -22,15 +23,15 @@
 // host lowering evaluates it,
 // the quad's butterfly sums of <dA, h>, [dg | du] and a * h stored as f32
 // pairs), with no spills.
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.fused.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root operands-both-axes=false" | %python %S/Inputs/extract-ptx.py > %t.fused.ptx
 // RUN: FileCheck %s --check-prefix=FUSED-PTX < %t.fused.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.fused.ptx -o %t.fused.cubin 2>&1 | FileCheck %s --check-prefix=FUSED
 
-// operands-both-axes (operands-both-axes.mlir): the four kernels that write
+// operands-both-axes (the default; operands-both-axes.mlir): the four kernels that write
 // both roundings of x, dy, the gate/up weight and [dg|du] (the amax of a
 // lane quad by two butterfly shuffles), with the rest of the fused layer:
 // no spills, no warning.
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root operands-both-axes=true" | %python %S/Inputs/extract-ptx.py > %t.both.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.both.ptx
 // RUN: FileCheck %s --check-prefix=BOTH-PTX < %t.both.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.both.ptx -o %t.both.cubin > %t.both.log 2>&1
 // RUN: FileCheck %s --check-prefix=BOTH < %t.both.log

@@ -2,10 +2,13 @@
 // RUN: moe-opt %s -moe-gpu-kernel-config="mma-path=fp8" | FileCheck %s --check-prefixes=CHECK,FP8
 // RUN: not moe-opt %s -moe-gpu-kernel-config="mma-path=fp4" 2>&1 | FileCheck %s --check-prefix=BADPATH
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=BADCHIP
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=LAYER
 
 // The kernel configuration sm_90a gives each GPU GEMM. By default every GEMM
-// runs on bf16 operands (6 stages of 128x128x64 tiles, one TMA producer and
-// two consumer warpgroups). With mma-path=fp8 the e4m3 block GEMM whose
+// runs on bf16 operands, one TMA producer and two consumer warpgroups, with
+// the first shape of the chip's table that applies: 4 stages of 128x256x64
+// tiles for an output of 256 columns or more, except under P1's
+// activation-backward epilogue; else 6 stages of 128x128x64. With mma-path=fp8 the e4m3 block GEMM whose
 // shape the fp8 tiles divide takes the fp8 kernel (5 stages of
 // 128x128x128), an expert GEMM of codes falls back to the bf16 kernel (the
 // fp8 kernel covers block GEMMs only), and a GEMM with a bias stays on bf16
@@ -16,7 +19,7 @@
 
 // CHECK-LABEL: func.func @block_codes(
 // CHECK:         moe.block_matmul
-// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>
 // FP8-SAME:        moe.gemm_config = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232]>
 func.func @block_codes(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
                        %rq: tensor<2x256x256xf8E4M3FN>, %rs: tensor<2x256x8xf8E8M0FNU>,
@@ -96,3 +99,24 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
       {block_size = 128 : i64, transpose_rhs} -> tensor<256x128xf32>
   return %r, %r2 : tensor<256x128xf32>, tensor<256x128xf32>
 }
+
+// A layer's five GEMMs (I = 256, H = 512): every output has 256 columns or
+// more, so each takes 128x256 tiles but P1's, whose kernel computes the
+// activation backward of its moe.fused region (128x128 keeps it free of
+// spills).
+// LAYER:      moe.fused phase(<recompute>)
+// LAYER:        moe.block_matmul
+// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4
+// LAYER:      moe.fused phase(<p1>)
+// LAYER:        moe.block_matmul
+// LAYER-SAME:     tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6
+// LAYER:        moe.gated_act_bwd
+// LAYER:      moe.fused phase(<p2>)
+// LAYER:        moe.block_matmul
+// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4
+// LAYER:      moe.fused phase(<p3>)
+// LAYER:        moe.expert_matmul
+// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, {{.*}}rhs_n_major = true, lhs_m_major = true
+// LAYER:      moe.fused phase(<p4>)
+// LAYER:        moe.expert_matmul
+// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, {{.*}}rhs_n_major = true, lhs_m_major = true

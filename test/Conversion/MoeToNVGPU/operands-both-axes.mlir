@@ -1,5 +1,5 @@
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="operands-both-axes=true" | FileCheck %s
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=SINGLE
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="operands-both-axes=false" | FileCheck %s --check-prefix=SINGLE
 
 // operands-both-axes: the values that two GEMMs take quantized along
 // different axes, one along its columns (K contiguous) and one along its
@@ -62,7 +62,7 @@
 // CHECK-COUNT-32:  llvm.store %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
 // CHECK:           gpu.return
 
-// Off (the default): ten operand kernels, one rounding each.
+// Off (operands-both-axes=false): ten operand kernels, one rounding each.
 // SINGLE-COUNT-10: gpu.func @mx_operand_
 // SINGLE-NOT:      gpu.func @mx_operand_
 // SINGLE-NOT:      gpu.shuffle

@@ -12,8 +12,12 @@
 
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
+#include "moe/Dialect/Moe/IR/MoeOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <optional>
 
 namespace mlir::moe {
 
@@ -36,13 +40,35 @@ struct GemmTargetChoice {
 FailureOr<GemmTargetChoice> resolveGemmTarget(ModuleOp module, StringRef chip,
                                               StringRef mmaPathOption);
 
+/// The ops of one kernel unit (a moe.fused region, inlined or not): a
+/// GEMM's kernel may compute those of them it knows (its epilogue).
+using KernelGroup = SmallPtrSet<Operation *, 16>;
+
+/// The P1 epilogue of a moe.fused region: the activation backward of the
+/// GEMM's result dA, with the scale_rows of its h by the same affinities
+/// and the affinity gradient <dA, h> when the region has them.
+struct GatedActEpilogue {
+  GatedActBwdOp act;
+  ScaleRowsOp scaled;
+  AffinityGradOp grad;
+};
+
+/// The P1 epilogue of `gemm` among the ops of `group`, if it has one the
+/// kernel computes: the result dA read only by one moe.gated_act_bwd (as
+/// d_act) and by a moe.affinity_grad of that h.
+std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
+                                                      const KernelGroup &group);
+
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when
 /// `preferred` is the requested path: the MX paths only for GEMMs of codes
 /// (isMXCodesGemm), every other GEMM on bf16 operands; fp8 falls back to
-/// bf16 for a GEMM its kernel cannot compute. The target's kernel shape of
-/// the chosen path.
+/// bf16 for a GEMM its kernel cannot compute. The first shape of the
+/// target's table for the chosen path that applies to the GEMM, whose
+/// epilogue is looked for in `group` (null: the ops of the moe.fused
+/// region around `op`, if any).
 GemmConfigAttr selectGemmConfig(Operation *op, const TargetInfo &target,
-                                MXMmaPath preferred);
+                                MXMmaPath preferred,
+                                const KernelGroup *group = nullptr);
 
 /// The kernel shape `config` describes on `target`: the target's shape of
 /// its path with the attribute's choices.

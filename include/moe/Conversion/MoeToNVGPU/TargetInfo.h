@@ -18,6 +18,7 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>
@@ -71,6 +72,18 @@ struct MXGemmConfig {
   }
 };
 
+/// One row of a chip's table of bf16-operand GEMM shapes: the kernel shape,
+/// for GEMMs whose output has at least `minN` columns, and whether it
+/// takes the activation-backward epilogue (whose registers come on top of
+/// the accumulator's: ptxas must report no spills). The kernel-config pass
+/// takes the first row that applies and that the kernel can run
+/// (docs/results keeps the measurement behind each row).
+struct GemmTableEntry {
+  int64_t minN;
+  bool activationEpilogue;
+  MXGemmConfig config;
+};
+
 /// Describes one GPU target. Obtain it with TargetInfo::get.
 class TargetInfo {
 public:
@@ -103,6 +116,11 @@ public:
     }
     return bf16Operands;
   }
+  /// The bf16-operands shapes in order of preference; the last row applies
+  /// to every GEMM and is getMXGemmConfig(MXMmaPath::Bf16Operands).
+  ArrayRef<GemmTableEntry> getBf16OperandsTable() const {
+    return bf16OperandsTable;
+  }
   /// Threads per block of the operand rounding kernels.
   int64_t getOperandKernelThreads() const { return operandKernelThreads; }
   /// The most dynamic shared memory one CTA may request (bytes).
@@ -117,6 +135,7 @@ private:
   MXGemmConfig mxGemmFp8 = {};
   MXGemmConfig mxGemmBf16 = {};
   MXGemmConfig bf16Operands = {};
+  SmallVector<GemmTableEntry, 2> bf16OperandsTable;
   int64_t operandKernelThreads = 0;
   int64_t maxDynamicSharedMemory = 0;
 };
