@@ -52,6 +52,8 @@ typedef enum MoeDType {
 typedef enum MoeTarget {
   MOE_TARGET_HOST = 0,
   MOE_TARGET_SM90A = 1,
+  /** sm_100a, compile-verified only (docs/numerics.md). */
+  MOE_TARGET_SM100A = 2,
   /** Not a target (see MOE_DTYPE_MAX_ENUM). */
   MOE_TARGET_MAX_ENUM = 0x7fffffff
 } MoeTarget;

@@ -36,7 +36,8 @@ static_assert(MOE_DTYPE_BF16 == static_cast<int>(DType::BF16) &&
                   MOE_DTYPE_F8E8M0FNU == static_cast<int>(DType::F8E8M0FNU),
               "MoeDType mirrors moe::jit::DType");
 static_assert(MOE_TARGET_HOST == static_cast<int>(Target::Host) &&
-                  MOE_TARGET_SM90A == static_cast<int>(Target::Sm90a),
+                  MOE_TARGET_SM90A == static_cast<int>(Target::Sm90a) &&
+                  MOE_TARGET_SM100A == static_cast<int>(Target::Sm100a),
               "MoeTarget mirrors moe::jit::Target");
 
 namespace {
@@ -76,10 +77,11 @@ CompileOptions toCompileOptions(const MoeCompileOptions *options) {
 /// enum value out of range would be undefined behaviour after the cast.
 bool validOptions(const MoeCompileOptions *options) {
   if (options && options->target != MOE_TARGET_HOST &&
-      options->target != MOE_TARGET_SM90A) {
+      options->target != MOE_TARGET_SM90A &&
+      options->target != MOE_TARGET_SM100A) {
     fail("compile: unknown target " +
          std::to_string(static_cast<int>(options->target)) +
-         " (MOE_TARGET_HOST or MOE_TARGET_SM90A)");
+         " (MOE_TARGET_HOST, MOE_TARGET_SM90A or MOE_TARGET_SM100A)");
     return false;
   }
   return true;

@@ -55,7 +55,27 @@ std::string moe::jit::shapeToString(const std::vector<int64_t> &shape) {
 }
 
 const char *moe::jit::toString(Target target) {
-  return target == Target::Host ? "host" : "sm90a";
+  switch (target) {
+  case Target::Host:
+    return "host";
+  case Target::Sm90a:
+    return "sm90a";
+  case Target::Sm100a:
+    return "sm100a";
+  }
+  return "?";
+}
+
+const char *moe::jit::chipOf(Target target) {
+  switch (target) {
+  case Target::Host:
+    return "";
+  case Target::Sm90a:
+    return "sm_90a";
+  case Target::Sm100a:
+    return "sm_100a";
+  }
+  return "";
 }
 
 Expected<Target> moe::jit::parseTarget(std::string_view name) {
@@ -63,8 +83,10 @@ Expected<Target> moe::jit::parseTarget(std::string_view name) {
     return Target::Host;
   if (name == "sm90a" || name == "sm_90a")
     return Target::Sm90a;
+  if (name == "sm100a" || name == "sm_100a")
+    return Target::Sm100a;
   return Status::error("unknown target '" + std::string(name) +
-                       "' (expected host or sm90a)");
+                       "' (expected host, sm90a or sm100a)");
 }
 
 const char *moe::jit::toString(CompileInfo::Source source) {

@@ -1388,7 +1388,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     return Status::error("optLevel " + std::to_string(options.optLevel) +
                          " is outside [0, 3]");
   if (Status s = checkGPUChoice("mmaPath", options.mmaPath,
-                                 {"fp8", "bf16", "bf16-operands"},
+                                 {"fp8", "bf16", "bf16-operands", "block-scale"},
                                  options.target);
       !s)
     return s;
@@ -1402,7 +1402,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   // at the first run.
   const CudaRuntimeApi *cuda = nullptr;
   std::string gpuFormat, toolkit;
-  if (options.target == Target::Sm90a) {
+  if (isGPUTarget(options.target)) {
     Expected<const CudaRuntimeApi *> runtime = loadCudaRuntime();
     if (!runtime)
       return runtime.status();
@@ -1449,7 +1449,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   if (failed(analyze(*module, options, analysis, error)))
     return Status::error(error.empty() ? diagnostics.take() : error);
   std::shared_ptr<Executable::Impl> impl = analysis.impl;
-  if (options.target == Target::Sm90a) {
+  if (isGPUTarget(options.target)) {
     // Every GEMM the dialect accepts has GPU kernels, so resident unless
     // hybrid is asked for.
     impl->deviceArguments = options.gpuMode != "hybrid";
@@ -1510,7 +1510,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     // epilogues from its regions.
     auto gpuOptions = [&](auto &pipelineOptions) {
       pipelineOptions.allocHooks = true;
-      pipelineOptions.chip = "sm_90a";
+      pipelineOptions.chip = chipOf(options.target);
       pipelineOptions.format = gpuFormat;
       pipelineOptions.toolkit = toolkit;
       pipelineOptions.mmaPath = options.mmaPath;
@@ -1520,7 +1520,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;
       gpuOptions(pipelineOptions);
       mlir::moe::buildGPUResidentPipeline(pm, pipelineOptions);
-    } else if (options.target == Target::Sm90a) {
+    } else if (isGPUTarget(options.target)) {
       mlir::moe::GPUHybridPipelineOptions pipelineOptions;
       gpuOptions(pipelineOptions);
       mlir::moe::buildGPUHybridPipeline(pm, pipelineOptions);

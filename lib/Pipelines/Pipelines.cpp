@@ -79,7 +79,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Pipelines/Pipelines.h"
 
-#include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+#include "moe/Conversion/MoeToNVGPU/MXGemm.h"
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Conversion/Passes.h"
 #include "moe/GPU/Transforms/Passes.h"

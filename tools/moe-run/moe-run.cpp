@@ -95,7 +95,8 @@ options:
                        "#moe.gemm_config<mma = bf16_operands, tile = [128,
                        256, 64], mma_shape = [64, 256, 16], stages = 4,
                        warpgroups = [1, 2], registers = [40, 232]>"
-  --target T           host (default) or sm90a
+  --target T           host (default), sm90a, or sm100a (compile-verified
+                       only: running needs an sm_100 GPU)
   --function NAME      the function to run (default: the one holding the
                        moe.blockwise_bwd)
   --seed S             seed of the generated inputs (default 0)
@@ -297,10 +298,11 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                          "' for --check (expected refs or none)");
       opts.compare = value == "refs";
     } else if (name == "--mma-path") {
-      if (value != "fp8" && value != "bf16" && value != "bf16-operands")
-        throw UsageError(
-            "invalid MMA path '" + value +
-            "' for --mma-path (expected fp8, bf16 or bf16-operands)");
+      if (value != "fp8" && value != "bf16" && value != "bf16-operands" &&
+          value != "block-scale")
+        throw UsageError("invalid MMA path '" + value +
+                         "' for --mma-path (expected fp8, bf16, "
+                         "bf16-operands or block-scale)");
       opts.mmaPath = value;
     } else if (name == "--gpu-mode") {
       if (value != "resident" && value != "hybrid")
@@ -1106,7 +1108,7 @@ int runGemm(const Options &opts, const jit::CompileOptions &compileOptions) {
               static_cast<long long>(opts.warmup));
   std::printf("gemm: %.1f TFLOPS (2*M*N*K / median call)%s\n",
               desc.flops() / typical * 1e-12,
-              opts.target == jit::Target::Sm90a
+              jit::isGPUTarget(opts.target)
                   ? ", the call including its operand kernels"
                   : "");
   std::printf("references: %s\n",

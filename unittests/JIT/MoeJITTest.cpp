@@ -241,7 +241,7 @@ TEST(CompileTest, LocatedErrors) {
     std::string mmaPath, gpuMode, message;
   };
   for (const GPUOptionCase &c : std::vector<GPUOptionCase>{
-           {Target::Sm90a, "fp4", "", "mmaPath 'fp4' is not fp8, bf16 or bf16-operands"},
+           {Target::Sm90a, "fp4", "", "mmaPath 'fp4' is not fp8, bf16, bf16-operands or block-scale"},
            {Target::Host, "fp8", "", "mmaPath applies to GPU targets, not host"},
            {Target::Sm90a, "", "device",
             "gpuMode 'device' is not resident or hybrid"},

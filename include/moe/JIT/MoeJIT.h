@@ -280,11 +280,18 @@ MOE_JIT_EXPORT Expected<MXQuantized> quantizeMX(const float *values,
 /// call are the run's error (a failed load, of every later run too). Each
 /// run releases its device memory. Sm90a ignores CompileOptions::fuse: its
 /// pipelines always form the kernel regions (moe-fuse), from which the GEMM
-/// kernels take their epilogues.
-enum class Target { Host, Sm90a };
+/// kernels take their epilogues. Sm100a: the same for sm_100a (B200
+/// class), the GEMMs on tcgen05.mma block_scale; compile-verified only, no
+/// such GPU has run it (docs/numerics.md). Running it needs an sm_100 GPU:
+/// elsewhere the driver refuses its kernels, the run's error.
+enum class Target { Host, Sm90a, Sm100a };
 MOE_JIT_EXPORT const char *toString(Target target);
-/// "host" or "sm90a" (also "sm_90a").
+/// "host", "sm90a" or "sm100a" (also "sm_90a", "sm_100a").
 MOE_JIT_EXPORT Expected<Target> parseTarget(std::string_view name);
+/// Whether `target` runs kernels on a GPU.
+inline bool isGPUTarget(Target target) { return target != Target::Host; }
+/// The chip of a GPU target ("sm_90a", "sm_100a"); empty for Host.
+MOE_JIT_EXPORT const char *chipOf(Target target);
 
 /// Options of one compilation. Everything but sourceName is part of the
 /// cache key.

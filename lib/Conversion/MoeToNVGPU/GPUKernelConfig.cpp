@@ -17,7 +17,7 @@
 #include "moe/Conversion/Passes.h"
 
 #include "moe/Conversion/MoeToNVGPU/GemmConfig.h"
-#include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+#include "moe/Conversion/MoeToNVGPU/MXGemm.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -42,11 +42,20 @@ struct MoeGPUKernelConfigPass
         resolveGemmTarget(module, chip, mmaPath);
     if (failed(choice))
       return signalPassFailure();
-    module.walk([&](Operation *op) {
-      if (isGPUGemm(op) && !op->hasAttr(kGemmConfigAttrName))
-        op->setAttr(kGemmConfigAttrName,
-                    selectGemmConfig(op, choice->target, choice->preferred));
+    WalkResult walk = module.walk([&](Operation *op) {
+      if (!isGPUGemm(op) || op->hasAttr(kGemmConfigAttrName))
+        return WalkResult::advance();
+      GemmConfigAttr config =
+          selectGemmConfig(op, choice->target, choice->preferred);
+      if (!config) {
+        op->emitOpError() << noKernelMessage(choice->target);
+        return WalkResult::interrupt();
+      }
+      op->setAttr(kGemmConfigAttrName, config);
+      return WalkResult::advance();
     });
+    if (walk.wasInterrupted())
+      signalPassFailure();
   }
 };
 

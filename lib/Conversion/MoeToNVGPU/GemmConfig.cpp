@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/GemmConfig.h"
 
-#include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+#include "moe/Conversion/MoeToNVGPU/MXGemm.h"
 #include "moe/Dialect/Moe/IR/MoeOps.h"
 
 using namespace mlir;
@@ -17,11 +17,19 @@ moe::getPreferredMmaPath(const TargetInfo &target, StringRef option,
                          function_ref<InFlightDiagnostic()> emitError) {
   if (option.empty())
     return target.getMXMmaPath();
-  if (std::optional<MXMmaPath> path = parseMmaPathOption(option))
-    return *path;
-  emitError() << "unknown MMA path '" << option
-              << "' (expected fp8, bf16 or bf16-operands)";
-  return failure();
+  std::optional<MXMmaPath> path = parseMmaPathOption(option);
+  if (!path) {
+    emitError() << "unknown MMA path '" << option
+                << "' (expected fp8, bf16, bf16-operands or block-scale)";
+    return failure();
+  }
+  if (!target.hasMmaPath(*path)) {
+    emitError() << "the " << option << " MMA path does not exist on "
+                << target.getChip() << " (its default is "
+                << stringifyMmaPathOption(target.getMXMmaPath()) << ")";
+    return failure();
+  }
+  return *path;
 }
 
 FailureOr<GemmTargetChoice>
@@ -82,10 +90,13 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   MXMmaPath path = MXMmaPath::Bf16Operands;
   if (preferred != MXMmaPath::Bf16Operands && isMXCodesGemm(op))
     path = preferred;
+  // A chip without bf16-operand kernels (sm_100a) runs only GEMMs of codes.
+  if (!target.hasMmaPath(path))
+    return GemmConfigAttr();
   // The fp8 kernel covers e4m3 block GEMMs of whole tiles; the others
   // dequantize to bf16.
   if (path == MXMmaPath::Fp8WgmmaPromote &&
-      !fitsMXGemmSm90(getMXGemmProblem(op, path), target.getMXGemmConfig(path),
+      !fitsMXGemm(getMXGemmProblem(op, path), target.getMXGemmConfig(path),
                       target))
     path = MXMmaPath::Bf16Dequant;
   MXGemmConfig c = target.getMXGemmConfig(path);
@@ -107,7 +118,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     for (const GemmTableEntry &entry : target.getBf16OperandsTable()) {
       if (problem.n >= entry.minN &&
           (entry.activationEpilogue || !activation) &&
-          fitsMXGemmSm90(problem, entry.config, target)) {
+          fitsMXGemm(problem, entry.config, target)) {
         c = entry.config;
         break;
       }
@@ -119,7 +130,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   if (auto block = dyn_cast<BlockMatmulOp>(op);
       block && path == MXMmaPath::Bf16Operands && block.getTransposeRhs()) {
     c.rhsNMajor = true;
-    if (!fitsMXGemmSm90(getMXGemmProblem(op, path), c, target))
+    if (!fitsMXGemm(getMXGemmProblem(op, path), c, target))
       c.rhsNMajor = false;
   }
   // An expert GEMM contracts over slots, and both its operands are stored
@@ -129,10 +140,10 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   if (isa<ExpertMatmulOp>(op) && path == MXMmaPath::Bf16Operands) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
     c.lhsMMajor = true;
-    if (!fitsMXGemmSm90(problem, c, target))
+    if (!fitsMXGemm(problem, c, target))
       c.lhsMMajor = false;
     c.rhsNMajor = true;
-    if (!fitsMXGemmSm90(problem, c, target))
+    if (!fitsMXGemm(problem, c, target))
       c.rhsNMajor = false;
   }
   return GemmConfigAttr::get(
@@ -140,6 +151,13 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor);
+}
+
+std::string moe::noKernelMessage(const TargetInfo &target) {
+  return ("has bf16 operands or a bias, and " + target.getChip() +
+          " has GEMM kernels only for MX codes without bias (the " +
+          stringifyMmaPathOption(target.getMXMmaPath()) + " MMA path)")
+      .str();
 }
 
 MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,

@@ -64,7 +64,7 @@
 // setmaxnreg needs nvvm.maxntid and nvvm.minctasm = 1 (C7508).
 //
 //===----------------------------------------------------------------------===//
-#include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+#include "MXGemmEmitter.h"
 #include "moe/Dialect/Moe/Utils/MXBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -79,30 +79,16 @@
 
 using namespace mlir;
 using namespace mlir::moe;
+using namespace mlir::moe::gemm;
 
-namespace {
-
-/// Bytes of one 128-byte-swizzle row; a code tile's K extent must equal it.
-constexpr int64_t kSwizzleBytes = 128;
-/// Name of the dynamic shared memory array in the gpu.module.
-constexpr StringLiteral kDynamicSmem = "moe_dynamic_smem";
-
-/// Byte offsets of the shared-memory regions, relative to the 1024-aligned
-/// base. Regions a path does not use are empty.
-struct SmemLayout {
-  int64_t a, b, scaleA, scaleB, aDq, bDq, counters, barriers, numBarriers,
-      bytes;
-};
-
-/// A memref in shared memory (address space 3).
-MemRefType smemType(ArrayRef<int64_t> shape, Type elementType) {
+MemRefType gemm::smemType(ArrayRef<int64_t> shape, Type elementType) {
   return MemRefType::get(shape, elementType, MemRefLayoutAttrInterface(),
                          IntegerAttr::get(IntegerType::get(
                                               elementType.getContext(), 64),
                                           3));
 }
 
-SmemLayout layoutOf(MXMmaPath path, const MXGemmConfig &cfg) {
+SmemLayout gemm::layoutOf(MXMmaPath path, const MXGemmConfig &cfg) {
   SmemLayout l = {};
   int64_t blocksPerTile = cfg.tileK / 32;
   l.a = 0;
@@ -118,6 +104,18 @@ SmemLayout layoutOf(MXMmaPath path, const MXGemmConfig &cfg) {
   }
   l.b = l.a + cfg.stages * cfg.tileM * cfg.tileK;
   l.scaleA = l.b + cfg.stages * cfg.tileN * cfg.tileK;
+  if (path == MXMmaPath::BlockScale) {
+    // [stage] 512-byte scale atoms of A (one: tileM = 128) and of B;
+    // two i32 expert counters and the tensor-memory address.
+    int64_t atomsB = (cfg.tileN + 127) / 128;
+    l.scaleB = l.scaleA + cfg.stages * 512;
+    l.aDq = l.bDq = l.counters = l.scaleB + cfg.stages * atomsB * 512;
+    l.barriers = l.counters + 16;
+    // full[s], empty[s], and the accumulator's "done".
+    l.numBarriers = 2 * cfg.stages + 1;
+    l.bytes = l.barriers + l.numBarriers * 8 + 1024;
+    return l;
+  }
   if (path == MXMmaPath::Fp8WgmmaPromote) {
     // [stage][block][row] f32.
     l.scaleB = l.scaleA + cfg.stages * blocksPerTile * cfg.tileM * 4;
@@ -140,221 +138,10 @@ SmemLayout layoutOf(MXMmaPath path, const MXGemmConfig &cfg) {
   return l;
 }
 
-/// The exponent bias of a code type: 7 (e4m3) or 15 (e5m2).
-int64_t exponentBias(Type elementType) {
+int64_t gemm::exponentBias(Type elementType) {
   return isa<Float8E5M2Type>(elementType) ? 15 : 7;
 }
 
-/// Emits the kernel body. Holds the builder, the values every part shares,
-/// and small helpers that materialize integer constants on demand.
-class KernelEmitter {
-public:
-  KernelEmitter(OpBuilder &b, Location loc, const MXGemmProblem &p,
-                const MXGemmConfig &cfg)
-      : b(b), loc(loc), p(p), cfg(cfg), lay(layoutOf(p.path, cfg)),
-        i1T(b.getI1Type()), i32T(b.getI32Type()), i64T(b.getI64Type()),
-        f32T(b.getF32Type()), idxT(b.getIndexType()) {
-    MLIRContext *ctx = b.getContext();
-    accT = LLVM::LLVMStructType::getLiteral(ctx,
-                                            SmallVector<Type>(accLen(), f32T));
-    smemPtrT = LLVM::LLVMPointerType::get(ctx, 3);
-    globalPtrT = LLVM::LLVMPointerType::get(ctx, 1);
-    Attribute workgroup = gpu::AddressSpaceAttr::get(
-        ctx, gpu::GPUDialect::getWorkgroupAddressSpace());
-    barsT = nvgpu::MBarrierGroupType::get(ctx, workgroup, lay.numBarriers);
-    // One 128-byte row per tile row: tileK codes, or tileK / 2 bf16s.
-    // An M-major lhs arrives as tileM / 64 boxes of tileK rows x 64 M.
-    tileAT = cfg.lhsMMajor
-                 ? smemType({cfg.tileK, kSwizzleBytes}, b.getI8Type())
-                 : smemType({cfg.tileM, kSwizzleBytes}, b.getI8Type());
-    // An N-major rhs arrives as tileN / 64 boxes of tileK rows x 64 N.
-    tileBT = cfg.rhsNMajor
-                 ? smemType({cfg.tileK, kSwizzleBytes}, b.getI8Type())
-                 : smemType({cfg.tileN, kSwizzleBytes}, b.getI8Type());
-    tmapAT = tensorMapType(tileAT);
-    tmapBT = tensorMapType(tileBT);
-  }
-
-  void emit(gpu::GPUFuncOp func);
-  nvgpu::TensorMapDescriptorType getTensorMapA() const { return tmapAT; }
-  nvgpu::TensorMapDescriptorType getTensorMapB() const { return tmapBT; }
-
-private:
-  // Fragment registers of one m64nN f32 wgmma accumulator per thread.
-  int64_t accLen() const { return cfg.mmaN / 2; }
-  bool isFp8() const { return p.path == MXMmaPath::Fp8WgmmaPromote; }
-  bool isBf16Operands() const { return p.path == MXMmaPath::Bf16Operands; }
-  /// Bytes of one operand element in global and shared memory.
-  int64_t elementBytes() const { return isBf16Operands() ? 2 : 1; }
-  // Rows of the rhs codes and scales.
-  int64_t rowsB() const {
-    return p.kind == MXGemmKind::Block ? p.numExperts * p.n : p.n;
-  }
-
-  nvgpu::TensorMapDescriptorType tensorMapType(MemRefType tile) {
-    return nvgpu::TensorMapDescriptorType::get(
-        b.getContext(), tile, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
-        nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
-        nvgpu::TensorMapOOBKind::OOB_ZERO,
-        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-  }
-
-  // Integer constants and arithmetic; the int64_t overloads materialize
-  // the constant in the other operand's type.
-  Value cst(Type t, int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(t, v));
-  }
-  Value idx(int64_t v) { return cst(idxT, v); }
-  Value i32(int64_t v) { return cst(i32T, v); }
-  Value i64(int64_t v) { return cst(i64T, v); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value add(Value x, int64_t y) { return add(x, cst(x.getType(), y)); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value mul(Value x, int64_t y) { return mul(x, cst(x.getType(), y)); }
-  Value divu(Value x, int64_t y) {
-    return arith::DivUIOp::create(b, loc, x, cst(x.getType(), y));
-  }
-  Value remu(Value x, int64_t y) {
-    return arith::RemUIOp::create(b, loc, x, cst(x.getType(), y));
-  }
-  Value andi(Value x, int64_t y) {
-    return arith::AndIOp::create(b, loc, x, cst(x.getType(), y));
-  }
-  Value andi(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-  Value ori(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
-  Value xori(Value x, Value y) { return arith::XOrIOp::create(b, loc, x, y); }
-  Value shl(Value x, int64_t y) {
-    return arith::ShLIOp::create(b, loc, x, cst(x.getType(), y));
-  }
-  Value shru(Value x, int64_t y) {
-    return arith::ShRUIOp::create(b, loc, x, cst(x.getType(), y));
-  }
-  Value cmp(arith::CmpIPredicate pred, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, pred, x, y);
-  }
-  Value cmp(arith::CmpIPredicate pred, Value x, int64_t y) {
-    return cmp(pred, x, cst(x.getType(), y));
-  }
-  Value eq(Value x, int64_t y) { return cmp(arith::CmpIPredicate::eq, x, y); }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, loc, c, x, y);
-  }
-  Value toI64(Value v) { return arith::ExtUIOp::create(b, loc, i64T, v); }
-  Value indexToI32(Value v) {
-    return arith::IndexCastOp::create(b, loc, i32T, v);
-  }
-  Value i32ToIndex(Value v) {
-    return arith::IndexCastOp::create(b, loc, idxT, v);
-  }
-  Value indexToI64(Value v) { return toI64(indexToI32(v)); }
-
-  /// i64 shared-memory address -> !llvm.ptr<3>.
-  Value smemPtr(Value addr) {
-    return LLVM::IntToPtrOp::create(b, loc, smemPtrT, addr);
-  }
-  /// A shared address `off` bytes past the aligned base.
-  Value smemAddr(Value off) { return add(alignedBase, off); }
-  /// An invariant load of `type` from global memory.
-  Value loadGlobal(Type type, Value ptr, unsigned alignment) {
-    return LLVM::LoadOp::create(b, loc, type, ptr, alignment,
-                                /*isVolatile=*/false,
-                                /*isNonTemporal=*/false,
-                                /*isInvariant=*/true);
-  }
-  Value globalElement(Type type, Value base, Value index) {
-    return LLVM::GEPOp::create(b, loc, globalPtrT, type, base,
-                               ValueRange{index});
-  }
-
-  Value extract(Value st, int64_t i) {
-    return LLVM::ExtractValueOp::create(b, loc, st, ArrayRef<int64_t>{i});
-  }
-  void arrive(Value barrier) {
-    nvgpu::MBarrierArriveOp::create(
-        b, loc, nvgpu::MBarrierTokenType::get(b.getContext()), bars, barrier);
-  }
-  void waitParity(Value barrier, Value parity) {
-    nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity,
-                                           idx(cfg.waitTicks), barrier);
-  }
-
-  /// 2^(byte - 127) as f32, exactly: byte << 23 for 1..254, the subnormal
-  /// 2^-127 for 0, NaN for 255.
-  Value e8m0ToF32(Value byte);
-  /// (slot, phase parity) of K tile `t` (index) in a ring `depth` deep;
-  /// `flip` inverts the parity (a wait for a fresh "empty" barrier passes).
-  std::pair<Value, Value> stageAndParity(Value t, int64_t depth, bool flip);
-  /// The wgmma shared-memory descriptor of a 128B-swizzled tile at shared
-  /// address `addr`: start address >> 4, LBO `leadingBytes`, SBO 1024 B
-  /// (8 rows x 128 B), layout type 1 (128B swizzle) in bits 62-63. K-major
-  /// tiles leave LBO unused (16 B); an N-major tile's LBO is the distance
-  /// between its 64-column boxes (CUTLASS's canonical MN-major SW128
-  /// layout ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))).
-  Value matrixDescriptor(Value addr, int64_t leadingBytes = 16);
-  /// Pins the registers of a wgmma result after wgmma.wait_group: an empty
-  /// asm with side effects that ties them all, so that no read of them is
-  /// scheduled above the wait (CUTLASS's fence_operand).
-  Value pinRegisters(Value st);
-  /// Issues the TMA loads of K tile `t` (index) into stage `s`, expecting
-  /// their bytes on full[s]. Thread 0 only.
-  void loadTile(Value t, Value s);
-  /// Sets kBegin and kTiles: the whole K range (Block), or the slots of the
-  /// grid's expert, counted by every thread of the CTA (Expert).
-  void emitContractionRange();
-
-  /// A consumer thread's place in the m64nN accumulator: its warpgroup
-  /// among the consumers, its lane quad, and its fragment row in the tile
-  /// (64 * warpgroup + 16 * warp + lane / 4; the other half is 8 rows on).
-  struct ConsumerLane {
-    Value warpgroup, quad, rowInTile;
-  };
-  ConsumerLane consumerLane();
-
-  void emitProducerFp8();
-  void emitConsumerFp8();
-  void emitProducerBf16();
-  void emitProducerBf16Operands();
-  /// The bf16 wgmma mainloop over a ring of bf16 K tiles: `depth` stages,
-  /// full barriers at `fullBase`, empty ones at `emptyBase`, each tile
-  /// `stride` bytes apart and `panels` 128-byte panels deep.
-  void emitConsumerBf16(int64_t depth, int64_t fullBase, int64_t emptyBase,
-                        int64_t offA, int64_t offB, int64_t strideA,
-                        int64_t strideB, int64_t panels);
-  /// The bf16x2 words of 16 codes (one 16-byte chunk) times 2^(s - 127).
-  SmallVector<Value> dequantizeChunk(Value chunk, ArrayRef<Value> factors);
-  /// bf16x2 factors whose product is 2^(s - 127 + 127 - bias): one when the
-  /// warp's scales allow, else two (and NaN for s = 255).
-  SmallVector<Value> bf16Factors(Value scaleByte, bool twoFactors);
-  void storeAccumulator(Value acc, Value rowInTile, Value quad);
-  /// The GatedActBwd epilogue of a consumer thread's dA fragment.
-  void storeGatedActBwd(Value acc, Value rowInTile, Value quad);
-  /// Producer warpgroup, once thread 0 has issued its last TMA load (the
-  /// consumers have `stages` K tiles left): the tile's gate and up rows
-  /// into L2, so that the epilogue's loads hit there.
-  void emitEpiloguePrefetch();
-
-  OpBuilder &b;
-  Location loc;
-  const MXGemmProblem &p;
-  const MXGemmConfig &cfg;
-  SmemLayout lay;
-  Type i1T, i32T, i64T, f32T, idxT;
-  Type accT, smemPtrT, globalPtrT;
-  nvgpu::MBarrierGroupType barsT;
-  MemRefType tileAT, tileBT;
-  nvgpu::TensorMapDescriptorType tmapAT, tmapBT;
-
-  // Kernel arguments and the values both roles use.
-  Value tmapA, tmapB, scalesA, scalesB, result, blockToExpert, bias;
-  // The GatedActBwd epilogue's operands and extra outputs (or null).
-  Value gateUp, affinities, hOut, scaledHOut, partialsOut;
-  Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
-  // First K element (index) and number of K tiles (index) of this CTA.
-  Value kBegin, kTiles;
-};
-
-} // namespace
 
 Value KernelEmitter::e8m0ToF32(Value byte) {
   Value bits = select(eq(byte, 0), i32(0x00400000), shl(byte, 23));
@@ -1239,7 +1026,15 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
                                     /*predicate=*/Value());
     };
     int64_t S = cfg.stages;
-    for (int64_t s = 0; s < S; ++s) {
+    for (int64_t s = 0; s < S && isBlockScale(); ++s) {
+      // full[s]: thread 0's expect_tx arrival plus the scale writers;
+      // empty[s]: the tcgen05.commit of the stage's MMAs.
+      initBarrier(s, producerThreads + 1);
+      initBarrier(S + s, 1);
+    }
+    if (isBlockScale())
+      initBarrier(2 * S, 1);
+    for (int64_t s = 0; s < S && !isBlockScale(); ++s) {
       if (isFp8()) {
         // full[s]: thread 0's expect_tx arrival plus the scale writers.
         initBarrier(s, producerThreads + 1);
@@ -1297,6 +1092,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     }
     if (isFp8())
       emitProducerFp8();
+    else if (isBlockScale())
+      emitProducerBlockScale();
     else if (isBf16Operands())
       emitProducerBf16Operands();
     else
@@ -1308,6 +1105,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     int64_t S = cfg.stages, SD = cfg.dequantStages;
     if (isFp8())
       emitConsumerFp8();
+    else if (isBlockScale())
+      emitConsumerTcgen05();
     else if (isBf16Operands())
       emitConsumerBf16(S, /*fullBase=*/0, /*emptyBase=*/S, lay.a, lay.b,
                        cfg.tileM * kSwizzleBytes, cfg.tileN * kSwizzleBytes,
@@ -1321,14 +1120,68 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   gpu::ReturnOp::create(b, loc);
 }
 
+/// Why the block_scale kernel of `cfg` (sm_100a, MXGemmSm100.cpp) cannot
+/// compute `problem` on `target`; empty when it can.
+static std::string whyNotBlockScale(const MXGemmProblem &problem,
+                                    const MXGemmConfig &cfg,
+                                    const TargetInfo &target) {
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  // One 128-row tcgen05.mma (cta_group::1) spans the tile, K = 32 per
+  // instruction, one 128-byte swizzle panel of codes per K tile, one
+  // producer and one MMA / epilogue warpgroup.
+  if (cfg.tileM != 128 || cfg.mmaM != 128 || cfg.tileK != kSwizzleBytes ||
+      cfg.mmaK != 32 || cfg.mmaN != cfg.tileN || cfg.tileN % 16 ||
+      cfg.tileN > 256 || cfg.producerWarpgroups != 1 ||
+      cfg.consumerWarpgroups != 1) {
+    os << "the block_scale kernel of " << target.getChip()
+       << " needs a 128 x N x 128 tile (N a multiple of 16 up to 256), one "
+          "128 x N x 32 MMA and warpgroups [1, 1], got "
+       << cfg.tileM << "x" << cfg.tileN << "x" << cfg.tileK;
+    return why;
+  }
+  if (problem.biasType ||
+      !isa<Float8E4M3FNType, Float8E5M2Type>(problem.elementType)) {
+    os << "the block_scale MMA path takes MX codes (f8E4M3FN or f8E5M2) "
+          "without a bias";
+    return why;
+  }
+  // The 4 scale bytes of a row and K tile are one aligned 32-bit word, and
+  // the epilogue stores 16-byte quads.
+  if (problem.k % cfg.tileK || problem.n % 4) {
+    os << "the block_scale kernel needs K a multiple of " << cfg.tileK
+       << " and N a multiple of 4, got " << problem.m << "x" << problem.n
+       << "x" << problem.k;
+    return why;
+  }
+  bool block = problem.kind == MXGemmKind::Block;
+  int64_t blockTile = block ? cfg.tileM : cfg.tileK;
+  if (problem.blockSize % blockTile) {
+    os << "block size " << problem.blockSize << " is not a multiple of the "
+       << "block_scale tile's " << blockTile << (block ? " rows" : " slots");
+    return why;
+  }
+  int64_t bytes = layoutOf(problem.path, cfg).bytes;
+  if (bytes > target.getMaxDynamicSharedMemory())
+    os << "the MX GEMM needs " << bytes << " bytes of shared memory, more than "
+       << target.getMaxDynamicSharedMemory();
+  return why;
+}
+
 /// Why the kernel of `cfg` cannot compute `problem` on `target`; empty
 /// when it can.
-static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
+static std::string whyNotMXGemm(const MXGemmProblem &problem,
                                     const MXGemmConfig &cfg,
                                     const TargetInfo &target) {
   StringRef path = stringifyMmaPathOption(problem.path);
   std::string why;
   llvm::raw_string_ostream os(why);
+  if (!target.hasMmaPath(problem.path)) {
+    os << "the " << path << " MMA path does not exist on " << target.getChip();
+    return why;
+  }
+  if (problem.path == MXMmaPath::BlockScale)
+    return whyNotBlockScale(problem, cfg, target);
   // What the kernel structure takes (#moe.gemm_config verified the rest):
   // a K tile of one 128-byte swizzle panel, square tiles (or 128x256 on
   // bf16 operands), the 64xNxK wgmma of the operand type, and one
@@ -1451,23 +1304,23 @@ static std::string whyNotMXGemmSm90(const MXGemmProblem &problem,
   return why;
 }
 
-bool moe::fitsMXGemmSm90(const MXGemmProblem &problem,
+bool moe::fitsMXGemm(const MXGemmProblem &problem,
                          const MXGemmConfig &config, const TargetInfo &target) {
-  return whyNotMXGemmSm90(problem, config, target).empty();
+  return whyNotMXGemm(problem, config, target).empty();
 }
 
 LogicalResult
-moe::checkMXGemmSm90(const MXGemmProblem &problem, const MXGemmConfig &config,
+moe::checkMXGemm(const MXGemmProblem &problem, const MXGemmConfig &config,
                      const TargetInfo &target,
                      function_ref<InFlightDiagnostic()> emitError) {
-  std::string why = whyNotMXGemmSm90(problem, config, target);
+  std::string why = whyNotMXGemm(problem, config, target);
   if (why.empty())
     return success();
   emitError() << why;
   return failure();
 }
 
-MXGemmLaunch moe::buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
+MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                                         gpu::GPUModuleOp module, StringRef name,
                                         const MXGemmProblem &problem,
                                         const MXGemmConfig &cfg) {

@@ -31,7 +31,7 @@
 #include "moe/Conversion/Passes.h"
 
 #include "moe/Conversion/MoeToNVGPU/GemmConfig.h"
-#include "moe/Conversion/MoeToNVGPU/MXGemmSm90.h"
+#include "moe/Conversion/MoeToNVGPU/MXGemm.h"
 #include "moe/Conversion/MoeToNVGPU/MXOperandKernel.h"
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Dialect/Moe/IR/MoeOps.h"
@@ -256,7 +256,7 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
               "bias";
   MXGemmProblem problem = getMXGemmProblem(op, path);
   MXGemmConfig cfg = getMXGemmConfig(config, target);
-  if (failed(checkMXGemmSm90(problem, cfg, target,
+  if (failed(checkMXGemm(problem, cfg, target,
                              [&] { return op->emitOpError(); })))
     return failure();
   b.setInsertionPoint(op);
@@ -282,7 +282,7 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
     prefix = "mx_expert_matmul_";
   }
   MXGemmLaunch launch =
-      buildMXGemmSm90Kernel(b, loc, kernels, freshName(prefix), problem, cfg);
+      buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg);
   // Kernel arguments: tmapA (lhs codes), tmapB (rhs codes), then the
   // global pointers sa, sb, c, blockToExpert.
   LaunchRecord record = gemmRecord(launch, 0, 2, {1, 3, 5, 4});
@@ -492,14 +492,14 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   }
   if (failed(rhs))
     return failure();
-  if (failed(checkMXGemmSm90(problem, cfg, target,
+  if (failed(checkMXGemm(problem, cfg, target,
                              [&] { return op->emitOpError(); })))
     return failure();
   b.setInsertionPoint(op);
   if (epi)
     return lowerGatedActEpilogue(op, problem, cfg, *lhs, *rhs, blocks, *epi);
   MXGemmLaunch launch =
-      buildMXGemmSm90Kernel(b, loc, kernels, freshName(prefix), problem, cfg);
+      buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg);
   // Host arguments: lhs, rhs, block_to_expert (, bias), result. Kernel
   // arguments: tmapA, tmapB, then the global pointers c, blockToExpert
   // (, bias).
@@ -524,7 +524,7 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   // slot affinities come after the GEMM in the region) are defined there.
   Location loc = epi.act.getLoc();
   b.setInsertionPoint(epi.act);
-  MXGemmLaunch launch = buildMXGemmSm90Kernel(
+  MXGemmLaunch launch = buildMXGemmKernel(
       b, loc, kernels, freshName("block_matmul_act_"), problem, cfg);
   // Host arguments: lhs, rhs, block_to_expert, gate_up, affinities, then
   // the results [dg | du] (, h) (, a * h) (, partials). Kernel arguments:
@@ -624,6 +624,10 @@ struct ConvertMoeToNVGPUPass
       } else {
         config = selectGemmConfig(op, choice->target, choice->preferred,
                                   groupOf.lookup(op));
+        if (!config) {
+          op->emitOpError() << noKernelMessage(choice->target);
+          return signalPassFailure();
+        }
       }
       configs[op] = config;
     }

@@ -33,6 +33,8 @@ StringRef moe::stringifyMmaPathOption(MXMmaPath path) {
     return "fp8";
   case MXMmaPath::Bf16Dequant:
     return "bf16";
+  case MXMmaPath::BlockScale:
+    return "block-scale";
   case MXMmaPath::Bf16Operands:
     break;
   }
@@ -44,10 +46,11 @@ std::optional<MXMmaPath> moe::parseMmaPathOption(StringRef name) {
       .Case("fp8", MXMmaPath::Fp8WgmmaPromote)
       .Case("bf16", MXMmaPath::Bf16Dequant)
       .Case("bf16-operands", MXMmaPath::Bf16Operands)
+      .Case("block-scale", MXMmaPath::BlockScale)
       .Default(std::nullopt);
 }
 
-StringRef TargetInfo::supportedChips() { return "sm_90a"; }
+StringRef TargetInfo::supportedChips() { return "sm_90a, sm_100a"; }
 
 std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
   if (chip == "sm_90a") {
@@ -117,6 +120,40 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
         {/*minN=*/0, /*activationEpilogue=*/true, info.bf16Operands}};
     info.operandKernelThreads = 256;
     // 227 KB: the opt-in limit of one CTA on sm_90.
+    info.maxDynamicSharedMemory = 232448;
+    return info;
+  }
+  if (chip == "sm_100a") {
+    TargetInfo info;
+    info.chip = chip.str();
+    // tcgen05.mma ... block_scale with the portable .block32 spelling
+    // needs PTX ISA 8.8 (ptxas of CUDA 13; llc defaults to 8.6).
+    info.features = "+ptx88";
+    info.mxPath = MXMmaPath::BlockScale;
+    info.mmaEmitter = MmaEmitter::Tcgen05;
+    // One 128-row tcgen05.mma (cta_group::1) per K = 32 of a 128 x 128
+    // tile, K tiles of one 128-byte swizzle panel of codes: 4 stages take
+    // 128 KB. Warpgroup 0 loads (TMA, and the scale bytes into their
+    // tensor-memory atoms); warpgroup 1 issues the MMAs from one thread
+    // and reads the accumulator out of tensor memory. Compile-verified
+    // only: no sm_100 GPU has run it (docs/numerics.md).
+    info.blockScale = MXGemmConfig{/*tileM=*/128,
+                                   /*tileN=*/128,
+                                   /*tileK=*/128,
+                                   /*mmaM=*/128,
+                                   /*mmaN=*/128,
+                                   /*mmaK=*/32,
+                                   /*stages=*/4,
+                                   /*dequantStages=*/0,
+                                   /*producerWarpgroups=*/1,
+                                   /*consumerWarpgroups=*/1,
+                                   /*producerRegisters=*/40,
+                                   /*consumerRegisters=*/232,
+                                   /*scaleTableStride=*/0,
+                                   /*waitTicks=*/1000000};
+    // The wgmma paths do not exist here; their shapes stay unset.
+    info.bf16OperandsTable = {};
+    info.operandKernelThreads = 256;
     info.maxDynamicSharedMemory = 232448;
     return info;
   }

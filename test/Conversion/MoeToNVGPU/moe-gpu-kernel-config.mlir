@@ -3,6 +3,8 @@
 // RUN: not moe-opt %s -moe-gpu-kernel-config="mma-path=fp4" 2>&1 | FileCheck %s --check-prefix=BADPATH
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=BADCHIP
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=LAYER
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_100a" | FileCheck %s --check-prefix=SM100
+// RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_100a" 2>&1 | FileCheck %s --check-prefix=SM100-BIAS
 
 // The kernel configuration sm_90a gives each GPU GEMM. By default every GEMM
 // runs on bf16 operands, one TMA producer and two consumer warpgroups, with
@@ -14,8 +16,8 @@
 // fp8 kernel covers block GEMMs only), and a GEMM with a bias stays on bf16
 // operands (the MX paths take none).
 
-// BADPATH: error: unknown MMA path 'fp4' (expected fp8, bf16 or bf16-operands)
-// BADCHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a)
+// BADPATH: error: unknown MMA path 'fp4' (expected fp8, bf16, bf16-operands or block-scale)
+// BADCHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a)
 
 // CHECK-LABEL: func.func @block_codes(
 // CHECK:         moe.block_matmul
@@ -120,3 +122,11 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 // LAYER:      moe.fused phase(<p4>)
 // LAYER:        moe.expert_matmul
 // LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, {{.*}}rhs_n_major = true, lhs_m_major = true
+
+// sm_100a: every GEMM of MX codes takes the block_scale kernel (a 128 x 128
+// x 128 tile, one 128 x 128 x 32 tcgen05.mma per K = 32, 4 stages, a
+// producer and an MMA / epilogue warpgroup); a GEMM of bf16 operands or
+// with a bias has no kernel there.
+// SM100-COUNT-5: mma = block_scale, tile = [128, 128, 128], mma_shape = [128, 128, 32], stages = 4, warpgroups = [1, 1], registers = [40, 232]>
+// SM100-NOT:     gemm_config
+// SM100-BIAS: error: 'moe.block_matmul' op has bf16 operands or a bias, and sm_100a has GEMM kernels only for MX codes without bias (the block-scale MMA path)

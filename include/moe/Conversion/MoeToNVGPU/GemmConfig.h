@@ -65,10 +65,14 @@ std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
 /// bf16 for a GEMM its kernel cannot compute. The first shape of the
 /// target's table for the chosen path that applies to the GEMM, whose
 /// epilogue is looked for in `group` (null: the ops of the moe.fused
-/// region around `op`, if any).
+/// region around `op`, if any). Null when the chip has no kernel for the
+/// GEMM (bf16 operands or a bias on a chip with only block_scale).
 GemmConfigAttr selectGemmConfig(Operation *op, const TargetInfo &target,
                                 MXMmaPath preferred,
                                 const KernelGroup *group = nullptr);
+
+/// Why selectGemmConfig found no kernel for a GEMM on `target`.
+std::string noKernelMessage(const TargetInfo &target);
 
 /// The kernel shape `config` describes on `target`: the target's shape of
 /// its path with the attribute's choices.

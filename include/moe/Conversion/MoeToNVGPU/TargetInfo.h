@@ -7,8 +7,9 @@
 // kernels. Patterns and kernel builders ask this class; they never test the
 // chip name themselves.
 //
-// Only sm_90a (Hopper, H100 / H200) is described; any other chip is rejected
-// by TargetInfo::get with a message that lists the supported ones.
+// sm_90a (Hopper, H100 / H200) runs on the H200; sm_100a (B200 class) is
+// compile-verified only (ptxas; docs/numerics.md). Any other chip is
+// rejected by TargetInfo::get with a message that lists the supported ones.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MOE_CONVERSION_MOETONVGPU_TARGETINFO_H
@@ -72,6 +73,15 @@ struct MXGemmConfig {
   }
 };
 
+/// The MMA instructions a chip's GEMM kernels are built from.
+enum class MmaEmitter {
+  /// sm_90a: warpgroup MMA (wgmma.mma_async) from shared memory.
+  Wgmma,
+  /// sm_100a: tcgen05.mma with the accumulator and the block scales in
+  /// tensor memory.
+  Tcgen05,
+};
+
 /// One row of a chip's table of bf16-operand GEMM shapes: the kernel shape,
 /// for GEMMs whose output has at least `minN` columns, and whether it
 /// takes the activation-backward epilogue (whose registers come on top of
@@ -104,6 +114,14 @@ public:
   StringRef getFeatures() const { return features; }
   /// The MMA path MX GEMMs use unless a pass option overrides it.
   MXMmaPath getMXMmaPath() const { return mxPath; }
+  /// The MMA instructions of this chip's GEMM kernels.
+  MmaEmitter getMmaEmitter() const { return mmaEmitter; }
+  /// Whether this chip has kernels of `path` (the wgmma paths on sm_90a,
+  /// block_scale on sm_100a).
+  bool hasMmaPath(MXMmaPath path) const {
+    return (path == MXMmaPath::BlockScale) ==
+           (mmaEmitter == MmaEmitter::Tcgen05);
+  }
   /// The kernel shape of `path` on this chip.
   const MXGemmConfig &getMXGemmConfig(MXMmaPath path) const {
     switch (path) {
@@ -111,6 +129,8 @@ public:
       return mxGemmFp8;
     case MXMmaPath::Bf16Dequant:
       return mxGemmBf16;
+    case MXMmaPath::BlockScale:
+      return blockScale;
     case MXMmaPath::Bf16Operands:
       break;
     }
@@ -135,6 +155,8 @@ private:
   MXGemmConfig mxGemmFp8 = {};
   MXGemmConfig mxGemmBf16 = {};
   MXGemmConfig bf16Operands = {};
+  MXGemmConfig blockScale = {};
+  MmaEmitter mmaEmitter = MmaEmitter::Wgmma;
   SmallVector<GemmTableEntry, 2> bf16OperandsTable;
   int64_t operandKernelThreads = 0;
   int64_t maxDynamicSharedMemory = 0;

@@ -117,7 +117,12 @@ def Moe_MXMmaPath : I32EnumAttr<"MXMmaPath",
       // kernel that writes them as bf16 (exact) in the K-major layout; the
       // GEMM kernel streams those bf16 tiles with TMA straight into bf16
       // wgmma. The same kernels run bf16 (quant = none) GEMMs and biases.
-      I32EnumAttrCase<"Bf16Operands", 2, "bf16_operands">
+      I32EnumAttrCase<"Bf16Operands", 2, "bf16_operands">,
+      // The tensor core applies the E8M0 scales itself: the codes and the
+      // scale bytes go to the block-scaled MMA unchanged (sm_100a
+      // tcgen05.mma ... kind::mxf8f6f4.block_scale, scales in tensor
+      // memory).
+      I32EnumAttrCase<"BlockScale", 3, "block_scale">
     ]> {
   let cppNamespace = "::mlir::moe";
   let genSpecializedAttr = 0;
@@ -180,7 +185,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
   let summary = "the kernel configuration of one GPU GEMM";
   let description = [{
     How the GPU lowering builds the kernel of a `moe.block_matmul` or
-    `moe.expert_matmul`: the MMA path (`fp8`, `bf16` or `bf16_operands`),
+    `moe.expert_matmul`: the MMA path (`fp8`, `bf16`, `bf16_operands` or
+    `block_scale`),
     the CTA tile `[M, N, K]`, the shape `[M, N, K]` of one MMA instruction,
     the depth of the shared-memory ring of operand tiles (`stages`) and, on
     the `bf16` path, of the ring of dequantized tiles (`dequant_stages`),
@@ -209,6 +215,9 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
                      mma_shape = [64, 128, 16], stages = 3,
                      dequant_stages = 2, warpgroups = [2, 2],
                      registers = [144, 112]>
+    #moe.gemm_config<mma = block_scale, tile = [128, 128, 128],
+                     mma_shape = [128, 128, 32], stages = 4,
+                     warpgroups = [1, 1], registers = [40, 232]>
     ```
   }];
   let parameters = (ins

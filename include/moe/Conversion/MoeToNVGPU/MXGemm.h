@@ -1,4 +1,4 @@
-//===- MXGemmSm90.h - IR builders of the sm_90a MX GEMM kernels ---*- C++ -*-===//
+//===- MXGemm.h - IR builders of the MX GEMM kernels ------------*- C++ -*-===//
 //
 // Builds the exact-MXFP8 GEMM kernels of sm_90a as gpu.funcs, for static
 // shapes. Two problem kinds share one kernel structure (TMA ring, producer
@@ -17,8 +17,8 @@
 // exact dequantization to bf16 feeding bf16 wgmma.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MOE_CONVERSION_MOETONVGPU_MXGEMMSM90_H
-#define MOE_CONVERSION_MOETONVGPU_MXGEMMSM90_H
+#ifndef MOE_CONVERSION_MOETONVGPU_MXGEMM_H
+#define MOE_CONVERSION_MOETONVGPU_MXGEMM_H
 
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
@@ -139,22 +139,22 @@ bool isMXCodesGemm(Operation *op);
 MXGemmProblem getMXGemmProblem(Operation *op, MXMmaPath path);
 
 /// Whether the kernel of `config` can compute `problem` on `target`.
-bool fitsMXGemmSm90(const MXGemmProblem &problem, const MXGemmConfig &config,
+bool fitsMXGemm(const MXGemmProblem &problem, const MXGemmConfig &config,
                     const TargetInfo &target);
 /// Whether the kernel of `config` can compute `problem` on `target`;
 /// explains why not through `emitError`.
-LogicalResult checkMXGemmSm90(const MXGemmProblem &problem,
+LogicalResult checkMXGemm(const MXGemmProblem &problem,
                               const MXGemmConfig &config,
                               const TargetInfo &target,
                               function_ref<InFlightDiagnostic()> emitError);
 
 /// Builds the kernel `name` of `config` for `problem` at the end of
-/// `module`. The problem and config must pass checkMXGemmSm90.
-MXGemmLaunch buildMXGemmSm90Kernel(OpBuilder &builder, Location loc,
+/// `module`. The problem and config must pass checkMXGemm.
+MXGemmLaunch buildMXGemmKernel(OpBuilder &builder, Location loc,
                                    gpu::GPUModuleOp module, StringRef name,
                                    const MXGemmProblem &problem,
                                    const MXGemmConfig &config);
 
 } // namespace mlir::moe
 
-#endif // MOE_CONVERSION_MOETONVGPU_MXGEMMSM90_H
+#endif // MOE_CONVERSION_MOETONVGPU_MXGEMM_H
