@@ -54,6 +54,8 @@ typedef enum MoeTarget {
   MOE_TARGET_SM90A = 1,
   /** sm_100a, compile-verified only (docs/numerics.md). */
   MOE_TARGET_SM100A = 2,
+  /** sm_120a, compile-verified only (docs/numerics.md). */
+  MOE_TARGET_SM120A = 3,
   /** Not a target (see MOE_DTYPE_MAX_ENUM). */
   MOE_TARGET_MAX_ENUM = 0x7fffffff
 } MoeTarget;

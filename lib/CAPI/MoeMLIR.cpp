@@ -37,7 +37,8 @@ static_assert(MOE_DTYPE_BF16 == static_cast<int>(DType::BF16) &&
               "MoeDType mirrors moe::jit::DType");
 static_assert(MOE_TARGET_HOST == static_cast<int>(Target::Host) &&
                   MOE_TARGET_SM90A == static_cast<int>(Target::Sm90a) &&
-                  MOE_TARGET_SM100A == static_cast<int>(Target::Sm100a),
+                  MOE_TARGET_SM100A == static_cast<int>(Target::Sm100a) &&
+                  MOE_TARGET_SM120A == static_cast<int>(Target::Sm120a),
               "MoeTarget mirrors moe::jit::Target");
 
 namespace {
@@ -78,10 +79,12 @@ CompileOptions toCompileOptions(const MoeCompileOptions *options) {
 bool validOptions(const MoeCompileOptions *options) {
   if (options && options->target != MOE_TARGET_HOST &&
       options->target != MOE_TARGET_SM90A &&
-      options->target != MOE_TARGET_SM100A) {
+      options->target != MOE_TARGET_SM100A &&
+      options->target != MOE_TARGET_SM120A) {
     fail("compile: unknown target " +
          std::to_string(static_cast<int>(options->target)) +
-         " (MOE_TARGET_HOST, MOE_TARGET_SM90A or MOE_TARGET_SM100A)");
+         " (MOE_TARGET_HOST, MOE_TARGET_SM90A, MOE_TARGET_SM100A or "
+         "MOE_TARGET_SM120A)");
     return false;
   }
   return true;

@@ -62,6 +62,8 @@ const char *moe::jit::toString(Target target) {
     return "sm90a";
   case Target::Sm100a:
     return "sm100a";
+  case Target::Sm120a:
+    return "sm120a";
   }
   return "?";
 }
@@ -74,6 +76,8 @@ const char *moe::jit::chipOf(Target target) {
     return "sm_90a";
   case Target::Sm100a:
     return "sm_100a";
+  case Target::Sm120a:
+    return "sm_120a";
   }
   return "";
 }
@@ -85,8 +89,10 @@ Expected<Target> moe::jit::parseTarget(std::string_view name) {
     return Target::Sm90a;
   if (name == "sm100a" || name == "sm_100a")
     return Target::Sm100a;
+  if (name == "sm120a" || name == "sm_120a")
+    return Target::Sm120a;
   return Status::error("unknown target '" + std::string(name) +
-                       "' (expected host, sm90a or sm100a)");
+                       "' (expected host, sm90a, sm100a or sm120a)");
 }
 
 const char *moe::jit::toString(CompileInfo::Source source) {

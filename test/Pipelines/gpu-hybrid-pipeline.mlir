@@ -52,7 +52,7 @@
 //
 // PTX: gpu.binary @moe_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, assembly = "{{.*}}.target sm_90a
 
-// CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a)
+// CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a, sm_120a)
 
 // OPS-LABEL: llvm.func @moe_layer_bwd(
 // OPS:         llvm.call @mx_operand_0_launch(

@@ -89,7 +89,7 @@
 // HOST:         llvm.call @mgpuMemcpy(
 // HOST:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_0
 
-// CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a)
+// CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a, sm_120a)
 
 func.func @moe_layer_bwd(%x: tensor<256x256xbf16>, %dy: tensor<256x256xbf16>,
                          %aff: tensor<512xf32>, %wgu: tensor<2x256x2x128xbf16>,

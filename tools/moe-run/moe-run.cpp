@@ -95,8 +95,9 @@ options:
                        "#moe.gemm_config<mma = bf16_operands, tile = [128,
                        256, 64], mma_shape = [64, 256, 16], stages = 4,
                        warpgroups = [1, 2], registers = [40, 232]>"
-  --target T           host (default), sm90a, or sm100a (compile-verified
-                       only: running needs an sm_100 GPU)
+  --target T           host (default), sm90a, sm100a or sm120a (the last
+                       two compile-verified only: running needs an sm_100 /
+                       sm_120 GPU)
   --function NAME      the function to run (default: the one holding the
                        moe.blockwise_bwd)
   --seed S             seed of the generated inputs (default 0)

@@ -149,7 +149,8 @@ TEST(MoeCAPI, ErrorsComeBackWithTheirMessage) {
   options.target = static_cast<MoeTarget>(7);
   EXPECT_EQ(moeCompileLayer(compiler, kLayer, &options), nullptr);
   EXPECT_STREQ(moeGetLastError(), "compile: unknown target 7 "
-                                  "(MOE_TARGET_HOST, MOE_TARGET_SM90A or MOE_TARGET_SM100A)");
+                                  "(MOE_TARGET_HOST, MOE_TARGET_SM90A, MOE_TARGET_SM100A or "
+                                  "MOE_TARGET_SM120A)");
   options = fast();
 
   MoeExecutable *exe = moeCompileLayer(compiler, kLayer, &options);

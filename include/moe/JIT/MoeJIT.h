@@ -283,14 +283,18 @@ MOE_JIT_EXPORT Expected<MXQuantized> quantizeMX(const float *values,
 /// kernels take their epilogues. Sm100a: the same for sm_100a (B200
 /// class), the GEMMs on tcgen05.mma block_scale; compile-verified only, no
 /// such GPU has run it (docs/numerics.md). Running it needs an sm_100 GPU:
-/// elsewhere the driver refuses its kernels, the run's error.
-enum class Target { Host, Sm90a, Sm100a };
+/// elsewhere the driver refuses its kernels, the run's error. Sm120a: the
+/// same for sm_120a (RTX 50 / RTX PRO 6000 class), the GEMMs on mma.sync
+/// block_scale, compile-verified only too.
+enum class Target { Host, Sm90a, Sm100a, Sm120a };
 MOE_JIT_EXPORT const char *toString(Target target);
-/// "host", "sm90a" or "sm100a" (also "sm_90a", "sm_100a").
+/// "host", "sm90a", "sm100a" or "sm120a" (also "sm_90a", "sm_100a",
+/// "sm_120a").
 MOE_JIT_EXPORT Expected<Target> parseTarget(std::string_view name);
 /// Whether `target` runs kernels on a GPU.
 inline bool isGPUTarget(Target target) { return target != Target::Host; }
-/// The chip of a GPU target ("sm_90a", "sm_100a"); empty for Host.
+/// The chip of a GPU target ("sm_90a", "sm_100a", "sm_120a"); empty for
+/// Host.
 MOE_JIT_EXPORT const char *chipOf(Target target);
 
 /// Options of one compilation. Everything but sourceName is part of the

@@ -46,8 +46,8 @@ int64_t exponentBias(Type elementType);
 class KernelEmitter {
 public:
   KernelEmitter(OpBuilder &b, Location loc, const MXGemmProblem &p,
-                const MXGemmConfig &cfg)
-      : b(b), loc(loc), p(p), cfg(cfg), lay(layoutOf(p.path, cfg)),
+                const MXGemmConfig &cfg, MmaEmitter mma)
+      : b(b), loc(loc), p(p), cfg(cfg), mma(mma), lay(layoutOf(p.path, cfg)),
         i1T(b.getI1Type()), i32T(b.getI32Type()), i64T(b.getI64Type()),
         f32T(b.getF32Type()), idxT(b.getIndexType()) {
     MLIRContext *ctx = b.getContext();
@@ -216,6 +216,9 @@ private:
   void emitProducerBlockScale();
   /// The tcgen05.mma issuer and the epilogue from tensor memory.
   void emitConsumerTcgen05();
+  /// block_scale on sm_120a (MXGemmSm120.cpp): the warps' mma.sync
+  /// mainloop and their fragments' stores.
+  void emitConsumerMmaSync();
   void emitProducerFp8();
   void emitConsumerFp8();
   void emitProducerBf16();
@@ -243,6 +246,8 @@ private:
   Location loc;
   const MXGemmProblem &p;
   const MXGemmConfig &cfg;
+  /// The chip's MMA instructions (block_scale: tcgen05 or mma.sync).
+  MmaEmitter mma;
   SmemLayout lay;
   Type i1T, i32T, i64T, f32T, idxT;
   Type accT, smemPtrT, globalPtrT;

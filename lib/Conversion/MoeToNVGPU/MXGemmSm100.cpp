@@ -73,9 +73,13 @@ void KernelEmitter::emitProducerBlockScale() {
   }
   Value word0 = add(firstWord, indexToI32(t));
   Value s64 = indexToI64(s);
-  // Row r of a 128-row atom keeps its 4 K-block bytes at (r % 32) * 16 +
-  // (r / 32) * 4 (bs::sfAtomByte): the word lands whole.
-  Value atomByte = add(mul(remu(tid, 32), 16), mul(divu(tid, 32), 4));
+  // tcgen05: row r of a 128-row atom keeps its 4 K-block bytes at (r % 32)
+  // * 16 + (r / 32) * 4 (bs::sfAtomByte), so the word lands whole; the
+  // copy to tensor memory reads the atom. mma.sync: the words of the
+  // stage's rows in order, read by the lanes that pass them.
+  Value atomByte = mma == MmaEmitter::Tcgen05
+                       ? add(mul(remu(tid, 32), 16), mul(divu(tid, 32), 4))
+                       : mul(tid, 4);
   // Rows outside the operand read scale 127 (factor 1): TMA zero-filled
   // their codes, and a NaN byte would turn the zeros into NaN.
   auto storeWord = [&](Value table, Value row, Value inside, int64_t region,
@@ -102,9 +106,11 @@ void KernelEmitter::emitProducerBlockScale() {
               scaleAtomsB());
   }
   // tcgen05.cp reads the atoms through the async proxy.
-  NVVM::FenceProxyOp::create(
-      b, loc, NVVM::ProxyKind::async_shared,
-      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+  if (mma == MmaEmitter::Tcgen05)
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
   arrive(s);
 }
 

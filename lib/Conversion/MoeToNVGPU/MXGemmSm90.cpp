@@ -1028,9 +1028,10 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     int64_t S = cfg.stages;
     for (int64_t s = 0; s < S && isBlockScale(); ++s) {
       // full[s]: thread 0's expect_tx arrival plus the scale writers;
-      // empty[s]: the tcgen05.commit of the stage's MMAs.
+      // empty[s]: the tcgen05.commit of the stage's MMAs, or the mma.sync
+      // consumers.
       initBarrier(s, producerThreads + 1);
-      initBarrier(S + s, 1);
+      initBarrier(S + s, mma == MmaEmitter::Tcgen05 ? 1 : consumerThreads);
     }
     if (isBlockScale())
       initBarrier(2 * S, 1);
@@ -1105,8 +1106,10 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     int64_t S = cfg.stages, SD = cfg.dequantStages;
     if (isFp8())
       emitConsumerFp8();
-    else if (isBlockScale())
+    else if (isBlockScale() && mma == MmaEmitter::Tcgen05)
       emitConsumerTcgen05();
+    else if (isBlockScale())
+      emitConsumerMmaSync();
     else if (isBf16Operands())
       emitConsumerBf16(S, /*fullBase=*/0, /*emptyBase=*/S, lay.a, lay.b,
                        cfg.tileM * kSwizzleBytes, cfg.tileN * kSwizzleBytes,
@@ -1127,16 +1130,28 @@ static std::string whyNotBlockScale(const MXGemmProblem &problem,
                                     const TargetInfo &target) {
   std::string why;
   llvm::raw_string_ostream os(why);
-  // One 128-row tcgen05.mma (cta_group::1) spans the tile, K = 32 per
-  // instruction, one 128-byte swizzle panel of codes per K tile, one
-  // producer and one MMA / epilogue warpgroup.
-  if (cfg.tileM != 128 || cfg.mmaM != 128 || cfg.tileK != kSwizzleBytes ||
-      cfg.mmaK != 32 || cfg.mmaN != cfg.tileN || cfg.tileN % 16 ||
-      cfg.tileN > 256 || cfg.producerWarpgroups != 1 ||
-      cfg.consumerWarpgroups != 1) {
+  if (target.getMmaEmitter() == MmaEmitter::Tcgen05) {
+    // One 128-row tcgen05.mma (cta_group::1) spans the tile, K = 32 per
+    // instruction, one 128-byte swizzle panel of codes per K tile, one
+    // producer and one MMA / epilogue warpgroup.
+    if (cfg.tileM != 128 || cfg.mmaM != 128 || cfg.tileK != kSwizzleBytes ||
+        cfg.mmaK != 32 || cfg.mmaN != cfg.tileN || cfg.tileN % 16 ||
+        cfg.tileN > 256 || cfg.producerWarpgroups != 1 ||
+        cfg.consumerWarpgroups != 1) {
+      os << "the block_scale kernel of " << target.getChip()
+         << " needs a 128 x N x 128 tile (N a multiple of 16 up to 256), one "
+            "128 x N x 32 MMA and warpgroups [1, 1], got "
+         << cfg.tileM << "x" << cfg.tileN << "x" << cfg.tileK;
+      return why;
+    }
+  } else if (cfg.tileM != 128 || cfg.tileN != 128 ||
+             cfg.tileK != kSwizzleBytes || cfg.mmaM != 16 || cfg.mmaN != 8 ||
+             cfg.mmaK != 32 || cfg.producerWarpgroups != 1 ||
+             cfg.consumerWarpgroups != 2) {
+    // Eight warps of 32 x 64 over a 128 x 128 tile, m16n8k32 mma.sync.
     os << "the block_scale kernel of " << target.getChip()
-       << " needs a 128 x N x 128 tile (N a multiple of 16 up to 256), one "
-          "128 x N x 32 MMA and warpgroups [1, 1], got "
+       << " needs a 128 x 128 x 128 tile of 16 x 8 x 32 MMAs and warpgroups "
+          "[1, 2], got "
        << cfg.tileM << "x" << cfg.tileN << "x" << cfg.tileK;
     return why;
   }
@@ -1321,15 +1336,18 @@ moe::checkMXGemm(const MXGemmProblem &problem, const MXGemmConfig &config,
 }
 
 MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
-                                        gpu::GPUModuleOp module, StringRef name,
-                                        const MXGemmProblem &problem,
-                                        const MXGemmConfig &cfg) {
+                                    gpu::GPUModuleOp module, StringRef name,
+                                    const MXGemmProblem &problem,
+                                    const MXGemmConfig &cfg,
+                                    const TargetInfo &target) {
   bool bf16Operands = problem.path == MXMmaPath::Bf16Operands;
   assert(cfg.tileK * (bf16Operands ? 2 : 1) == kSwizzleBytes &&
          (cfg.tileM == cfg.tileN ||
           (bf16Operands && cfg.tileM == 128 && cfg.tileN == 256)) &&
-         cfg.mmaM * cfg.consumerWarpgroups == cfg.tileM &&
-         cfg.mmaN == cfg.tileN && "tile shapes of the MX GEMM kernels");
+         (problem.path == MXMmaPath::BlockScale ||
+          (cfg.mmaM * cfg.consumerWarpgroups == cfg.tileM &&
+           cfg.mmaN == cfg.tileN)) &&
+         "tile shapes of the MX GEMM kernels");
   assert((problem.path != MXMmaPath::Bf16Dequant ||
           cfg.producerWarpgroups == 2) &&
          "the bf16 path has one converting warpgroup per operand");
@@ -1367,7 +1385,7 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                     {static_cast<int32_t>(cfg.threads()), 1, 1}));
   func->setAttr("nvvm.minctasm", builder.getI32IntegerAttr(1));
 
-  KernelEmitter emitter(builder, loc, problem, cfg);
+  KernelEmitter emitter(builder, loc, problem, cfg, target.getMmaEmitter());
   emitter.emit(func);
 
   int64_t gridZ = problem.kind == MXGemmKind::Expert ? problem.numExperts : 1;

@@ -282,7 +282,8 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
     prefix = "mx_expert_matmul_";
   }
   MXGemmLaunch launch =
-      buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg);
+      buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg,
+                        target);
   // Kernel arguments: tmapA (lhs codes), tmapB (rhs codes), then the
   // global pointers sa, sb, c, blockToExpert.
   LaunchRecord record = gemmRecord(launch, 0, 2, {1, 3, 5, 4});
@@ -499,7 +500,8 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   if (epi)
     return lowerGatedActEpilogue(op, problem, cfg, *lhs, *rhs, blocks, *epi);
   MXGemmLaunch launch =
-      buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg);
+      buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg,
+                        target);
   // Host arguments: lhs, rhs, block_to_expert (, bias), result. Kernel
   // arguments: tmapA, tmapB, then the global pointers c, blockToExpert
   // (, bias).
@@ -525,7 +527,7 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   Location loc = epi.act.getLoc();
   b.setInsertionPoint(epi.act);
   MXGemmLaunch launch = buildMXGemmKernel(
-      b, loc, kernels, freshName("block_matmul_act_"), problem, cfg);
+      b, loc, kernels, freshName("block_matmul_act_"), problem, cfg, target);
   // Host arguments: lhs, rhs, block_to_expert, gate_up, affinities, then
   // the results [dg | du] (, h) (, a * h) (, partials). Kernel arguments:
   // tmapA, tmapB, dgu, blockToExpert, gateUp, affinities (, h) (, a * h)

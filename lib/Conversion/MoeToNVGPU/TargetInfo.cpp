@@ -50,7 +50,9 @@ std::optional<MXMmaPath> moe::parseMmaPathOption(StringRef name) {
       .Default(std::nullopt);
 }
 
-StringRef TargetInfo::supportedChips() { return "sm_90a, sm_100a"; }
+StringRef TargetInfo::supportedChips() {
+  return "sm_90a, sm_100a, sm_120a";
+}
 
 std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
   if (chip == "sm_90a") {
@@ -155,6 +157,38 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     info.bf16OperandsTable = {};
     info.operandKernelThreads = 256;
     info.maxDynamicSharedMemory = 232448;
+    return info;
+  }
+  if (chip == "sm_120a") {
+    TargetInfo info;
+    info.chip = chip.str();
+    // mma.sync ... kind::mxf8f6f4.block_scale needs PTX ISA 8.7 and the
+    // "a" target.
+    info.features = "+ptx88";
+    info.mxPath = MXMmaPath::BlockScale;
+    info.mmaEmitter = MmaEmitter::MmaSync;
+    // A 128 x 128 tile of 8 warps (two consumer warpgroups), each a 32 x 64
+    // warp tile of 2 x 8 m16n8k32 MMAs per K = 32; K tiles of one 128-byte
+    // swizzle panel of codes, 2 stages (64 KB) within the 99 KB a CTA may
+    // have. Compile-verified only (docs/numerics.md).
+    info.blockScale = MXGemmConfig{/*tileM=*/128,
+                                   /*tileN=*/128,
+                                   /*tileK=*/128,
+                                   /*mmaM=*/16,
+                                   /*mmaN=*/8,
+                                   /*mmaK=*/32,
+                                   /*stages=*/2,
+                                   /*dequantStages=*/0,
+                                   /*producerWarpgroups=*/1,
+                                   /*consumerWarpgroups=*/2,
+                                   /*producerRegisters=*/40,
+                                   /*consumerRegisters=*/232,
+                                   /*scaleTableStride=*/0,
+                                   /*waitTicks=*/1000000};
+    info.bf16OperandsTable = {};
+    info.operandKernelThreads = 256;
+    // 99 KB: the opt-in limit of one CTA on sm_120.
+    info.maxDynamicSharedMemory = 101376;
     return info;
   }
   return std::nullopt;

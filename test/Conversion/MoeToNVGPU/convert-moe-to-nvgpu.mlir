@@ -7,7 +7,7 @@
 // -bf16-operands and -fp8 siblings). The MX block GEMM: S = 256 slots in 2
 // blocks of 128, E = 2 experts, Nout = 256, K = 256.
 
-// CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a)
+// CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a, sm_120a)
 // PATH: error: unknown MMA path 'fp4' (expected fp8, bf16, bf16-operands or block-scale)
 
 // CHECK-LABEL: module attributes {gpu.container_module}

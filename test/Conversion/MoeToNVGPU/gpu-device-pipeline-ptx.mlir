@@ -4,7 +4,7 @@
 // gpu-device-pipeline-ptx-bf16.mlir.
 // RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=fp8" | FileCheck %s --check-prefix=MLIR
 // RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=fp8" | %python %S/Inputs/extract-ptx.py | FileCheck %s
-// RUN: not moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_120a" 2>&1 | FileCheck %s --check-prefix=CHIP
+// RUN: not moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_89" 2>&1 | FileCheck %s --check-prefix=CHIP
 
 // The kernel module is serialized in place; the host side keeps the call
 // and the launch function's declaration with its record.
@@ -12,7 +12,7 @@
 // MLIR:      func.func private @mx_block_matmul_0_launch({{.*}}moe.gpu_launch = #moe.gpu_launch<kernel = @moe_kernels::@mx_block_matmul_0, {{.*}} block = [384, 1, 1],
 // MLIR:      gpu.binary @moe_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, {{.*}}assembly = "
 
-// CHIP: error: unsupported GPU chip 'sm_120a' (supported: sm_90a, sm_100a)
+// CHIP: error: unsupported GPU chip 'sm_89' (supported: sm_90a, sm_100a, sm_120a)
 
 // CHECK:       .version 8.0
 // CHECK:       .target sm_90a

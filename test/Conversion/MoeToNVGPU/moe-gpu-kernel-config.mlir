@@ -5,6 +5,7 @@
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=LAYER
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_100a" | FileCheck %s --check-prefix=SM100
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_100a" 2>&1 | FileCheck %s --check-prefix=SM100-BIAS
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_120a" | FileCheck %s --check-prefix=SM120
 
 // The kernel configuration sm_90a gives each GPU GEMM. By default every GEMM
 // runs on bf16 operands, one TMA producer and two consumer warpgroups, with
@@ -17,7 +18,7 @@
 // operands (the MX paths take none).
 
 // BADPATH: error: unknown MMA path 'fp4' (expected fp8, bf16, bf16-operands or block-scale)
-// BADCHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a)
+// BADCHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a, sm_120a)
 
 // CHECK-LABEL: func.func @block_codes(
 // CHECK:         moe.block_matmul
@@ -130,3 +131,9 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 // SM100-COUNT-5: mma = block_scale, tile = [128, 128, 128], mma_shape = [128, 128, 32], stages = 4, warpgroups = [1, 1], registers = [40, 232]>
 // SM100-NOT:     gemm_config
 // SM100-BIAS: error: 'moe.block_matmul' op has bf16 operands or a bias, and sm_100a has GEMM kernels only for MX codes without bias (the block-scale MMA path)
+
+// sm_120a: the block_scale kernel of warp-level m16n8k32 mma.sync (a 128 x
+// 128 x 128 tile, 2 stages in its 99 KB, a producer and two consumer
+// warpgroups).
+// SM120-COUNT-5: mma = block_scale, tile = [128, 128, 128], mma_shape = [16, 8, 32], stages = 2, warpgroups = [1, 2], registers = [40, 232]>
+// SM120-NOT:     gemm_config

@@ -151,9 +151,10 @@ LogicalResult checkMXGemm(const MXGemmProblem &problem,
 /// Builds the kernel `name` of `config` for `problem` at the end of
 /// `module`. The problem and config must pass checkMXGemm.
 MXGemmLaunch buildMXGemmKernel(OpBuilder &builder, Location loc,
-                                   gpu::GPUModuleOp module, StringRef name,
-                                   const MXGemmProblem &problem,
-                                   const MXGemmConfig &config);
+                               gpu::GPUModuleOp module, StringRef name,
+                               const MXGemmProblem &problem,
+                               const MXGemmConfig &config,
+                               const TargetInfo &target);
 
 } // namespace mlir::moe
 

@@ -7,8 +7,9 @@
 // kernels. Patterns and kernel builders ask this class; they never test the
 // chip name themselves.
 //
-// sm_90a (Hopper, H100 / H200) runs on the H200; sm_100a (B200 class) is
-// compile-verified only (ptxas; docs/numerics.md). Any other chip is
+// sm_90a (Hopper, H100 / H200) runs on the H200; sm_100a (B200 class) and
+// sm_120a (RTX 50 / RTX PRO 6000 class) are compile-verified only (ptxas;
+// docs/numerics.md). Any other chip is
 // rejected by TargetInfo::get with a message that lists the supported ones.
 //
 //===----------------------------------------------------------------------===//
@@ -80,6 +81,8 @@ enum class MmaEmitter {
   /// sm_100a: tcgen05.mma with the accumulator and the block scales in
   /// tensor memory.
   Tcgen05,
+  /// sm_120a: warp-level mma.sync m16n8k32 block_scale from registers.
+  MmaSync,
 };
 
 /// One row of a chip's table of bf16-operand GEMM shapes: the kernel shape,
@@ -117,10 +120,10 @@ public:
   /// The MMA instructions of this chip's GEMM kernels.
   MmaEmitter getMmaEmitter() const { return mmaEmitter; }
   /// Whether this chip has kernels of `path` (the wgmma paths on sm_90a,
-  /// block_scale on sm_100a).
+  /// block_scale on sm_100a and sm_120a).
   bool hasMmaPath(MXMmaPath path) const {
     return (path == MXMmaPath::BlockScale) ==
-           (mmaEmitter == MmaEmitter::Tcgen05);
+           (mmaEmitter != MmaEmitter::Wgmma);
   }
   /// The kernel shape of `path` on this chip.
   const MXGemmConfig &getMXGemmConfig(MXMmaPath path) const {

@@ -190,15 +190,24 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       failed(verifyPositiveList(emitError, "registers", registers, 2,
                                 "counts [producer, consumer]")))
     return failure();
-  // Each consumer warpgroup issues the MMAs of its own mma_shape M rows,
-  // each spanning the whole tile N.
-  if (tile[0] != mmaShape[0] * warpgroups[1])
-    return emitError() << "tile M " << tile[0] << " is not mma_shape M "
-                       << mmaShape[0] << " times " << warpgroups[1]
-                       << " consumer warpgroups";
-  if (tile[1] != mmaShape[1])
-    return emitError() << "tile N " << tile[1] << " is not mma_shape N "
-                       << mmaShape[1];
+  // block_scale: the tile is a grid of MMAs (one tcgen05.mma spanning it
+  // on sm_100a, warp-level mma.sync on sm_120a).
+  if (mma == MXMmaPath::BlockScale) {
+    if (tile[0] % mmaShape[0] || tile[1] % mmaShape[1])
+      return emitError() << "block_scale tile " << tile[0] << "x" << tile[1]
+                         << " is not a grid of mma_shape " << mmaShape[0]
+                         << "x" << mmaShape[1];
+  } else {
+    // Each consumer warpgroup issues the MMAs of its own mma_shape M rows,
+    // each spanning the whole tile N.
+    if (tile[0] != mmaShape[0] * warpgroups[1])
+      return emitError() << "tile M " << tile[0] << " is not mma_shape M "
+                         << mmaShape[0] << " times " << warpgroups[1]
+                         << " consumer warpgroups";
+    if (tile[1] != mmaShape[1])
+      return emitError() << "tile N " << tile[1] << " is not mma_shape N "
+                         << mmaShape[1];
+  }
   if (tile[2] % mmaShape[2])
     return emitError() << "tile K " << tile[2]
                        << " is not a multiple of mma_shape K " << mmaShape[2];

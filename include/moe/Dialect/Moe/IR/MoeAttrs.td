@@ -121,7 +121,7 @@ def Moe_MXMmaPath : I32EnumAttr<"MXMmaPath",
       // The tensor core applies the E8M0 scales itself: the codes and the
       // scale bytes go to the block-scaled MMA unchanged (sm_100a
       // tcgen05.mma ... kind::mxf8f6f4.block_scale, scales in tensor
-      // memory).
+      // memory; sm_120a mma.sync ... block_scale, scales in registers).
       I32EnumAttrCase<"BlockScale", 3, "block_scale">
     ]> {
   let cppNamespace = "::mlir::moe";
@@ -202,8 +202,9 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     MMA shape the chip lacks, too much shared memory).
 
     The verifier rejects configurations no kernel can have: the consumer
-    warpgroups each own `mma_shape` M rows of the tile, one MMA spans the
-    tile's N, the tile's K is a whole number of MMA steps, a ring has at
+    warpgroups each own `mma_shape` M rows of the tile and one MMA spans the
+    tile's N (`block_scale`: the tile is a whole grid of MMAs), the tile's K
+    is a whole number of MMA steps, a ring has at
     least two stages (one filled while the other is read), and register
     counts are what `setmaxnreg` takes (multiples of 8 in [24, 256]).
 
