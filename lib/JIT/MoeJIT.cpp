@@ -762,6 +762,36 @@ Status storeAtomically(
   return Status();
 }
 
+/// Writes each object of each gpu.binary of `module` into `dir` as
+/// <binary>.ptx (assembly) or <binary>.cubin, and lists them in `files`.
+Status writeKernelFiles(ModuleOp module, const std::string &dir,
+                        std::vector<std::string> &files) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return Status::error(dir + ": cannot create the kernel directory (" +
+                         ec.message() + ")");
+  Status status;
+  module.walk([&](gpu::BinaryOp binary) {
+    for (Attribute attr : binary.getObjects()) {
+      auto object = dyn_cast<gpu::ObjectAttr>(attr);
+      if (!object || !status)
+        continue;
+      bool ptx = object.getFormat() == gpu::CompilationTarget::Assembly;
+      llvm::SmallString<256> path(dir);
+      llvm::sys::path::append(path, binary.getSymName() +
+                                        (ptx ? ".ptx" : ".cubin"));
+      StringRef bytes = object.getObject().getValue();
+      status = storeAtomically(
+          path.str().str(), [&](llvm::raw_ostream &os, std::string &) {
+            os << bytes;
+            return true;
+          });
+      if (status)
+        files.push_back(path.str().str());
+    }
+  });
+  return status;
+}
+
 /// Writes `module` to `path` atomically (temporary file, then rename).
 Status storeCached(ModuleOp module, const std::string &dir,
                    const std::string &path) {
@@ -1396,6 +1426,13 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
                                  {"resident", "hybrid"}, options.target);
       !s)
     return s;
+  if (Status s = checkGPUChoice("kernelFormat", options.kernelFormat,
+                                 {"ptx", "cubin"}, options.target);
+      !s)
+    return s;
+  bool writeKernels = !options.kernelDir.empty();
+  if (writeKernels && !isGPUTarget(options.target))
+    return Status::error("kernelDir applies to GPU targets, not host");
   // Sm90a: kernels as cubin when ptxas is here, else as PTX that the
   // driver compiles at load time. The runtime library resolves the
   // generated code's mgpu* calls; it needs the driver only when called,
@@ -1409,13 +1446,22 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     cuda = *runtime;
     toolkit = findCudaToolkit();
     gpuFormat = toolkit.empty() ? "isa" : "bin";
+    if (options.kernelFormat == "ptx")
+      gpuFormat = "isa";
+    if (options.kernelFormat == "cubin") {
+      if (toolkit.empty())
+        return Status::error("kernelFormat cubin needs ptxas, and no CUDA "
+                             "toolkit was found (MOE_CUDA_ROOT, CUDA_ROOT, "
+                             "CUDA_HOME, CUDA_PATH, /usr/local/cuda, PATH)");
+      gpuFormat = "bin";
+    }
   }
 
   Executable result;
   CompileInfo &info = result.info_;
   info.key = cacheKey(mlirText, options, gpuFormat);
   std::string memoryKey = info.key + ":O" + std::to_string(options.optLevel);
-  if (impl_->options.memoryCache) {
+  if (impl_->options.memoryCache && !writeKernels) {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     auto it = impl_->memory.find(memoryKey);
     if (it != impl_->memory.end()) {
@@ -1469,7 +1515,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
 
   // The disk cache's object code of this key, optimization level and host
   // CPU: no lowering and no code generation.
-  const std::string &cacheDir = impl_->options.cacheDir;
+  const std::string cacheDir = writeKernels ? "" : impl_->options.cacheDir;
   impl->cuda = cuda;
   std::string objectPath;
   if (!cacheDir.empty()) {
@@ -1540,6 +1586,11 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
                                 options.target, impl->deviceArguments);
         !s)
       return s;
+    if (writeKernels)
+      if (Status s = writeKernelFiles(*module, options.kernelDir,
+                                      info.kernelFiles);
+          !s)
+        return s;
     lowered = std::move(module);
     info.pipelineSeconds = secondsSince(pipelineStart);
     if (!cachePath.empty())

@@ -146,6 +146,10 @@ options:
   --compile-only       compile, print the compile line and exit: no
                        inputs, run or references (compile times of layers
                        too large to run here; sm90a needs no GPU for it)
+  --emit F DIR         GPU targets: also write every kernel module into DIR
+                       as F = ptx (<module>.ptx) or cubin (<module>.cubin,
+                       needs ptxas): the artifacts of a chip this machine
+                       lacks (e.g. --target=sm100a --compile-only)
 
 Options take their value as the next argument or after '='.
 Exit status: 0 all outputs pass, 1 mismatch or input error, 2 usage error.
@@ -180,6 +184,8 @@ struct Options {
   bool compare = true;
   bool printLayerIR = false;
   bool compileOnly = false;
+  /// --emit: the kernels' form and directory.
+  std::string emitFormat, emitDir;
 };
 
 int64_t parseCount(const std::string &opt, const std::string &text, int64_t min,
@@ -203,7 +209,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       "--gemm",          "--gemm-config",
       "--empty-experts", "--inputs",    "--outputs",  "--cache-dir",
       "--repeat",        "--opt-level", "--tolerance", "--mma-path",
-      "--check",         "--gpu-mode",  "--warmup",   "--times-json"};
+      "--check",         "--gpu-mode",  "--warmup",   "--times-json",
+      "--emit"};
   const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir",
                                           "--compile-only",
                                           "--operands-one-axis"};
@@ -248,7 +255,15 @@ Options parseCommandLine(const std::vector<std::string> &args) {
     // Only the cache folder has a meaning when empty (no disk cache).
     if (takesValue && value.empty() && name != "--cache-dir")
       throw UsageError("empty value for " + name);
-    if (name == "--gemm") {
+    if (name == "--emit") {
+      if (value != "ptx" && value != "cubin")
+        throw UsageError("invalid kernel format '" + value +
+                         "' for --emit (expected ptx or cubin)");
+      if (i + 1 >= args.size() || args[i + 1].compare(0, 2, "--") == 0)
+        throw UsageError("missing directory for --emit " + value);
+      opts.emitFormat = value;
+      opts.emitDir = args[++i];
+    } else if (name == "--gemm") {
       opts.gemmSpec = value;
       opts.haveGemm = true;
     } else if (name == "--gemm-config") {
@@ -340,6 +355,9 @@ Options parseCommandLine(const std::vector<std::string> &args) {
   if (!opts.inputsDir.empty() && opts.emptyExperts > 0)
     throw UsageError("--empty-experts applies to generated inputs, not to "
                      "--inputs");
+  if (!opts.emitDir.empty() && !jit::isGPUTarget(opts.target))
+    throw UsageError("--emit applies to GPU targets (--target sm90a, sm100a "
+                     "or sm120a)");
   return opts;
 }
 
@@ -964,6 +982,10 @@ void printCompileLine(double compileSeconds, const jit::CompileInfo &info) {
               "codegen %.3f s)\n",
               compileSeconds, jit::toString(info.source), info.parseSeconds,
               info.pipelineSeconds, info.codegenSeconds);
+  if (!info.kernelFiles.empty())
+    std::printf("kernels: %zu modules written (%s ... %s)\n",
+                info.kernelFiles.size(), info.kernelFiles.front().c_str(),
+                info.kernelFiles.back().c_str());
   std::fflush(stdout);
 }
 
@@ -1130,6 +1152,8 @@ int run(const Options &opts) {
   compileOptions.mmaPath = opts.mmaPath;
   compileOptions.gpuMode = opts.gpuMode;
   compileOptions.operandsBothAxes = opts.operandsBothAxes;
+  compileOptions.kernelDir = opts.emitDir;
+  compileOptions.kernelFormat = opts.emitFormat;
   if (opts.haveGemm)
     return runGemm(opts, compileOptions);
 

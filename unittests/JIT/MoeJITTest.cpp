@@ -24,6 +24,8 @@
 #include <fstream>
 #include <memory>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 using namespace moe::jit;
 
@@ -256,6 +258,36 @@ TEST(CompileTest, LocatedErrors) {
     EXPECT_EQ(exe.message(), c.message);
   }
 
+  // The kernel files: a GPU target and a known form.
+  options = fastOptions();
+  options.kernelDir = "/tmp/unused";
+  exe = compiler.compile(kAddModule, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "kernelDir applies to GPU targets, not host");
+  options.target = Target::Sm100a;
+  options.kernelFormat = "sass";
+  exe = compiler.compile(kAddModule, options);
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.message(), "kernelFormat 'sass' is not ptx or cubin");
+}
+
+TEST(MoeJIT, TargetsParseAndNameTheirChips) {
+  for (auto [name, target, chip] :
+       std::vector<std::tuple<std::string, Target, std::string>>{
+           {"host", Target::Host, ""},
+           {"sm90a", Target::Sm90a, "sm_90a"},
+           {"sm_100a", Target::Sm100a, "sm_100a"},
+           {"sm120a", Target::Sm120a, "sm_120a"}}) {
+    Expected<Target> parsed = parseTarget(name);
+    ASSERT_TRUE(parsed) << name;
+    EXPECT_EQ(*parsed, target);
+    EXPECT_EQ(std::string(chipOf(target)), chip);
+    EXPECT_EQ(isGPUTarget(target), !chip.empty());
+  }
+  Expected<Target> bad = parseTarget("sm80");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.message(),
+            "unknown target 'sm80' (expected host, sm90a, sm100a or sm120a)");
 }
 
 /// Buffers of the add function; `out` starts poisoned.

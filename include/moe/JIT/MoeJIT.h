@@ -325,6 +325,14 @@ struct CompileOptions {
   /// operands-both-axes; on: 2.3 ms less at shape 1 on the H200, the same
   /// bits as one kernel per rounding).
   bool operandsBothAxes = true;
+  /// GPU targets: also write each serialized kernel module into this
+  /// directory (created if needed) as <module>.ptx or <module>.cubin, the
+  /// artifacts of a chip this machine lacks. Empty: none. A compilation
+  /// that writes them reads no cache.
+  std::string kernelDir;
+  /// The form of the kernels: "ptx", "cubin" (needs ptxas) or empty (cubin
+  /// when ptxas is found, else PTX for the driver to compile).
+  std::string kernelFormat;
   /// Buffer name in diagnostics ("file.mlir:3:7: error: ...").
   std::string sourceName = "<input>";
 };
@@ -343,6 +351,8 @@ struct CompileInfo {
          totalSeconds = 0;
   /// GPU targets: the mode used, "resident" or "hybrid"; empty on the host.
   std::string gpuMode;
+  /// The kernel files written to CompileOptions::kernelDir.
+  std::vector<std::string> kernelFiles;
 };
 
 MOE_JIT_EXPORT const char *toString(CompileInfo::Source source);
