@@ -41,6 +41,15 @@ SmemLayout layoutOf(MXMmaPath path, const MXGemmConfig &cfg);
 /// The exponent bias of a code type: 7 (e4m3) or 15 (e5m2).
 int64_t exponentBias(Type elementType);
 
+/// Plain integer arithmetic for the index functions the block_scale kernels
+/// share with their checks (KernelEmitter::IROps is the IR form).
+struct IntOps {
+  int64_t div(int64_t x, int64_t y) { return x / y; }
+  int64_t rem(int64_t x, int64_t y) { return x % y; }
+  int64_t mul(int64_t x, int64_t y) { return x * y; }
+  int64_t add(int64_t x, int64_t y) { return x + y; }
+};
+
 /// Emits the kernel body. Holds the builder, the values every part shares,
 /// and small helpers that materialize integer constants on demand.
 class KernelEmitter {
@@ -208,6 +217,14 @@ private:
   ConsumerLane consumerLane();
 
   bool isBlockScale() const { return p.path == MXMmaPath::BlockScale; }
+  /// IntOps on IR values (unsigned division of non-negative i32 indices).
+  struct IROps {
+    KernelEmitter &e;
+    Value div(Value x, int64_t y) { return e.divu(x, y); }
+    Value rem(Value x, int64_t y) { return e.remu(x, y); }
+    Value mul(Value x, int64_t y) { return e.mul(x, y); }
+    Value add(Value x, Value y) { return e.add(x, y); }
+  };
   /// block_scale (MXGemmSm100.cpp): the 512-byte scale atoms of B per
   /// stage, and the tensor-memory columns the kernel allocates.
   int64_t scaleAtomsB() const;

@@ -34,11 +34,48 @@
 
 #include "llvm/Support/MathExtras.h"
 
+#include <cassert>
+
 using namespace mlir;
 using namespace mlir::moe;
 using namespace mlir::moe::gemm;
 
 namespace bs = mlir::moe::blockscale;
+
+namespace {
+
+// The index arithmetic of the kernel, written once for integers
+// (tcgen05IndexingAgrees) and IR values (the kernel).
+// The byte of a 128-row scale atom where row r's word of 4 K-block bytes
+// goes: (r % 32) * 16 + (r / 32) * 4.
+template <typename Ops, typename V> V atomWordByte(Ops &o, V row) {
+  return o.add(o.mul(o.rem(row, 32), 16), o.mul(o.div(row, 32), 4));
+}
+// The tensor-memory columns of a stage's scales, relative to the first
+// one: the A atom, then the B atoms, 4 columns each (32 lanes x 128 bits).
+constexpr int64_t kColumnsPerAtom = 4;
+
+} // namespace
+
+bool moe::tcgen05IndexingAgrees() {
+  IntOps o;
+  for (int64_t row = 0; row < bs::kSfAtomRows; ++row)
+    for (int64_t kb = 0; kb < bs::kSfAtomKBlocks; ++kb) {
+      // The word lands whole: K-block kb is its byte kb.
+      if (bs::sfAtomByte(row, kb) != atomWordByte(o, row) + kb)
+        return false;
+      // After tcgen05.cp, the MMA reads the row's scale in the atom's
+      // columns, byte kb (the scale-factor id), in every lane quarter.
+      for (int64_t quarter = 0; quarter < 4; ++quarter) {
+        bs::TmemByte cell =
+            bs::tcgen05ScaleFactorByte(row, kb, bs::kSfAtomRows, quarter);
+        if (cell.column < 0 || cell.column >= kColumnsPerAtom ||
+            cell.byte != kb || bs::tcgen05SfId(kb) != kb)
+          return false;
+      }
+    }
+  return true;
+}
 
 int64_t KernelEmitter::scaleAtomsB() const {
   return (cfg.tileN + bs::kSfAtomRows - 1) / bs::kSfAtomRows;
@@ -47,11 +84,13 @@ int64_t KernelEmitter::scaleAtomsB() const {
 int64_t KernelEmitter::tmemColumns() const {
   // Each scale atom takes 4 columns (32 lanes x 128 bits, in all four lane
   // quarters); tcgen05.alloc takes a power of two of at least 32.
-  int64_t used = cfg.tileN + cfg.stages * 4 * (1 + scaleAtomsB());
+  int64_t used = cfg.tileN + cfg.stages * kColumnsPerAtom * (1 + scaleAtomsB());
   return std::max<int64_t>(32, llvm::PowerOf2Ceil(used));
 }
 
 void KernelEmitter::emitProducerBlockScale() {
+  assert(tcgen05IndexingAgrees() && mmaSyncIndexingAgrees() &&
+         "block_scale index arithmetic vs BlockScaleLayouts");
   int64_t S = cfg.stages;
   // tileK = 128 codes: the 4 scale bytes of a row and K tile are one
   // aligned 32-bit word of the [rows, K / 32] scale tensor.
@@ -77,9 +116,9 @@ void KernelEmitter::emitProducerBlockScale() {
   // * 16 + (r / 32) * 4 (bs::sfAtomByte), so the word lands whole; the
   // copy to tensor memory reads the atom. mma.sync: the words of the
   // stage's rows in order, read by the lanes that pass them.
-  Value atomByte = mma == MmaEmitter::Tcgen05
-                       ? add(mul(remu(tid, 32), 16), mul(divu(tid, 32), 4))
-                       : mul(tid, 4);
+  IROps o{*this};
+  Value atomByte =
+      mma == MmaEmitter::Tcgen05 ? atomWordByte(o, tid) : mul(tid, 4);
   // Rows outside the operand read scale 127 (factor 1): TMA zero-filled
   // their codes, and a NaN byte would turn the zeros into NaN.
   auto storeWord = [&](Value table, Value row, Value inside, int64_t region,
@@ -183,7 +222,7 @@ void KernelEmitter::emitConsumerTcgen05() {
                                                NVVM::MMABlockScaleKind::MXF8F6F4);
   auto collector = NVVM::Tcgen05MMACollectorOpAttr::get(
       ctx, NVVM::Tcgen05MMACollectorOp::DISCARD);
-  int64_t sfColumns = 4 * (1 + scaleAtomsB());
+  int64_t sfColumns = kColumnsPerAtom * (1 + scaleAtomsB());
 
   // The MMA issuer.
   ifThen(eq(ct, 0), [&] {
@@ -210,9 +249,9 @@ void KernelEmitter::emitConsumerTcgen05() {
             descriptor(atomOffset, atomDesc));
       };
       copyAtom(sfA, add(mul(s64, bs::kSfAtomBytes), lay.scaleA));
-      Value sfB = add(sfA, i32(4));
+      Value sfB = add(sfA, i32(kColumnsPerAtom));
       for (int64_t atom = 0; atom < atomsPerStageB; ++atom)
-        copyAtom(add(sfB, i32(4 * atom)),
+        copyAtom(add(sfB, i32(kColumnsPerAtom * atom)),
                  add(mul(add(mul(s64, atomsPerStageB), atom), bs::kSfAtomBytes),
                      lay.scaleB));
       Value descA = descriptor(add(mul(s64, cfg.tileM * kSwizzleBytes), lay.a),
@@ -241,8 +280,18 @@ void KernelEmitter::emitConsumerTcgen05() {
       NVVM::Tcgen05CommitOp::create(b, loc, barrierPtr(add(s, S)),
                                     /*multicastMask=*/Value(), group);
     }
-    NVVM::Tcgen05CommitOp::create(b, loc, barrierPtr(idx(2 * S)),
-                                  /*multicastMask=*/Value(), group);
+    // The accumulator is done once the last tile's MMAs are. An expert
+    // without slots issued none: a plain arrival (its tile is zeros).
+    Value none = cmp(arith::CmpIPredicate::eq, indexToI32(kTiles), 0);
+    auto done = scf::IfOp::create(b, loc, none, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(done.thenBlock());
+      arrive(idx(2 * S));
+      b.setInsertionPointToStart(done.elseBlock());
+      NVVM::Tcgen05CommitOp::create(b, loc, barrierPtr(idx(2 * S)),
+                                    /*multicastMask=*/Value(), group);
+    }
   });
 
   // The epilogue: warp w reads lanes 32 w .. 32 w + 31, one row each.

@@ -40,69 +40,80 @@ constexpr int64_t kWarpRows = 32, kWarpCols = 64;
 constexpr int64_t kMTiles = kWarpRows / bs::kMmaSyncM;
 constexpr int64_t kNTiles = kWarpCols / bs::kMmaSyncN;
 
-// The index arithmetic below, written as plain functions of the lane, that
-// the kernel's IR computes; checkLayouts holds them to BlockScaleLayouts.h.
+// The index arithmetic of the kernel, written once for both integers (the
+// checks against BlockScaleLayouts.h, mmaSyncIndexingAgrees) and IR values
+// (the kernel): `o` supplies div, rem, mul and add.
 // ldmatrix.x4 lane `l` addresses row l % 8 of matrix l / 8; matrix m of an
 // A fragment is rows 8 (m % 2) .., K bytes 16 (m / 2) ..; of a B pair it is
 // n-tile m / 2, K bytes 16 (m % 2) ...
-int64_t aMatrixRow(int64_t lane) { return 8 * ((lane / 8) % 2) + lane % 8; }
-int64_t aMatrixChunk(int64_t lane) { return (lane / 8) / 2; }
-int64_t bMatrixCol(int64_t lane) { return 8 * ((lane / 8) / 2) + lane % 8; }
-int64_t bMatrixChunk(int64_t lane) { return (lane / 8) % 2; }
+template <typename Ops, typename V> V aMatrixRow(Ops &o, V lane) {
+  return o.add(o.mul(o.rem(o.div(lane, 8), 2), 8), o.rem(lane, 8));
+}
+template <typename Ops, typename V> V aMatrixChunk(Ops &o, V lane) {
+  return o.div(o.div(lane, 8), 2);
+}
+template <typename Ops, typename V> V bMatrixCol(Ops &o, V lane) {
+  return o.add(o.mul(o.div(o.div(lane, 8), 2), 8), o.rem(lane, 8));
+}
+template <typename Ops, typename V> V bMatrixChunk(Ops &o, V lane) {
+  return o.rem(o.div(lane, 8), 2);
+}
 // The scale a lane passes for A (row in the m16 tile) and for B (column in
 // the n8 tile).
-int64_t scaleARow(int64_t lane) { return 8 * (lane % 2) + lane / 4; }
-int64_t scaleBCol(int64_t lane) { return lane / 4; }
+template <typename Ops, typename V> V scaleARow(Ops &o, V lane) {
+  return o.add(o.mul(o.rem(lane, 2), 8), o.div(lane, 4));
+}
+template <typename Ops, typename V> V scaleBCol(Ops &o, V lane) {
+  return o.div(lane, 4);
+}
 
-/// The register j of ldmatrix.x4 holds, for lane (g, t), row g and bytes
-/// 4t..4t+3 of matrix j: with the addresses above that is exactly the
-/// fragment mma.sync takes (mmaSyncAElement, mmaSyncBElement), and the
-/// scale lanes are the packing every selector finds (thread-id 0).
-[[maybe_unused]] bool checkLayouts() {
+} // namespace
+
+bool moe::mmaSyncIndexingAgrees() {
+  IntOps o;
   for (int64_t lane = 0; lane < 32; ++lane) {
     int64_t g = lane / 4, t = lane % 4;
+    // Register j of ldmatrix.x4 holds, for lane (g, t), row g and bytes
+    // 4t .. 4t + 3 of matrix j, which lanes 8 j .. 8 j + 7 address.
     for (int64_t reg = 0; reg < 4; ++reg) {
-      // Matrix `reg` as addressed by lanes 8 reg .. 8 reg + 7.
-      int64_t rowOfMatrix = aMatrixRow(8 * reg + g);
-      int64_t chunk = aMatrixChunk(8 * reg);
+      int64_t row = aMatrixRow(o, 8 * reg + g);
+      int64_t chunk = aMatrixChunk(o, 8 * reg);
       for (int64_t byte = 0; byte < 4; ++byte) {
         bs::MatrixCoord a = bs::mmaSyncAElement(lane, reg, byte);
-        if (a.row != rowOfMatrix || a.col != 16 * chunk + 4 * t + byte)
+        if (a.row != row || a.col != 16 * chunk + 4 * t + byte)
           return false;
       }
     }
+    // A B pair: registers 2 p, 2 p + 1 are b0, b1 of its n-tile p.
     for (int64_t pair = 0; pair < 2; ++pair)
       for (int64_t reg = 0; reg < 2; ++reg) {
         int64_t matrix = 2 * pair + reg;
-        int64_t col = bMatrixCol(8 * matrix + g) - 8 * pair;
-        int64_t chunk = bMatrixChunk(8 * matrix);
+        int64_t col = bMatrixCol(o, 8 * matrix + g) - 8 * pair;
+        int64_t chunk = bMatrixChunk(o, 8 * matrix);
         for (int64_t byte = 0; byte < 4; ++byte) {
           bs::MatrixCoord e = bs::mmaSyncBElement(lane, reg, byte);
           if (e.col != col || e.row != 16 * chunk + 4 * t + byte)
             return false;
         }
       }
-    if (scaleARow(lane) != bs::mmaSyncPackedScaleARow(lane) ||
-        scaleBCol(lane) != bs::mmaSyncPackedScaleBCol(lane))
+    if (scaleARow(o, lane) != bs::mmaSyncPackedScaleARow(lane) ||
+        scaleBCol(o, lane) != bs::mmaSyncPackedScaleBCol(lane))
       return false;
   }
-  for (int64_t row = 0; row < bs::kMmaSyncM; ++row) {
-    bs::LaneByte src = bs::mmaSyncScaleASource(row, {/*byteId=*/0, 0});
-    if (scaleARow(src.lane) != row)
+  // With thread-id 0 the instruction takes each row's and column's scale
+  // from a lane that holds it.
+  for (int64_t row = 0; row < bs::kMmaSyncM; ++row)
+    if (scaleARow(o, bs::mmaSyncScaleASource(row, {0, 0}).lane) != row)
       return false;
-  }
-  for (int64_t col = 0; col < bs::kMmaSyncN; ++col) {
-    bs::LaneByte src = bs::mmaSyncScaleBSource(col, {/*byteId=*/0, 0});
-    if (scaleBCol(src.lane) != col)
+  for (int64_t col = 0; col < bs::kMmaSyncN; ++col)
+    if (scaleBCol(o, bs::mmaSyncScaleBSource(col, {0, 0}).lane) != col)
       return false;
-  }
   return true;
 }
 
-} // namespace
-
 void KernelEmitter::emitConsumerMmaSync() {
-  assert(checkLayouts() && "mma.sync index arithmetic vs BlockScaleLayouts");
+  assert(mmaSyncIndexingAgrees() &&
+         "mma.sync index arithmetic vs BlockScaleLayouts");
   MLIRContext *ctx = b.getContext();
   int64_t S = cfg.stages;
   Value ct = sub(tid, i32(128 * cfg.producerWarpgroups));
@@ -130,13 +141,15 @@ void KernelEmitter::emitConsumerMmaSync() {
     Value swizzled = xori(chunk, remu(row, 8));
     return add(panel, toI64(add(mul(row, 128), mul(swizzled, 16))));
   };
-  // The lane's ldmatrix rows and chunks, and its scale row and column.
-  Value aRow = add(mul(remu(divu(lane, 8), 2), 8), remu(lane, 8));
-  Value aChunk = divu(divu(lane, 8), 2);
-  Value bCol = add(mul(divu(divu(lane, 8), 2), 8), remu(lane, 8));
-  Value bChunk = remu(divu(lane, 8), 2);
-  Value sRow = add(mul(remu(lane, 2), 8), divu(lane, 4));
-  Value sCol = divu(lane, 4);
+  // The lane's ldmatrix rows and chunks, and its scale row and column: the
+  // functions mmaSyncIndexingAgrees checks, on IR values.
+  IROps o{*this};
+  Value aRow = aMatrixRow(o, lane);
+  Value aChunk = aMatrixChunk(o, lane);
+  Value bCol = bMatrixCol(o, lane);
+  Value bChunk = bMatrixChunk(o, lane);
+  Value sRow = scaleARow(o, lane);
+  Value sCol = scaleBCol(o, lane);
 
   NVVM::MMATypes type = isa<Float8E5M2Type>(p.elementType) ? NVVM::MMATypes::e5m2
                                                       : NVVM::MMATypes::e4m3;

@@ -1133,15 +1133,24 @@ static std::string whyNotBlockScale(const MXGemmProblem &problem,
   if (target.getMmaEmitter() == MmaEmitter::Tcgen05) {
     // One 128-row tcgen05.mma (cta_group::1) spans the tile, K = 32 per
     // instruction, one 128-byte swizzle panel of codes per K tile, one
-    // producer and one MMA / epilogue warpgroup.
+    // producer and one MMA / epilogue warpgroup; the epilogue reads the
+    // accumulator in 32-column loads (tcgen05.ld 32x32b.x32).
     if (cfg.tileM != 128 || cfg.mmaM != 128 || cfg.tileK != kSwizzleBytes ||
-        cfg.mmaK != 32 || cfg.mmaN != cfg.tileN || cfg.tileN % 16 ||
+        cfg.mmaK != 32 || cfg.mmaN != cfg.tileN || cfg.tileN % 32 ||
         cfg.tileN > 256 || cfg.producerWarpgroups != 1 ||
         cfg.consumerWarpgroups != 1) {
       os << "the block_scale kernel of " << target.getChip()
-         << " needs a 128 x N x 128 tile (N a multiple of 16 up to 256), one "
+         << " needs a 128 x N x 128 tile (N a multiple of 32 up to 256), one "
             "128 x N x 32 MMA and warpgroups [1, 1], got "
          << cfg.tileM << "x" << cfg.tileN << "x" << cfg.tileK;
+      return why;
+    }
+    // The accumulator's columns and 4 per scale atom and stage must fit
+    // the 512 columns of tensor memory.
+    int64_t columns = cfg.tileN + cfg.stages * 4 * (1 + (cfg.tileN + 127) / 128);
+    if (columns > 512) {
+      os << "the block_scale kernel of " << target.getChip() << " needs "
+         << columns << " tensor-memory columns, more than 512";
       return why;
     }
   } else if (cfg.tileM != 128 || cfg.tileN != 128 ||

@@ -18,6 +18,15 @@
 // RUN: FileCheck %s --check-prefix=ENTRIES < %t.ptx
 // RUN: %ptxas -arch=sm_100a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: not moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="chip=sm_100a mma-path=fp8" 2>&1 | FileCheck %s --check-prefix=NOPATH
+// A 64-column tile set by hand: two 32-column tcgen05.ld per row, sixteen
+// 16-byte stores; e5m2 codes (format 1 in the descriptor's A and B fields:
+// 0x08A00480); a tile whose columns the 32-column loads do not divide is
+// rejected.
+// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=512,G=2 --print-layer-ir --gemm-config "#moe.gemm_config<mma = block_scale, tile = [128, 64, 128], mma_shape = [128, 64, 32], stages = 4, warpgroups = [1, 1], registers = [40, 232]>" | moe-opt --moe-gpu-device-pipeline="chip=sm_100a format=isa" | %python %S/Inputs/extract-ptx.py > %t.n64.ptx
+// RUN: FileCheck %s --check-prefix=N64 < %t.n64.ptx
+// RUN: %ptxas -arch=sm_100a -v %t.n64.ptx -o %t.n64.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS1
+// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=512,G=2,quant=e5m2 --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_100a format=isa" | %python %S/Inputs/extract-ptx.py | FileCheck %s --check-prefix=E5M2
+// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=512,G=2 --print-layer-ir --gemm-config "#moe.gemm_config<mma = block_scale, tile = [128, 48, 128], mma_shape = [128, 48, 32], stages = 4, warpgroups = [1, 1], registers = [40, 232]>" | not moe-opt --moe-gpu-device-pipeline="chip=sm_100a format=isa" 2>&1 | FileCheck %s --check-prefix=N48
 
 // ENTRIES:       .version 8.8
 // ENTRIES:       .target sm_100a
@@ -64,3 +73,10 @@
 // PTXAS-NOT:     bytes stack frame
 
 // NOPATH: error: the fp8 MMA path does not exist on sm_100a (its default is block-scale)
+
+// N64-COUNT-2:   tcgen05.ld.sync.aligned.32x32b.x32.b32
+// N64-NOT:       tcgen05.ld
+// PTXAS1:        0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// E5M2:          mov.b32 {{%r[0-9]+}}, 144704640;
+// E5M2:          tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32
+// N48: error: 'moe.block_matmul' op the block_scale kernel of sm_100a needs a 128 x N x 128 tile (N a multiple of 32 up to 256), one 128 x N x 32 MMA and warpgroups [1, 1], got 128x48x128

@@ -15,6 +15,9 @@
 // RUN: FileCheck %s --implicit-check-not=wgmma --implicit-check-not=tcgen05 < %t.ptx
 // RUN: FileCheck %s --check-prefix=ENTRIES < %t.ptx
 // RUN: %ptxas -arch=sm_120a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// e5m2 codes: the instruction's .e5m2.e5m2 types.
+// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=512,G=2,quant=e5m2 --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_120a format=isa" | %python %S/Inputs/extract-ptx.py | FileCheck %s --check-prefix=E5M2
+// E5M2-COUNT-64: mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e5m2.e5m2.f32.ue8m0
 
 // ENTRIES:         .version 8.8
 // ENTRIES:         .target sm_120a

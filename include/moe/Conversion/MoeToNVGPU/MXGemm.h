@@ -148,6 +148,15 @@ LogicalResult checkMXGemm(const MXGemmProblem &problem,
                               const TargetInfo &target,
                               function_ref<InFlightDiagnostic()> emitError);
 
+/// Whether the index arithmetic the block_scale kernels emit agrees with
+/// the layouts of BlockScaleLayouts.h element for element: on sm_100a the
+/// places of the scale words in the 512-byte atoms and of the atoms in
+/// tensor memory; on sm_120a the ldmatrix rows and chunks that form the
+/// A and B fragments of mma.sync m16n8k32 and the lanes that pass the
+/// scales. The kernel builders compute with the same functions.
+bool tcgen05IndexingAgrees();
+bool mmaSyncIndexingAgrees();
+
 /// Builds the kernel `name` of `config` for `problem` at the end of
 /// `module`. The problem and config must pass checkMXGemm.
 MXGemmLaunch buildMXGemmKernel(OpBuilder &builder, Location loc,
