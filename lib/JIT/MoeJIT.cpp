@@ -434,6 +434,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.mmaPath);
   add(options.gpuMode);
   add(options.operandsBothAxes ? "operands-both-axes" : "");
+  add(options.checkpointEpilogue ? "checkpoint-epilogue" : "");
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();
@@ -1561,6 +1562,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.toolkit = toolkit;
       pipelineOptions.mmaPath = options.mmaPath;
       pipelineOptions.operandsBothAxes = options.operandsBothAxes;
+      pipelineOptions.checkpointEpilogue = options.checkpointEpilogue;
     };
     if (impl->deviceArguments) {
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;

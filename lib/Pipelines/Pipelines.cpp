@@ -334,6 +334,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   convert.chip = chip.str();
   convert.mmaPath = mmaPath.str();
   convert.operandsBothAxes = options.operandsBothAxes;
+  convert.checkpointEpilogue = options.checkpointEpilogue;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);
   if (!target)

@@ -18,6 +18,9 @@
 #   both-axes  the default (one operand kernel for both roundings of a
 #              value) against --operands-one-axis, outputs compared bit
 #              for bit
+#   checkpoint-epilogue  --checkpoint-epilogue (P1's kernel reads the bf16
+#              gate/up checkpoint) against the default on checkpoint
+#              layers, outputs compared bit for bit, and memcheck with it
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
@@ -83,7 +86,8 @@ kernel_times() {
 
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] &&
-  parts=(smoke matrix resident both-axes layers sanitize determinism kernels sass)
+  parts=(smoke matrix resident both-axes checkpoint-epilogue layers sanitize
+         determinism kernels sass)
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 want() { printf '%s\n' "${parts[@]}" | grep -qx "$1"; }
 
@@ -190,6 +194,25 @@ if want both-axes; then
     compare "$out/single" "$out/both" "operands-both-axes == one kernel each, bitwise: $layer"
     rm -rf "$out/single" "$out/both"
   done
+fi
+
+if want checkpoint-epilogue; then
+  # P1's kernel reads the checkpoint [N, 2, I, B] and the token ids itself:
+  # the same values as the unpacked, masked f32 rows, so bit for bit.
+  for layer in "$small,checkpoint=bf16" "$partial,checkpoint=bf16" \
+      T=1024,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
+      "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,checkpoint=bf16"; do
+    run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
+      --empty-experts 1 --outputs "$out/single"
+    run "sm90a resident checkpoint-epilogue $layer" moe-run --target=sm90a \
+      --checkpoint-epilogue --layer "$layer" --empty-experts 1 \
+      --outputs "$out/both"
+    compare "$out/single" "$out/both" "checkpoint-epilogue == unpacked rows, bitwise: $layer"
+    rm -rf "$out/single" "$out/both"
+  done
+  run "memcheck checkpoint-epilogue T=1024,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16" \
+    compute-sanitizer --tool memcheck --error-exitcode 1 moe-run --target=sm90a \
+    --checkpoint-epilogue --layer T=1024,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16
 fi
 
 if want layers; then

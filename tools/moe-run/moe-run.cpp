@@ -126,6 +126,9 @@ options:
                        device memory) or hybrid (the GEMMs on the GPU, the
                        rest on the host); default resident unless the
                        layer has a bias or bf16 GEMMs (then hybrid)
+  --checkpoint-epilogue  sm90a, checkpoint layers: P1's kernel reads the
+                       bf16 gate/up checkpoint itself (no unpacking
+                       kernels; the same bits; off until measured)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -180,6 +183,7 @@ struct Options {
   std::string mmaPath;
   std::string gpuMode;
   bool operandsBothAxes = true;
+  bool checkpointEpilogue = false;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -213,7 +217,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       "--emit"};
   const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir",
                                           "--compile-only",
-                                          "--operands-one-axis"};
+                                          "--operands-one-axis",
+                                          "--checkpoint-epilogue"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -335,6 +340,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.compileOnly = true;
     } else if (name == "--operands-one-axis") {
       opts.operandsBothAxes = false;
+    } else if (name == "--checkpoint-epilogue") {
+      opts.checkpointEpilogue = true;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
@@ -1152,6 +1159,7 @@ int run(const Options &opts) {
   compileOptions.mmaPath = opts.mmaPath;
   compileOptions.gpuMode = opts.gpuMode;
   compileOptions.operandsBothAxes = opts.operandsBothAxes;
+  compileOptions.checkpointEpilogue = opts.checkpointEpilogue;
   compileOptions.kernelDir = opts.emitDir;
   compileOptions.kernelFormat = opts.emitFormat;
   if (opts.haveGemm)

@@ -64,10 +64,11 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
-           "The NVIDIA chip to choose kernels for (supported: sm_90a)">,
+           "The NVIDIA chip to choose kernels for (supported: sm_90a, sm_100a, "
+           "sm_120a)">,
     Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
-           "The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
-           "(default: the chip's)">,
+           "The MMA path of the GEMMs: fp8, bf16, bf16-operands or "
+           "block-scale (default: the chip's)">,
     Option<"operandsBothAxes", "operands-both-axes", "bool",
            /*default=*/"true",
            "bf16-operands: a value that two GEMMs take quantized along "
@@ -133,17 +134,24 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
-           "The NVIDIA chip to generate code for (supported: sm_90a)">,
+           "The NVIDIA chip to generate code for (supported: sm_90a, sm_100a, "
+           "sm_120a)">,
     Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
-           "The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
-           "(default: the chip's)">,
+           "The MMA path of the GEMMs: fp8, bf16, bf16-operands or "
+           "block-scale (default: the chip's)">,
     Option<"operandsBothAxes", "operands-both-axes", "bool",
            /*default=*/"true",
            "bf16-operands: a value that two GEMMs take quantized along "
            "different axes (along its columns for one, along its rows in "
            "place for the other: x, dy, the gate/up weight and its "
            "gradient) is read once by one operand kernel that writes both "
-           "roundings (on by default: 2.3 ms less at shape 1 on the H200)">
+           "roundings (on by default: 2.3 ms less at shape 1 on the H200)">,
+    Option<"checkpointEpilogue", "checkpoint-epilogue", "bool",
+           /*default=*/"false",
+           "bf16-operands: P1's activation-backward epilogue reads the bf16 "
+           "gate/up checkpoint [N, 2, I, B] itself (the moe.unpack_checkpoint "
+           "and the padded-slot moe.scale_rows of its region are not "
+           "materialized; off until measured on the H200)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -325,6 +325,11 @@ struct CompileOptions {
   /// operands-both-axes; on: 2.3 ms less at shape 1 on the H200, the same
   /// bits as one kernel per rounding).
   bool operandsBothAxes = true;
+  /// GPU targets, bf16-operands: P1's epilogue reads the bf16 gate/up
+  /// checkpoint itself instead of f32 slot rows unpacked by elementwise
+  /// kernels (convert-moe-to-nvgpu's checkpoint-epilogue; off until
+  /// measured on the H200).
+  bool checkpointEpilogue = false;
   /// GPU targets: also write each serialized kernel module into this
   /// directory (created if needed) as <module>.ptx or <module>.cubin, the
   /// artifacts of a chip this machine lacks. Empty: none. A compilation

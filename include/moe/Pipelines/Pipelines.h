@@ -95,6 +95,13 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                          "operand kernel for a value two GEMMs take along "
                          "different axes (default on)"),
           llvm::cl::init(true)};
+  typename PassPipelineOptions<Derived>::template Option<bool>
+      checkpointEpilogue{
+          *this, "checkpoint-epilogue",
+          llvm::cl::desc("convert-moe-to-nvgpu's checkpoint-epilogue: P1's "
+                         "epilogue reads the bf16 gate/up checkpoint (default "
+                         "off until measured)"),
+          llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

@@ -275,7 +275,7 @@ private:
   // Kernel arguments and the values both roles use.
   Value tmapA, tmapB, scalesA, scalesB, result, blockToExpert, bias;
   // The GatedActBwd epilogue's operands and extra outputs (or null).
-  Value gateUp, affinities, hOut, scaledHOut, partialsOut;
+  Value gateUp, affinities, hOut, scaledHOut, partialsOut, tokenIds;
   Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
   // First K element (index) and number of K tiles (index) of this CTA.
   Value kBegin, kTiles;

@@ -454,6 +454,30 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
     Value gateRow = mul(row, 2 * p.n);
     Value hRow = mul(row, p.n);
     Value partial = zero;
+    // The checkpoint's g and u of column `col`: bf16 (exactly f32), times
+    // the slot's mask as moe.scale_rows multiplies it (1 or 0).
+    Value ckptBase, mask;
+    if (epi.gateUpCheckpoint) {
+      int64_t B = p.blockSize;
+      ckptBase = add(mul(divu(row, B), 2 * p.n * B), remu(row, B));
+      Value id = loadGlobal(i32T, globalElement(i32T, tokenIds, row), 4);
+      mask = arith::UIToFPOp::create(
+          b, loc, f32T,
+          arith::ExtUIOp::create(b, loc, i32T,
+                                 cmp(arith::CmpIPredicate::sge, id, 0)));
+    }
+    Type bf16T = b.getBF16Type();
+    auto checkpointPair = [&](Value col, int64_t half) {
+      Value vec = LLVM::UndefOp::create(b, loc, vecT);
+      for (int64_t e = 0; e < 2; ++e) {
+        Value index = add(ckptBase, mul(add(col, half * p.n + e), p.blockSize));
+        Value v = loadGlobal(bf16T, globalElement(bf16T, gateUp, index), 2);
+        Value f = arith::MulFOp::create(
+            b, loc, arith::ExtFOp::create(b, loc, f32T, v), mask);
+        vec = LLVM::InsertElementOp::create(b, loc, vec, f, i32(e));
+      }
+      return vec;
+    };
     // Every load of the row half first, so that they are all in flight
     // together (the math waits once, not once per column pair).
     int64_t pairs = accLen() / 4;
@@ -469,6 +493,11 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
       Value gIndex = add(gateRow, col);
       insides.push_back(inside);
       gIndices.push_back(gIndex);
+      if (epi.gateUpCheckpoint) {
+        gs.push_back(checkpointPair(col, 0));
+        us.push_back(checkpointPair(col, 1));
+        continue;
+      }
       gs.push_back(loadGlobal(vecT, globalElement(f32T, gateUp, gIndex), 8));
       us.push_back(loadGlobal(
           vecT, globalElement(f32T, gateUp, add(gIndex, p.n)), 8));
@@ -536,6 +565,25 @@ void KernelEmitter::emitEpiloguePrefetch() {
   NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(1), i32(producerThreads),
                           /*reductionOp=*/nullptr,
                           /*reductionPredicate=*/Value());
+  if (p.epilogue.gateUpCheckpoint) {
+    // The tile's rows are one block (tileM = B): its gate and up columns
+    // n0 .. n0 + tileN are two contiguous runs of tileN * B bf16.
+    if (p.blockSize != cfg.tileM)
+      return;
+    auto isThread = eq(tid, 0);
+    auto ifOp = scf::IfOp::create(b, loc, isThread, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value block = divu(toI64(m0), p.blockSize);
+    for (int64_t half = 0; half < 2; ++half) {
+      Value index = mul(add(add(mul(block, 2 * p.n), half * p.n), toI64(n0)),
+                        p.blockSize);
+      NVVM::CpAsyncBulkPrefetchOp::create(
+          b, loc, globalElement(b.getBF16Type(), gateUp, index),
+          i32(cfg.tileN * p.blockSize * 2), /*l2CacheHint=*/Value());
+    }
+    return;
+  }
   Value size = i32(cfg.tileN * 4);
   for (int64_t r0 = 0; r0 < cfg.tileM; r0 += producerThreads) {
     Value row = toI64(add(add(m0, tid), r0));
@@ -981,6 +1029,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
         scaledHOut = entry.getArgument(next++);
       if (p.epilogue.writePartials)
         partialsOut = entry.getArgument(next++);
+      if (p.epilogue.gateUpCheckpoint)
+        tokenIds = entry.getArgument(next++);
     }
   } else {
     scalesA = entry.getArgument(2);
@@ -1382,7 +1432,7 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   const MXGemmEpilogue &epilogue = problem.epilogue;
   if (epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd)
     args.append(2 + epilogue.writeH + epilogue.writeScaledH +
-                    epilogue.writePartials,
+                    epilogue.writePartials + epilogue.gateUpCheckpoint,
                 gptr);
   auto type = FunctionType::get(ctx, args, {});
   auto func = gpu::GPUFuncOp::create(builder, loc, name, type);

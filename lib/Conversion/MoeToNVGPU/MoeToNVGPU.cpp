@@ -46,6 +46,7 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace mlir::moe {
@@ -178,6 +179,39 @@ SmallVector<Value> emitLaunch(OpBuilder &b, Location loc,
   return results;
 }
 
+/// The checkpoint behind a P1 epilogue's gate_up, when the region computes
+/// it as moe.scale_rows(moe.unpack_checkpoint(ckpt), uitofp(ids >= 0))
+/// (the padded slots' rows zeroed) for the activation backward alone: the
+/// kernel can read the bf16 checkpoint and the token ids instead.
+struct CheckpointGateUp {
+  Value checkpoint, tokenIds;
+  SmallVector<Operation *, 4> chain;
+};
+std::optional<CheckpointGateUp>
+matchCheckpointGateUp(GatedActBwdOp act, const KernelGroup &group,
+                      int64_t blockSize) {
+  auto scaled = act.getGateUp().getDefiningOp<ScaleRowsOp>();
+  if (!scaled || !scaled->hasOneUse() || !group.contains(scaled))
+    return std::nullopt;
+  auto unpack = scaled.getInput().getDefiningOp<UnpackCheckpointOp>();
+  auto toFloat = scaled.getScale().getDefiningOp<arith::UIToFPOp>();
+  if (!unpack || !toFloat || !unpack->hasOneUse() || !toFloat->hasOneUse() ||
+      !group.contains(unpack) || !group.contains(toFloat))
+    return std::nullopt;
+  auto compare = toFloat.getIn().getDefiningOp<arith::CmpIOp>();
+  if (!compare || !compare->hasOneUse() || !group.contains(compare) ||
+      compare.getPredicate() != arith::CmpIPredicate::sge ||
+      !matchPattern(compare.getRhs(), m_Zero()))
+    return std::nullopt;
+  auto ckptType = cast<RankedTensorType>(unpack.getCheckpoint().getType());
+  if (!ckptType.getElementType().isBF16() || ckptType.getRank() != 4 ||
+      ckptType.getDimSize(3) != blockSize)
+    return std::nullopt;
+  return CheckpointGateUp{unpack.getCheckpoint(),
+                          compare.getLhs(),
+                          {scaled, toFloat, compare, unpack}};
+}
+
 /// Builds the kernels of the module's GPU GEMMs and the host code that
 /// launches them.
 class GemmLowering {
@@ -185,9 +219,9 @@ public:
   GemmLowering(OpBuilder &b, gpu::GPUModuleOp kernels,
                const TargetInfo &target,
                const DenseMap<Operation *, GemmConfigAttr> &configs,
-               bool bothAxes)
+               bool bothAxes, bool checkpointEpilogue)
       : b(b), kernels(kernels), target(target), configs(configs),
-        bothAxes(bothAxes) {}
+        bothAxes(bothAxes), checkpointEpilogue(checkpointEpilogue) {}
 
   /// A fresh kernel name `prefix`<n>.
   std::string freshName(StringRef prefix) {
@@ -202,11 +236,10 @@ public:
   LogicalResult lowerMXCodes(Operation *op, GemmConfigAttr config);
   /// `op` (a P1 GEMM) and the activation-backward epilogue `epi` of its
   /// region as one kernel on the operands `lhs` and `rhs`.
-  LogicalResult lowerGatedActEpilogue(Operation *op,
-                                      const MXGemmProblem &problem,
-                                      const MXGemmConfig &cfg, Value lhs,
-                                      Value rhs, Value blocks,
-                                      GatedActEpilogue epi);
+  LogicalResult lowerGatedActEpilogue(
+      Operation *op, const MXGemmProblem &problem, const MXGemmConfig &cfg,
+      Value lhs, Value rhs, Value blocks, GatedActEpilogue epi,
+      const std::optional<CheckpointGateUp> &checkpoint);
   /// `op` on the Bf16Operands path, with the kernel of `config`; with the
   /// ops of its moe.fused region (`group`, may be null), the kernel also
   /// computes the epilogue it finds there.
@@ -243,6 +276,8 @@ private:
   const TargetInfo &target;
   const DenseMap<Operation *, GemmConfigAttr> &configs;
   bool bothAxes;
+  /// P1's epilogue reads the bf16 gate/up checkpoint itself.
+  bool checkpointEpilogue;
   unsigned next = 0;
   DenseMap<std::tuple<Value, Value, int64_t, int64_t>, Value> prepared;
 };
@@ -449,6 +484,7 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   MXGemmProblem problem = getMXGemmProblem(op, MXMmaPath::Bf16Operands);
   MXGemmConfig cfg = getMXGemmConfig(config, target);
   std::optional<GatedActEpilogue> epi;
+  std::optional<CheckpointGateUp> checkpoint;
   if (auto gemm = dyn_cast<BlockMatmulOp>(op); gemm && group)
     epi = matchGatedActEpilogue(gemm, *group);
   if (epi) {
@@ -462,6 +498,9 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     for (Operation *user : epi->act.getH().getUsers())
       if (user != epi->scaled && user != epi->grad)
         e.writeH = true;
+    if (checkpointEpilogue)
+      checkpoint = matchCheckpointGateUp(epi->act, *group, problem.blockSize);
+    e.gateUpCheckpoint = checkpoint.has_value();
   }
   FailureOr<Value> lhs, rhs;
   Value bias, blocks;
@@ -498,7 +537,8 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     return failure();
   b.setInsertionPoint(op);
   if (epi)
-    return lowerGatedActEpilogue(op, problem, cfg, *lhs, *rhs, blocks, *epi);
+    return lowerGatedActEpilogue(op, problem, cfg, *lhs, *rhs, blocks, *epi,
+                                 checkpoint);
   MXGemmLaunch launch =
       buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg,
                         target);
@@ -521,20 +561,27 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
 
 LogicalResult GemmLowering::lowerGatedActEpilogue(
     Operation *op, const MXGemmProblem &problem, const MXGemmConfig &cfg,
-    Value lhs, Value rhs, Value blocks, GatedActEpilogue epi) {
+    Value lhs, Value rhs, Value blocks, GatedActEpilogue epi,
+    const std::optional<CheckpointGateUp> &checkpoint) {
   // The launch goes where the activation backward was: its operands (the
   // slot affinities come after the GEMM in the region) are defined there.
   Location loc = epi.act.getLoc();
   b.setInsertionPoint(epi.act);
   MXGemmLaunch launch = buildMXGemmKernel(
       b, loc, kernels, freshName("block_matmul_act_"), problem, cfg, target);
-  // Host arguments: lhs, rhs, block_to_expert, gate_up, affinities, then
-  // the results [dg | du] (, h) (, a * h) (, partials). Kernel arguments:
-  // tmapA, tmapB, dgu, blockToExpert, gateUp, affinities (, h) (, a * h)
-  // (, partials).
-  SmallVector<Value> operands = {lhs, rhs, blocks, epi.act.getGateUp(),
-                                 epi.act.getSlotAffinities()};
-  LaunchRecord record = gemmRecord(launch, 0, 1, {5, 2, 3, 4});
+  // Host arguments: lhs, rhs, block_to_expert, gate_up (or the
+  // checkpoint), affinities (, token ids), then the results [dg | du]
+  // (, h) (, a * h) (, partials). Kernel arguments: tmapA, tmapB, dgu,
+  // blockToExpert, gateUp, affinities (, h) (, a * h) (, partials)
+  // (, token ids).
+  SmallVector<Value> operands = {
+      lhs, rhs, blocks,
+      checkpoint ? checkpoint->checkpoint : epi.act.getGateUp(),
+      epi.act.getSlotAffinities()};
+  if (checkpoint)
+    operands.push_back(checkpoint->tokenIds);
+  int64_t firstResult = operands.size();
+  LaunchRecord record = gemmRecord(launch, 0, 1, {firstResult, 2, 3, 4});
   SmallVector<Type> resultTypes = {epi.act.getDGateUp().getType()};
   const MXGemmEpilogue &e = problem.epilogue;
   auto hType = cast<RankedTensorType>(epi.act.getH().getType());
@@ -547,7 +594,9 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
         {problem.m, (problem.n + cfg.tileN - 1) / cfg.tileN},
         b.getF32Type()));
   for (int64_t i = 1, n = resultTypes.size(); i < n; ++i)
-    record.pointerArgs.push_back(5 + i);
+    record.pointerArgs.push_back(firstResult + i);
+  if (checkpoint)
+    record.pointerArgs.push_back(5);
   SmallVector<Value> results =
       emitLaunch(b, loc, record, operands, resultTypes);
   unsigned next = 0;
@@ -571,6 +620,10 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
     grad->erase();
   }
   epi.act->erase();
+  // The unpacked, masked checkpoint had no other reader.
+  if (checkpoint)
+    for (Operation *dead : checkpoint->chain)
+      dead->erase();
   op->erase();
   return success();
 }
@@ -635,7 +688,8 @@ struct ConvertMoeToNVGPUPass
     }
     OpBuilder b(&getContext());
     GemmLowering lowering(b, getOrCreateKernelModule(b, module),
-                          choice->target, configs, operandsBothAxes);
+                          choice->target, configs, operandsBothAxes,
+                          checkpointEpilogue);
     for (Operation *op : gemms) {
       GemmConfigAttr config = configs.lookup(op);
       if (failed(config.getMma() == MXMmaPath::Bf16Operands

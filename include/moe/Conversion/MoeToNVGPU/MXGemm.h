@@ -61,6 +61,12 @@ struct MXGemmEpilogue {
   /// moe.scale_rows of P4), and the row sums of dA * h over each tile's N
   /// columns [M, ceil(N / tileN)] (a moe.affinity_grad without `dot`).
   bool writeH = false, writeScaledH = false, writePartials = false;
+  /// gate_up is the bf16 checkpoint [numBlocks, 2, N, blockSize] of the
+  /// forward instead of f32 slot rows [M, 2N]: g = ckpt[m / B, 0, n, m % B]
+  /// and u = ckpt[m / B, 1, n, m % B], each times 1 for a slot with a token
+  /// and 0 for a padded one (the moe.unpack_checkpoint and moe.scale_rows
+  /// the kernel replaces); the kernel then also takes the slots' token ids.
+  bool gateUpCheckpoint = false;
 };
 
 /// The static problem of one MX GEMM.
@@ -112,8 +118,10 @@ struct MXGemmProblem {
 /// A GatedActBwd epilogue replaces the bias by its operands and outputs:
 ///   (!llvm.ptr tmapA, !llvm.ptr tmapB, !llvm.ptr<1> dgu,
 ///    !llvm.ptr<1> blockToExpert, !llvm.ptr<1> gateUp,
-///    !llvm.ptr<1> affinities[, h][, scaledH][, partials])
-/// all f32 but blockToExpert, the optional ones as the epilogue writes them.
+///    !llvm.ptr<1> affinities[, h][, scaledH][, partials][, tokenIds])
+/// all f32 but blockToExpert, the optional ones as the epilogue writes them;
+/// with gateUpCheckpoint, gateUp is the bf16 checkpoint and the i32 token
+/// ids of the slots come last.
 struct MXGemmLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;

@@ -1,0 +1,42 @@
+// checkpoint-epilogue (off by default until measured on the H200): in a
+// layer with a bf16 gate/up checkpoint, P1's region computes gate_up as
+// moe.scale_rows(moe.unpack_checkpoint(ckpt), uitofp(ids >= 0)) (the padded
+// slots' rows zeroed) for the activation backward alone. With the option
+// the kernel reads the checkpoint [N, 2, I, B] and the token ids itself
+// (g = ckpt[s / B, 0, i, s % B] widened exactly, times the slot's mask), so
+// neither the f32 slot rows nor their masked copy are written: the launch
+// takes the bf16 checkpoint and, last, the ids. Without it the region's ops
+// stay for the elementwise kernels. Layer T=256 H=256 I=128 E=2 K=1 B=128
+// (384 slots, 3 blocks).
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128,checkpoint=bf16 --print-layer-ir > %t.mlir
+// RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="checkpoint-epilogue=true" | FileCheck %s --implicit-check-not=moe.unpack_checkpoint
+// RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=OFF
+// The kernel: bf16 loads of the checkpoint (2 rows x 16 column pairs x g, u
+// x 2 per thread), the L2 prefetch of the tile's two runs of 128 x 128
+// bf16 (32 KB each, the up half 128 x 128 x 2 bytes after the gate half),
+// and no spills.
+// REQUIRES: ptxas
+// RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root checkpoint-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// CHECK-NOT:   moe.scale_rows
+// CHECK:       call @block_matmul_act_2_launch({{.*}}) : (memref<384x256xbf16>, memref<2x128x256xbf16>, memref<3xi32>, memref<3x2x128x128xbf16>, memref<384xf32>, memref<384xi32>, memref<384x256xf32>, memref<384x128xf32>, memref<384x1xf32>) -> ()
+// CHECK:       func.func private @block_matmul_act_2_launch(
+// CHECK-SAME:    pointers = [6, 2, 3, 4, 7, 8, 5], results = 3>
+
+// OFF:         moe.unpack_checkpoint %{{.*}} : tensor<3x2x128x128xbf16> -> tensor<384x256xf32>
+// OFF:         moe.scale_rows
+// OFF:         call @block_matmul_act_2_launch({{.*}}) : (memref<384x256xbf16>, memref<2x128x256xbf16>, memref<3xi32>, memref<384x256xf32>, memref<384xf32>,
+
+// PTX-LABEL:   .entry block_matmul_act_2(
+// PTX-COUNT-9:   .param .u64 .ptr
+// PTX:           cp.async.bulk.prefetch.L2.global [[[P:%rd[0-9]+]]], [[S:%r[0-9]+]];
+// PTX-NEXT:      cp.async.bulk.prefetch.L2.global [[[P]]+32768], [[S]];
+// PTX-COUNT-128: ld.global.nc.b16
+// PTX-NOT:       ld.global.nc.b16
+// PTX:           .entry
+
+// PTXAS:       Compiling entry function 'block_matmul_act_2' for 'sm_90a'
+// PTXAS-NEXT:  Function properties for block_matmul_act_2
+// PTXAS-NEXT:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
