@@ -1400,11 +1400,12 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                                     const MXGemmConfig &cfg,
                                     const TargetInfo &target) {
   bool bf16Operands = problem.path == MXMmaPath::Bf16Operands;
+  // (block_scale: whyNotBlockScale checked its own tile shapes.)
   assert(cfg.tileK * (bf16Operands ? 2 : 1) == kSwizzleBytes &&
-         (cfg.tileM == cfg.tileN ||
-          (bf16Operands && cfg.tileM == 128 && cfg.tileN == 256)) &&
          (problem.path == MXMmaPath::BlockScale ||
-          (cfg.mmaM * cfg.consumerWarpgroups == cfg.tileM &&
+          ((cfg.tileM == cfg.tileN ||
+            (bf16Operands && cfg.tileM == 128 && cfg.tileN == 256)) &&
+           cfg.mmaM * cfg.consumerWarpgroups == cfg.tileM &&
            cfg.mmaN == cfg.tileN)) &&
          "tile shapes of the MX GEMM kernels");
   assert((problem.path != MXMmaPath::Bf16Dequant ||
