@@ -236,6 +236,10 @@ private:
   /// block_scale on sm_120a (MXGemmSm120.cpp): the warps' mma.sync
   /// mainloop and their fragments' stores.
   void emitConsumerMmaSync();
+  /// Opens the producer's loop over the K tiles at the insertion point and
+  /// leaves it inside: waits for the stage to be empty, and thread 0
+  /// issues the tile's TMA loads. Returns the tile (index) and its stage.
+  std::pair<Value, Value> beginProducerTile();
   void emitProducerFp8();
   void emitConsumerFp8();
   void emitProducerBf16();

@@ -91,25 +91,14 @@ int64_t KernelEmitter::tmemColumns() const {
 void KernelEmitter::emitProducerBlockScale() {
   assert(tcgen05IndexingAgrees() && mmaSyncIndexingAgrees() &&
          "block_scale index arithmetic vs BlockScaleLayouts");
-  int64_t S = cfg.stages;
   // tileK = 128 codes: the 4 scale bytes of a row and K tile are one
   // aligned 32-bit word of the [rows, K / 32] scale tensor.
   int64_t wordsPerRow = p.k / cfg.tileK;
   // An expert's K tiles start at its first slot.
   Value firstWord = indexToI32(divu(kBegin, cfg.tileK));
 
-  auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(loop.getBody()->getTerminator());
-  Value t = loop.getInductionVar();
-  auto [s, parity] = stageAndParity(t, S, /*flip=*/true);
-  waitParity(add(s, S), parity);
-  auto tma = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(tma.thenBlock());
-    loadTile(t, s);
-  }
+  auto [t, s] = beginProducerTile();
   Value word0 = add(firstWord, indexToI32(t));
   Value s64 = indexToI64(s);
   // tcgen05: row r of a 128-row atom keeps its 4 K-block bytes at (r % 32)

@@ -286,19 +286,12 @@ KernelEmitter::ConsumerLane KernelEmitter::consumerLane() {
   return {warpgroup, remu(lane, 4), rowInTile};
 }
 
-void KernelEmitter::emitProducerFp8() {
-  int64_t S = cfg.stages;
-  int64_t blocksPerTile = cfg.tileK / 32;
-  // The 4 E8M0 bytes of one row and K tile (tileK = 128) are one aligned
-  // 32-bit word.
-  int64_t wordsPerRow = p.k / cfg.tileK;
-
+std::pair<Value, Value> KernelEmitter::beginProducerTile() {
   auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
-  OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(loop.getBody()->getTerminator());
   Value t = loop.getInductionVar();
-  auto [s, parity] = stageAndParity(t, S, /*flip=*/true);
-  waitParity(add(s, S), parity);
+  auto [s, parity] = stageAndParity(t, cfg.stages, /*flip=*/true);
+  waitParity(add(s, cfg.stages), parity);
   // Thread 0: expect both tiles' bytes on full[s] and issue the two loads.
   auto tma = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
   {
@@ -306,6 +299,17 @@ void KernelEmitter::emitProducerFp8() {
     b.setInsertionPointToStart(tma.thenBlock());
     loadTile(t, s);
   }
+  return {t, s};
+}
+
+void KernelEmitter::emitProducerFp8() {
+  int64_t blocksPerTile = cfg.tileK / 32;
+  // The 4 E8M0 bytes of one row and K tile (tileK = 128) are one aligned
+  // 32-bit word.
+  int64_t wordsPerRow = p.k / cfg.tileK;
+
+  OpBuilder::InsertionGuard guard(b);
+  auto [t, s] = beginProducerTile();
   // Every producer thread turns one row's scale word of A and of B into
   // f32 factors. A: SA[s][j][row]. B: SB[s][j][q * stride + 2 * (c / 8) +
   // c % 2] for column c, q = (c % 8) / 2, the order in which a consumer
@@ -1173,6 +1177,28 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   gpu::ReturnOp::create(b, loc);
 }
 
+/// What every kernel needs: a CTA's rows (Block) or K tiles (Expert) inside
+/// one block, and its shared memory within the chip's limit.
+static std::string whyNotBlocksOrSharedMemory(const MXGemmProblem &problem,
+                                              const MXGemmConfig &cfg,
+                                              const TargetInfo &target) {
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  bool block = problem.kind == MXGemmKind::Block;
+  int64_t blockTile = block ? cfg.tileM : cfg.tileK;
+  if (problem.blockSize % blockTile) {
+    os << "block size " << problem.blockSize << " is not a multiple of the "
+       << stringifyMmaPathOption(problem.path) << " tile's " << blockTile
+       << (block ? " rows" : " slots");
+    return why;
+  }
+  int64_t bytes = layoutOf(problem.path, cfg).bytes;
+  if (bytes > target.getMaxDynamicSharedMemory())
+    os << "the MX GEMM needs " << bytes << " bytes of shared memory, more than "
+       << target.getMaxDynamicSharedMemory();
+  return why;
+}
+
 /// Why the block_scale kernel of `cfg` (sm_100a, MXGemmSm100.cpp) cannot
 /// compute `problem` on `target`; empty when it can.
 static std::string whyNotBlockScale(const MXGemmProblem &problem,
@@ -1228,18 +1254,7 @@ static std::string whyNotBlockScale(const MXGemmProblem &problem,
        << "x" << problem.k;
     return why;
   }
-  bool block = problem.kind == MXGemmKind::Block;
-  int64_t blockTile = block ? cfg.tileM : cfg.tileK;
-  if (problem.blockSize % blockTile) {
-    os << "block size " << problem.blockSize << " is not a multiple of the "
-       << "block_scale tile's " << blockTile << (block ? " rows" : " slots");
-    return why;
-  }
-  int64_t bytes = layoutOf(problem.path, cfg).bytes;
-  if (bytes > target.getMaxDynamicSharedMemory())
-    os << "the MX GEMM needs " << bytes << " bytes of shared memory, more than "
-       << target.getMaxDynamicSharedMemory();
-  return why;
+  return whyNotBlocksOrSharedMemory(problem, cfg, target);
 }
 
 /// Why the kernel of `cfg` cannot compute `problem` on `target`; empty
@@ -1363,19 +1378,7 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
        << problem.n;
     return why;
   }
-  // A CTA's rows (Block) or K tiles (Expert) must stay inside one block.
-  bool block = problem.kind == MXGemmKind::Block;
-  int64_t blockTile = block ? cfg.tileM : cfg.tileK;
-  if (problem.blockSize % blockTile) {
-    os << "block size " << problem.blockSize << " is not a multiple of the "
-       << path << " tile's " << blockTile << (block ? " rows" : " slots");
-    return why;
-  }
-  int64_t bytes = layoutOf(problem.path, cfg).bytes;
-  if (bytes > target.getMaxDynamicSharedMemory())
-    os << "the MX GEMM needs " << bytes << " bytes of shared memory, more than "
-       << target.getMaxDynamicSharedMemory();
-  return why;
+  return whyNotBlocksOrSharedMemory(problem, cfg, target);
 }
 
 bool moe::fitsMXGemm(const MXGemmProblem &problem,

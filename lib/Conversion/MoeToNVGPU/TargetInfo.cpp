@@ -125,72 +125,52 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     info.maxDynamicSharedMemory = 232448;
     return info;
   }
-  if (chip == "sm_100a") {
+  // The Blackwell chips: MX GEMMs on their block-scaled MMA (block_scale),
+  // a 128 x 128 tile of K tiles of one 128-byte swizzle panel of codes,
+  // one TMA / scale producer warpgroup. Both need PTX ISA 8.8 for the
+  // portable spellings (ptxas of CUDA 13; llc defaults to 8.6). No wgmma:
+  // the bf16-operand shapes stay unset. Compile-verified only: no such GPU
+  // has run them (docs/numerics.md).
+  auto blackwell = [&](MmaEmitter emitter, int64_t mmaM, int64_t mmaN,
+                       int64_t stages, int64_t consumerWarpgroups,
+                       int64_t maxSharedMemory) {
     TargetInfo info;
     info.chip = chip.str();
-    // tcgen05.mma ... block_scale with the portable .block32 spelling
-    // needs PTX ISA 8.8 (ptxas of CUDA 13; llc defaults to 8.6).
     info.features = "+ptx88";
     info.mxPath = MXMmaPath::BlockScale;
-    info.mmaEmitter = MmaEmitter::Tcgen05;
-    // One 128-row tcgen05.mma (cta_group::1) per K = 32 of a 128 x 128
-    // tile, K tiles of one 128-byte swizzle panel of codes: 4 stages take
-    // 128 KB. Warpgroup 0 loads (TMA, and the scale bytes into their
-    // tensor-memory atoms); warpgroup 1 issues the MMAs from one thread
-    // and reads the accumulator out of tensor memory. Compile-verified
-    // only: no sm_100 GPU has run it (docs/numerics.md).
+    info.mmaEmitter = emitter;
     info.blockScale = MXGemmConfig{/*tileM=*/128,
                                    /*tileN=*/128,
                                    /*tileK=*/128,
-                                   /*mmaM=*/128,
-                                   /*mmaN=*/128,
+                                   mmaM,
+                                   mmaN,
                                    /*mmaK=*/32,
-                                   /*stages=*/4,
+                                   stages,
                                    /*dequantStages=*/0,
                                    /*producerWarpgroups=*/1,
-                                   /*consumerWarpgroups=*/1,
+                                   consumerWarpgroups,
                                    /*producerRegisters=*/40,
                                    /*consumerRegisters=*/232,
                                    /*scaleTableStride=*/0,
                                    /*waitTicks=*/1000000};
-    // The wgmma paths do not exist here; their shapes stay unset.
-    info.bf16OperandsTable = {};
     info.operandKernelThreads = 256;
-    info.maxDynamicSharedMemory = 232448;
+    info.maxDynamicSharedMemory = maxSharedMemory;
     return info;
-  }
-  if (chip == "sm_120a") {
-    TargetInfo info;
-    info.chip = chip.str();
-    // mma.sync ... kind::mxf8f6f4.block_scale needs PTX ISA 8.7 and the
-    // "a" target.
-    info.features = "+ptx88";
-    info.mxPath = MXMmaPath::BlockScale;
-    info.mmaEmitter = MmaEmitter::MmaSync;
-    // A 128 x 128 tile of 8 warps (two consumer warpgroups), each a 32 x 64
-    // warp tile of 2 x 8 m16n8k32 MMAs per K = 32; K tiles of one 128-byte
-    // swizzle panel of codes, 2 stages (64 KB) within the 99 KB a CTA may
-    // have. Compile-verified only (docs/numerics.md).
-    info.blockScale = MXGemmConfig{/*tileM=*/128,
-                                   /*tileN=*/128,
-                                   /*tileK=*/128,
-                                   /*mmaM=*/16,
-                                   /*mmaN=*/8,
-                                   /*mmaK=*/32,
-                                   /*stages=*/2,
-                                   /*dequantStages=*/0,
-                                   /*producerWarpgroups=*/1,
-                                   /*consumerWarpgroups=*/2,
-                                   /*producerRegisters=*/40,
-                                   /*consumerRegisters=*/232,
-                                   /*scaleTableStride=*/0,
-                                   /*waitTicks=*/1000000};
-    info.bf16OperandsTable = {};
-    info.operandKernelThreads = 256;
-    // 99 KB: the opt-in limit of one CTA on sm_120.
-    info.maxDynamicSharedMemory = 101376;
-    return info;
-  }
+  };
+  // sm_100a: one 128 x 128 x 32 tcgen05.mma (cta_group::1) per K = 32, 4
+  // stages in 128 KB; warpgroup 1 issues the MMAs from one thread and
+  // reads the accumulator out of tensor memory. 227 KB per CTA.
+  if (chip == "sm_100a")
+    return blackwell(MmaEmitter::Tcgen05, /*mmaM=*/128, /*mmaN=*/128,
+                     /*stages=*/4, /*consumerWarpgroups=*/1,
+                     /*maxSharedMemory=*/232448);
+  // sm_120a: 8 warps (two consumer warpgroups) of 32 x 64, each 2 x 8
+  // m16n8k32 mma.sync per K = 32; 2 stages (64 KB) within the 99 KB a CTA
+  // may have there.
+  if (chip == "sm_120a")
+    return blackwell(MmaEmitter::MmaSync, /*mmaM=*/16, /*mmaN=*/8,
+                     /*stages=*/2, /*consumerWarpgroups=*/2,
+                     /*maxSharedMemory=*/101376);
   return std::nullopt;
 }
 
