@@ -16,6 +16,7 @@
 // RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_100a format=isa" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --implicit-check-not=wgmma < %t.ptx
 // RUN: FileCheck %s --check-prefix=ENTRIES < %t.ptx
+// RUN: FileCheck %s --check-prefix=EACH < %t.ptx
 // RUN: %ptxas -arch=sm_100a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: not moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="chip=sm_100a mma-path=fp8" 2>&1 | FileCheck %s --check-prefix=NOPATH
 // A 64-column tile set by hand: two 32-column tcgen05.ld per row, sixteen
@@ -33,6 +34,48 @@
 // ENTRIES-COUNT-3: .visible .entry mx_block_matmul_
 // ENTRIES-COUNT-2: .visible .entry mx_expert_matmul_
 // ENTRIES-NOT:     .entry
+
+// Each of the five kernels, in order.
+// EACH-LABEL: .entry mx_block_matmul_0(
+// EACH:         cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH:         tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32
+// EACH:         tcgen05.cp.cta_group::1.32x128b.warpx4
+// EACH:         tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32
+// EACH:         tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64
+// EACH:         tcgen05.ld.sync.aligned.32x32b.x32.b32
+// EACH:         tcgen05.dealloc.cta_group::1.sync.aligned.b32
+// EACH-LABEL: .entry mx_block_matmul_1(
+// EACH:         cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH:         tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32
+// EACH:         tcgen05.cp.cta_group::1.32x128b.warpx4
+// EACH:         tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32
+// EACH:         tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64
+// EACH:         tcgen05.ld.sync.aligned.32x32b.x32.b32
+// EACH:         tcgen05.dealloc.cta_group::1.sync.aligned.b32
+// EACH-LABEL: .entry mx_block_matmul_2(
+// EACH:         cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH:         tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32
+// EACH:         tcgen05.cp.cta_group::1.32x128b.warpx4
+// EACH:         tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32
+// EACH:         tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64
+// EACH:         tcgen05.ld.sync.aligned.32x32b.x32.b32
+// EACH:         tcgen05.dealloc.cta_group::1.sync.aligned.b32
+// EACH-LABEL: .entry mx_expert_matmul_3(
+// EACH:         cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH:         tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32
+// EACH:         tcgen05.cp.cta_group::1.32x128b.warpx4
+// EACH:         tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32
+// EACH:         tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64
+// EACH:         tcgen05.ld.sync.aligned.32x32b.x32.b32
+// EACH:         tcgen05.dealloc.cta_group::1.sync.aligned.b32
+// EACH-LABEL: .entry mx_expert_matmul_4(
+// EACH:         cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH:         tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32
+// EACH:         tcgen05.cp.cta_group::1.32x128b.warpx4
+// EACH:         tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32
+// EACH:         tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64
+// EACH:         tcgen05.ld.sync.aligned.32x32b.x32.b32
+// EACH:         tcgen05.dealloc.cta_group::1.sync.aligned.b32
 
 // CHECK-LABEL: .entry mx_block_matmul_0(
 // CHECK:         mov.b32 [[COLS:%r[0-9]+]], 256;

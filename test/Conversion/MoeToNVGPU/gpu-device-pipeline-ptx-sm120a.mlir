@@ -14,6 +14,7 @@
 // RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_120a format=isa" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --implicit-check-not=wgmma --implicit-check-not=tcgen05 < %t.ptx
 // RUN: FileCheck %s --check-prefix=ENTRIES < %t.ptx
+// RUN: FileCheck %s --check-prefix=EACH < %t.ptx
 // RUN: %ptxas -arch=sm_120a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // e5m2 codes: the instruction's .e5m2.e5m2 types.
 // RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=512,G=2,quant=e5m2 --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_120a format=isa" | %python %S/Inputs/extract-ptx.py | FileCheck %s --check-prefix=E5M2
@@ -24,6 +25,34 @@
 // ENTRIES-COUNT-3: .visible .entry mx_block_matmul_
 // ENTRIES-COUNT-2: .visible .entry mx_expert_matmul_
 // ENTRIES-NOT:     .entry
+
+// Each of the five kernels, in order: per K = 32 step of a warp, 2 A and
+// 4 B ldmatrix.x4 and 16 MMAs, 4 steps per K tile.
+// EACH-LABEL:    .entry mx_block_matmul_0(
+// EACH:            cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH-COUNT-6:    ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// EACH-COUNT-64:   mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0
+// EACH:            st.global.v2.b32
+// EACH-LABEL:    .entry mx_block_matmul_1(
+// EACH:            cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH-COUNT-6:    ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// EACH-COUNT-64:   mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0
+// EACH:            st.global.v2.b32
+// EACH-LABEL:    .entry mx_block_matmul_2(
+// EACH:            cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH-COUNT-6:    ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// EACH-COUNT-64:   mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0
+// EACH:            st.global.v2.b32
+// EACH-LABEL:    .entry mx_expert_matmul_3(
+// EACH:            cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH-COUNT-6:    ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// EACH-COUNT-64:   mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0
+// EACH:            st.global.v2.b32
+// EACH-LABEL:    .entry mx_expert_matmul_4(
+// EACH:            cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// EACH-COUNT-6:    ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// EACH-COUNT-64:   mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0
+// EACH:            st.global.v2.b32
 
 // CHECK-LABEL: .entry mx_block_matmul_0(
 // CHECK:         cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
