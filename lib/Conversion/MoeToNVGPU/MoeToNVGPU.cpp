@@ -199,9 +199,11 @@ matchCheckpointGateUp(GatedActBwdOp act, const KernelGroup &group,
       !group.contains(unpack) || !group.contains(toFloat))
     return std::nullopt;
   auto compare = toFloat.getIn().getDefiningOp<arith::CmpIOp>();
+  // The kernel reads the ids as i32 (token_position_to_id).
   if (!compare || !compare->hasOneUse() || !group.contains(compare) ||
       compare.getPredicate() != arith::CmpIPredicate::sge ||
-      !matchPattern(compare.getRhs(), m_Zero()))
+      !matchPattern(compare.getRhs(), m_Zero()) ||
+      !getElementTypeOrSelf(compare.getLhs().getType()).isInteger(32))
     return std::nullopt;
   auto ckptType = cast<RankedTensorType>(unpack.getCheckpoint().getType());
   if (!ckptType.getElementType().isBF16() || ckptType.getRank() != 4 ||

@@ -33,7 +33,15 @@
 // PTX-COUNT-9:   .param .u64 .ptr
 // PTX:           cp.async.bulk.prefetch.L2.global [[[P:%rd[0-9]+]]], [[S:%r[0-9]+]];
 // PTX-NEXT:      cp.async.bulk.prefetch.L2.global [[[P]]+32768], [[S]];
-// PTX-COUNT-128: ld.global.nc.b16
+// The slot's mask as moe.scale_rows multiplies it: 1.0 for a token id >= 0,
+// 0.0 for a padded slot, times the widened checkpoint value (a multiply,
+// not a select: NaN and -0 behave as in the host lowering).
+// PTX:           setp.gt.s32 [[P:%p[0-9]+]], %r{{[0-9]+}}, -1;
+// PTX-NEXT:      selp.f32 [[MASK:%r[0-9]+]], 0f3F800000, 0f00000000, [[P]];
+// PTX:           ld.global.nc.b16 [[G:%rs[0-9]+]],
+// PTX:           cvt.f32.bf16 [[GF:%r[0-9]+]], [[G]];
+// PTX-NEXT:      mul.rn.f32 %r{{[0-9]+}}, [[GF]], [[MASK]];
+// PTX-COUNT-127: ld.global.nc.b16
 // PTX-NOT:       ld.global.nc.b16
 // PTX:           .entry
 
