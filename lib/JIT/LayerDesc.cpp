@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <iterator>
+#include <string>
 
 using namespace moe::jit;
 
@@ -54,45 +56,45 @@ std::string moe::jit::shapeToString(const std::vector<int64_t> &shape) {
   return out + "]";
 }
 
+namespace {
+/// Every target with its name and its chip ("" for the host): the one list
+/// that toString, chipOf and parseTarget read.
+struct TargetName {
+  Target target;
+  const char *name, *chip;
+};
+constexpr TargetName kTargets[] = {{Target::Host, "host", ""},
+                                   {Target::Sm90a, "sm90a", "sm_90a"},
+                                   {Target::Sm100a, "sm100a", "sm_100a"},
+                                   {Target::Sm120a, "sm120a", "sm_120a"}};
+} // namespace
+
 const char *moe::jit::toString(Target target) {
-  switch (target) {
-  case Target::Host:
-    return "host";
-  case Target::Sm90a:
-    return "sm90a";
-  case Target::Sm100a:
-    return "sm100a";
-  case Target::Sm120a:
-    return "sm120a";
-  }
+  for (const TargetName &t : kTargets)
+    if (t.target == target)
+      return t.name;
   return "?";
 }
 
 const char *moe::jit::chipOf(Target target) {
-  switch (target) {
-  case Target::Host:
-    return "";
-  case Target::Sm90a:
-    return "sm_90a";
-  case Target::Sm100a:
-    return "sm_100a";
-  case Target::Sm120a:
-    return "sm_120a";
-  }
+  for (const TargetName &t : kTargets)
+    if (t.target == target)
+      return t.chip;
   return "";
 }
 
 Expected<Target> moe::jit::parseTarget(std::string_view name) {
-  if (name == "host")
-    return Target::Host;
-  if (name == "sm90a" || name == "sm_90a")
-    return Target::Sm90a;
-  if (name == "sm100a" || name == "sm_100a")
-    return Target::Sm100a;
-  if (name == "sm120a" || name == "sm_120a")
-    return Target::Sm120a;
+  // The name, or the chip ("sm_90a" for "sm90a").
+  std::string expected;
+  for (const TargetName &t : kTargets) {
+    if (name == t.name || (*t.chip && name == t.chip))
+      return t.target;
+    if (!expected.empty())
+      expected += &t == &kTargets[std::size(kTargets) - 1] ? " or " : ", ";
+    expected += t.name;
+  }
   return Status::error("unknown target '" + std::string(name) +
-                       "' (expected host, sm90a, sm100a or sm120a)");
+                       "' (expected " + expected + ")");
 }
 
 const char *moe::jit::toString(CompileInfo::Source source) {
