@@ -434,7 +434,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.mmaPath);
   add(options.gpuMode);
   add(options.operandsBothAxes ? "operands-both-axes" : "");
-  add(options.checkpointEpilogue ? "checkpoint-epilogue" : "");
+  add(options.checkpointEpilogue ? "" : "checkpoint-unpacked");
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();

@@ -18,9 +18,9 @@
 #   both-axes  the default (one operand kernel for both roundings of a
 #              value) against --operands-one-axis, outputs compared bit
 #              for bit
-#   checkpoint-epilogue  --checkpoint-epilogue (P1's kernel reads the bf16
-#              gate/up checkpoint) against the default on checkpoint
-#              layers, outputs compared bit for bit, and memcheck with it
+#   checkpoint-epilogue  the default (P1's kernel reads the bf16 gate/up
+#              checkpoint) against --checkpoint-unpacked on checkpoint
+#              layers, outputs compared bit for bit, and memcheck
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
@@ -202,17 +202,45 @@ if want checkpoint-epilogue; then
   for layer in "$small,checkpoint=bf16" "$partial,checkpoint=bf16" \
       T=1024,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
       "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,checkpoint=bf16"; do
+    run "sm90a resident checkpoint-unpacked $layer" moe-run --target=sm90a \
+      --checkpoint-unpacked --layer "$layer" --empty-experts 1 \
+      --outputs "$out/single"
     run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
-      --empty-experts 1 --outputs "$out/single"
-    run "sm90a resident checkpoint-epilogue $layer" moe-run --target=sm90a \
-      --checkpoint-epilogue --layer "$layer" --empty-experts 1 \
-      --outputs "$out/both"
+      --empty-experts 1 --outputs "$out/both"
     compare "$out/single" "$out/both" "checkpoint-epilogue == unpacked rows, bitwise: $layer"
     rm -rf "$out/single" "$out/both"
   done
+  # Generated checkpoints hold zeros in their padded slots, where the
+  # mask cannot be seen: here the padding holds 1.5 + slot / 1024 (bf16),
+  # and both paths must still match the references and each other.
+  pad=T=1000,H=256,I=256,E=8,K=2,B=128
+  run "torch-gen $pad,checkpoint=true" python3 -m moe_crosscheck torch-gen \
+    --config "$pad,checkpoint=true" --seed 3 --out "$out/in"
+  run "checkpoint padding made non-zero" python3 - "$out/in" <<'PY'
+import sys
+import numpy as np
+d = sys.argv[1]
+ids = np.load(f"{d}/token_position_to_id.npy").reshape(-1)
+ck = np.load(f"{d}/checkpoint.npy").view(np.uint16)  # [N, 2, I, B] bf16
+n, _, i, b = ck.shape
+pad = np.flatnonzero(ids < 0)
+assert pad.size > 0, "no padded slot"
+vals = (1.5 + pad / 1024.0).astype(np.float32).view(np.uint32) >> 16
+ck[pad // b, :, :, pad % b] = vals.astype(np.uint16)[:, None, None]
+np.save(f"{d}/checkpoint.npy", ck.view("V2"))
+print(f"{pad.size} of {ids.size} slots padded, their checkpoint set non-zero")
+PY
+  run "sm90a resident checkpoint-unpacked $pad,checkpoint=bf16 (non-zero padding)" \
+    moe-run --target=sm90a --checkpoint-unpacked --layer "$pad,checkpoint=bf16" \
+    --inputs "$out/in" --outputs "$out/single"
+  run "sm90a resident $pad,checkpoint=bf16 (non-zero padding)" moe-run \
+    --target=sm90a --layer "$pad,checkpoint=bf16" --inputs "$out/in" \
+    --outputs "$out/both"
+  compare "$out/single" "$out/both" "checkpoint-epilogue == unpacked rows, bitwise: non-zero padding"
+  rm -rf "$out/single" "$out/both" "$out/in"
   run "memcheck checkpoint-epilogue T=1024,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16" \
     compute-sanitizer --tool memcheck --error-exitcode 1 moe-run --target=sm90a \
-    --checkpoint-epilogue --layer T=1024,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16
+    --layer T=1024,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16
 fi
 
 if want layers; then

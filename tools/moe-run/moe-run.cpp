@@ -126,9 +126,10 @@ options:
                        device memory) or hybrid (the GEMMs on the GPU, the
                        rest on the host); default resident unless the
                        layer has a bias or bf16 GEMMs (then hybrid)
-  --checkpoint-epilogue  sm90a, checkpoint layers: P1's kernel reads the
-                       bf16 gate/up checkpoint itself (no unpacking
-                       kernels; the same bits; off until measured)
+  --checkpoint-unpacked  sm90a, checkpoint layers: elementwise kernels
+                       unpack the bf16 gate/up checkpoint into f32 slot
+                       rows for P1's kernel, instead of the kernel
+                       reading it itself (for comparison: the same bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -183,7 +184,7 @@ struct Options {
   std::string mmaPath;
   std::string gpuMode;
   bool operandsBothAxes = true;
-  bool checkpointEpilogue = false;
+  bool checkpointEpilogue = true;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -218,7 +219,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
   const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir",
                                           "--compile-only",
                                           "--operands-one-axis",
-                                          "--checkpoint-epilogue"};
+                                          "--checkpoint-unpacked"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -340,8 +341,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.compileOnly = true;
     } else if (name == "--operands-one-axis") {
       opts.operandsBothAxes = false;
-    } else if (name == "--checkpoint-epilogue") {
-      opts.checkpointEpilogue = true;
+    } else if (name == "--checkpoint-unpacked") {
+      opts.checkpointEpilogue = false;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;

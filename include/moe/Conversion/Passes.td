@@ -147,11 +147,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "gradient) is read once by one operand kernel that writes both "
            "roundings (on by default: 2.3 ms less at shape 1 on the H200)">,
     Option<"checkpointEpilogue", "checkpoint-epilogue", "bool",
-           /*default=*/"false",
+           /*default=*/"true",
            "bf16-operands: P1's activation-backward epilogue reads the bf16 "
            "gate/up checkpoint [N, 2, I, B] itself (the moe.unpack_checkpoint "
            "and the padded-slot moe.scale_rows of its region are not "
-           "materialized; off until measured on the H200)">
+           "materialized; on by default: 4.2 ms less at shape 1 and 1.1 ms at "
+           "shape 2 on the H200, the same bits)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

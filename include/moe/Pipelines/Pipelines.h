@@ -100,8 +100,8 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
           *this, "checkpoint-epilogue",
           llvm::cl::desc("convert-moe-to-nvgpu's checkpoint-epilogue: P1's "
                          "epilogue reads the bf16 gate/up checkpoint (default "
-                         "off until measured)"),
-          llvm::cl::init(false)};
+                         "on)"),
+          llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "
