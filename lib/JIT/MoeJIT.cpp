@@ -435,6 +435,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.gpuMode);
   add(options.operandsBothAxes ? "operands-both-axes" : "");
   add(options.checkpointEpilogue ? "" : "checkpoint-unpacked");
+  add(options.persistentGemms ? "" : "grid-gemms");
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();
@@ -1563,6 +1564,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.mmaPath = options.mmaPath;
       pipelineOptions.operandsBothAxes = options.operandsBothAxes;
       pipelineOptions.checkpointEpilogue = options.checkpointEpilogue;
+      pipelineOptions.persistentGemms = options.persistentGemms;
     };
     if (impl->deviceArguments) {
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;

@@ -329,12 +329,14 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   MoeGPUKernelConfigOptions config;
   config.chip = chip.str();
   config.mmaPath = mmaPath.str();
+  config.persistentGemms = options.persistentGemms;
   pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
   convert.chip = chip.str();
   convert.mmaPath = mmaPath.str();
   convert.operandsBothAxes = options.operandsBothAxes;
   convert.checkpointEpilogue = options.checkpointEpilogue;
+  convert.persistentGemms = options.persistentGemms;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);
   if (!target)

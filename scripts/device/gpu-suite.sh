@@ -21,6 +21,10 @@
 #   checkpoint-epilogue  the default (P1's kernel reads the bf16 gate/up
 #              checkpoint) against --checkpoint-unpacked on checkpoint
 #              layers, outputs compared bit for bit, and memcheck
+#   persistent  the persistent GEMM kernels (the default) against
+#              --grid-gemms (one CTA per tile) on layers with more tiles
+#              than SMs, outputs compared bit for bit, then memcheck and
+#              racecheck on one of them
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
@@ -86,7 +90,7 @@ kernel_times() {
 
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] &&
-  parts=(smoke matrix resident both-axes checkpoint-epilogue layers sanitize
+  parts=(smoke matrix resident both-axes checkpoint-epilogue persistent layers sanitize
          determinism kernels sass)
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 want() { printf '%s\n' "${parts[@]}" | grep -qx "$1"; }
@@ -177,6 +181,27 @@ PY
   done
 fi
 
+if want persistent; then
+  # Each CTA of a persistent GEMM walks tiles c, c + 132, ...: the same
+  # products in the same order as one CTA per tile, so the same bits. The
+  # larger layers have more tiles than SMs in their block and expert GEMMs.
+  many=T=4096,H=1024,I=256,E=4,K=2,B=128
+  for layer in "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+      "$many" T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
+      "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on"; do
+    run "sm90a resident grid-gemms $layer" moe-run --target=sm90a \
+      --grid-gemms --layer "$layer" --empty-experts 1 --outputs "$out/single"
+    run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
+      --empty-experts 1 --outputs "$out/both"
+    compare "$out/single" "$out/both" "persistent == grid GEMMs, bitwise: $layer"
+    rm -rf "$out/single" "$out/both"
+  done
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool $many" compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 moe-run --target=sm90a --layer "$many" \
+      --empty-experts 1
+  done
+fi
 if want both-axes; then
   # operands-both-axes (the default): one operand kernel writes both
   # roundings of x, dy,

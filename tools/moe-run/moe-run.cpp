@@ -130,6 +130,9 @@ options:
                        unpack the bf16 gate/up checkpoint into f32 slot
                        rows for P1's kernel, instead of the kernel
                        reading it itself (for comparison: the same bits)
+  --grid-gemms         sm90a: one CTA per output tile in every GEMM kernel
+                       instead of the persistent kernels (one CTA per SM
+                       walking the tiles; for comparison: the same bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -185,6 +188,7 @@ struct Options {
   std::string gpuMode;
   bool operandsBothAxes = true;
   bool checkpointEpilogue = true;
+  bool persistentGemms = true;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -219,7 +223,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
   const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir",
                                           "--compile-only",
                                           "--operands-one-axis",
-                                          "--checkpoint-unpacked"};
+                                          "--checkpoint-unpacked",
+                                          "--grid-gemms"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -343,6 +348,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.operandsBothAxes = false;
     } else if (name == "--checkpoint-unpacked") {
       opts.checkpointEpilogue = false;
+    } else if (name == "--grid-gemms") {
+      opts.persistentGemms = false;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
@@ -1161,6 +1168,7 @@ int run(const Options &opts) {
   compileOptions.gpuMode = opts.gpuMode;
   compileOptions.operandsBothAxes = opts.operandsBothAxes;
   compileOptions.checkpointEpilogue = opts.checkpointEpilogue;
+  compileOptions.persistentGemms = opts.persistentGemms;
   compileOptions.kernelDir = opts.emitDir;
   compileOptions.kernelFormat = opts.emitFormat;
   if (opts.haveGemm)

@@ -102,6 +102,13 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                          "epilogue reads the bf16 gate/up checkpoint (default "
                          "on)"),
           llvm::cl::init(true)};
+  typename PassPipelineOptions<Derived>::template Option<bool>
+      persistentGemms{
+          *this, "persistent-gemms",
+          llvm::cl::desc("moe-gpu-kernel-config's persistent-gemms: one CTA "
+                         "per SM walks a GEMM's tiles where the chip's table "
+                         "says so (default on)"),
+          llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

@@ -46,7 +46,8 @@ struct MoeGPUKernelConfigPass
       if (!isGPUGemm(op) || op->hasAttr(kGemmConfigAttrName))
         return WalkResult::advance();
       GemmConfigAttr config =
-          selectGemmConfig(op, choice->target, choice->preferred);
+          selectGemmConfig(op, choice->target, choice->preferred,
+                           persistentGemms);
       if (!config) {
         op->emitOpError() << noKernelMessage(choice->target);
         return WalkResult::interrupt();

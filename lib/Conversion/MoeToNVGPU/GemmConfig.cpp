@@ -83,7 +83,7 @@ moe::matchGatedActEpilogue(BlockMatmulOp gemm, const KernelGroup &group) {
 }
 
 GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
-                                     MXMmaPath preferred,
+                                     MXMmaPath preferred, bool persistent,
                                      const KernelGroup *group) {
   // The MX paths take codes of one type on both sides; every other GEMM
   // runs on bf16 operands.
@@ -123,6 +123,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
         break;
       }
     }
+    c.persistent = c.persistent && persistent;
   }
   // A block GEMM's rhs stored [E, K, N] (transpose_rhs: the recompute's
   // gate/up weight) is read as it is stored, so that its operand kernel
@@ -150,7 +151,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
       {c.producerWarpgroups, c.consumerWarpgroups},
-      {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor);
+      {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
+      c.persistent);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -178,5 +180,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.consumerRegisters = config.getRegisters()[1];
   c.rhsNMajor = config.getRhsNMajor();
   c.lhsMMajor = config.getLhsMMajor();
+  c.persistent = config.getPersistent();
   return c;
 }

@@ -36,7 +36,14 @@ struct SmemLayout {
 /// A memref in shared memory (address space 3).
 MemRefType smemType(ArrayRef<int64_t> shape, Type elementType);
 
-SmemLayout layoutOf(MXMmaPath path, const MXGemmConfig &cfg);
+SmemLayout layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg);
+
+/// Output tiles of the problem: M tiles x N tiles (x experts).
+int64_t numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg);
+/// CTAs of the kernel's grid when it is persistent: one per SM, or one per
+/// tile when there are fewer tiles.
+int64_t persistentCtas(const MXGemmProblem &p, const MXGemmConfig &cfg,
+                       int64_t multiprocessors);
 
 /// The exponent bias of a code type: 7 (e4m3) or 15 (e5m2).
 int64_t exponentBias(Type elementType);
@@ -54,9 +61,11 @@ struct IntOps {
 /// and small helpers that materialize integer constants on demand.
 class KernelEmitter {
 public:
+  /// `ctas`: the grid of a persistent kernel (cfg.persistent).
   KernelEmitter(OpBuilder &b, Location loc, const MXGemmProblem &p,
-                const MXGemmConfig &cfg, MmaEmitter mma)
-      : b(b), loc(loc), p(p), cfg(cfg), mma(mma), lay(layoutOf(p.path, cfg)),
+                const MXGemmConfig &cfg, MmaEmitter mma, int64_t ctas)
+      : b(b), loc(loc), p(p), cfg(cfg), mma(mma), ctas(ctas),
+        lay(layoutOf(p, cfg)),
         i1T(b.getI1Type()), i32T(b.getI32Type()), i64T(b.getI64Type()),
         f32T(b.getF32Type()), idxT(b.getIndexType()) {
     MLIRContext *ctx = b.getContext();
@@ -208,6 +217,25 @@ private:
   /// grid's expert, counted by every thread of the CTA (Expert).
   void emitContractionRange();
 
+  // Persistent kernels (cfg.persistent): CTA c computes output tiles c,
+  // c + ctas, ... in order. Each role keeps the count of K tiles it has
+  // streamed through the ring (ringBase), whose stage and phase continue
+  // from one output tile to the next.
+  /// Expert: every thread of the CTA fills the shared table of each
+  /// expert's first block and block count (integer atomics: the same
+  /// table whatever the order).
+  void emitExpertTable();
+  /// Opens the loop over this CTA's output tiles at the insertion point and
+  /// leaves the builder inside it, with m0, n0, expertId, kBegin, kTiles
+  /// and ringBase set for the tile. The loop carries ringBase + kTiles.
+  void beginTileLoop();
+  /// Sets rowB0, the tile's first rhs row (after m0, n0 are set).
+  void setRhsRow0();
+  /// The single-thread TMA producer of a persistent bf16-operands kernel.
+  void emitPersistentProducerBf16Operands();
+  /// The result matrix of the tile's expert (Expert) or the result (Block).
+  Value resultBase();
+
   /// A consumer thread's place in the m64nN accumulator: its warpgroup
   /// among the consumers, its lane quad, and its fragment row in the tile
   /// (64 * warpgroup + 16 * warp + lane / 4; the other half is 8 rows on).
@@ -261,7 +289,7 @@ private:
   /// Producer warpgroup, once thread 0 has issued its last TMA load (the
   /// consumers have `stages` K tiles left): the tile's gate and up rows
   /// into L2, so that the epilogue's loads hit there.
-  void emitEpiloguePrefetch();
+  void emitEpiloguePrefetch(bool singleThread = false);
 
   OpBuilder &b;
   Location loc;
@@ -269,6 +297,8 @@ private:
   const MXGemmConfig &cfg;
   /// The chip's MMA instructions (block_scale: tcgen05 or mma.sync).
   MmaEmitter mma;
+  /// The grid of a persistent kernel.
+  int64_t ctas;
   SmemLayout lay;
   Type i1T, i32T, i64T, f32T, idxT;
   Type accT, smemPtrT, globalPtrT;
@@ -281,8 +311,13 @@ private:
   // The GatedActBwd epilogue's operands and extra outputs (or null).
   Value gateUp, affinities, hOut, scaledHOut, partialsOut, tokenIds;
   Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
-  // First K element (index) and number of K tiles (index) of this CTA.
+  // The expert (i32) of an Expert tile.
+  Value expertId;
+  // First K element (index) and number of K tiles (index) of this tile.
   Value kBegin, kTiles;
+  // K tiles this role streamed through the ring before this output tile
+  // (index; null in a kernel of one tile per CTA).
+  Value ringBase;
 };
 
 } // namespace mlir::moe::gemm

@@ -291,12 +291,7 @@ void KernelEmitter::emitConsumerTcgen05() {
   Value laneBase = add(tmem, shl(mul(warp, 32), 16));
   // An expert without slots issued no MMA: its tile is zeros.
   Value any = cmp(arith::CmpIPredicate::ne, indexToI32(kTiles), 0);
-  Value base = result;
-  if (p.kind == MXGemmKind::Expert) {
-    Value expert =
-        indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
-    base = globalElement(f32T, result, mul(expert, p.m * p.n));
-  }
+  Value base = resultBase();
   Value rowInside = cmp(arith::CmpIPredicate::ult, row32, p.m);
   Value rowStart = mul(toI64(row32), p.n);
   constexpr int64_t kChunk = 32;

@@ -221,12 +221,7 @@ void KernelEmitter::emitConsumerMmaSync() {
   }
 
   // c0, c1 = row g, columns 2t, 2t + 1; c2, c3 = row g + 8.
-  Value base = result;
-  if (p.kind == MXGemmKind::Expert) {
-    Value expert =
-        indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
-    base = globalElement(f32T, result, mul(expert, p.m * p.n));
-  }
+  Value base = resultBase();
   Value g = divu(lane, 4);
   Value tq = remu(lane, 4);
   auto pairT = VectorType::get({2}, f32T);

@@ -88,7 +88,18 @@ MemRefType gemm::smemType(ArrayRef<int64_t> shape, Type elementType) {
                                           3));
 }
 
-SmemLayout gemm::layoutOf(MXMmaPath path, const MXGemmConfig &cfg) {
+int64_t gemm::numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg) {
+  return (p.m + cfg.tileM - 1) / cfg.tileM * ((p.n + cfg.tileN - 1) / cfg.tileN) *
+         (p.kind == MXGemmKind::Expert ? p.numExperts : 1);
+}
+
+int64_t gemm::persistentCtas(const MXGemmProblem &p, const MXGemmConfig &cfg,
+                             int64_t multiprocessors) {
+  return std::min(numTiles(p, cfg), multiprocessors);
+}
+
+SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
+  MXMmaPath path = p.path;
   SmemLayout l = {};
   int64_t blocksPerTile = cfg.tileK / 32;
   l.a = 0;
@@ -97,7 +108,12 @@ SmemLayout gemm::layoutOf(MXMmaPath path, const MXGemmConfig &cfg) {
     l.b = l.a + cfg.stages * cfg.tileM * kSwizzleBytes;
     l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
         l.b + cfg.stages * cfg.tileN * kSwizzleBytes;
-    l.barriers = l.counters + 16;
+    // Two i32 counters (the expert's blocks), or a persistent expert
+    // kernel's table of every expert's first block and block count.
+    int64_t counterBytes = cfg.persistent && p.kind == MXGemmKind::Expert
+                               ? llvm::alignTo(8 * p.numExperts, 16)
+                               : 16;
+    l.barriers = l.counters + counterBytes;
     l.numBarriers = 2 * cfg.stages;
     l.bytes = l.barriers + l.numBarriers * 8 + 1024;
     return l;
@@ -242,7 +258,9 @@ void KernelEmitter::emitContractionRange() {
   // [#blocks of lower experts, + #its blocks). Every thread counts a strided
   // share; shared-memory integer atomics sum the shares, so the result does
   // not depend on their order.
-  Value expert = indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
+  // The grid's z is the expert.
+  expertId = indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
+  Value expert = expertId;
   auto loop = scf::ForOp::create(b, loc, i32ToIndex(tid), idx(p.numBlocks),
                                  idx(cfg.threads()),
                                  ValueRange{i32(0), i32(0)});
@@ -273,6 +291,133 @@ void KernelEmitter::emitContractionRange() {
   Value blocks = LLVM::LoadOp::create(b, loc, i32T, counter1, 4);
   kBegin = i32ToIndex(mul(firstBlock, p.blockSize));
   kTiles = i32ToIndex(mul(blocks, p.blockSize / cfg.tileK));
+}
+
+Value KernelEmitter::resultBase() {
+  if (p.kind != MXGemmKind::Expert)
+    return result;
+  return globalElement(f32T, result, mul(toI64(expertId), p.m * p.n));
+}
+
+void KernelEmitter::emitExpertTable() {
+  // counts[e] at counters + 4 e, first[e] at counters + 4 (E + e).
+  int64_t E = p.numExperts;
+  auto entry = [&](int64_t table, Value e) {
+    return smemPtr(smemAddr(add(i64(lay.counters + 4 * table * E),
+                                mul(indexToI64(e), 4))));
+  };
+  auto strided = [&](int64_t count, function_ref<void(Value)> body) {
+    auto loop = scf::ForOp::create(b, loc, i32ToIndex(tid), idx(count),
+                                   idx(cfg.threads()));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    body(loop.getInductionVar());
+  };
+  strided(E, [&](Value e) {
+    LLVM::StoreOp::create(b, loc, i32(0), entry(0, e), 4);
+  });
+  gpu::BarrierOp::create(b, loc);
+  // Blocks come grouped by expert in increasing order (the runtime checks
+  // the routing before a launch); an owner outside [0, E) counts nowhere.
+  strided(p.numBlocks, [&](Value block) {
+    Value owner = loadGlobal(
+        i32T, globalElement(i32T, blockToExpert, indexToI64(block)), 4);
+    Value valid = cmp(arith::CmpIPredicate::ult, owner, E);
+    auto ifOp = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
+                              entry(0, i32ToIndex(owner)), i32(1),
+                              LLVM::AtomicOrdering::monotonic);
+  });
+  gpu::BarrierOp::create(b, loc);
+  strided(E, [&](Value e) {
+    auto sum = scf::ForOp::create(b, loc, idx(0), e, idx(1),
+                                  ValueRange{i32(0)});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(sum.getBody());
+      Value count =
+          LLVM::LoadOp::create(b, loc, i32T, entry(0, sum.getInductionVar()), 4);
+      scf::YieldOp::create(b, loc, add(sum.getRegionIterArg(0), count));
+    }
+    LLVM::StoreOp::create(b, loc, sum.getResult(0), entry(1, e), 4);
+  });
+  gpu::BarrierOp::create(b, loc);
+}
+
+void KernelEmitter::beginTileLoop() {
+  Value cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  auto loop = scf::ForOp::create(b, loc, cta, idx(numTiles(p, cfg)),
+                                 idx(ctas), ValueRange{idx(0)});
+  b.setInsertionPointToStart(loop.getBody());
+  ringBase = loop.getRegionIterArg(0);
+  // Tiles in the order of the grid form's CTAs: N fastest, then M, then
+  // the expert, so that the CTAs at work at one time share operands in L2.
+  Value w = loop.getInductionVar();
+  int64_t tilesN = (p.n + cfg.tileN - 1) / cfg.tileN;
+  int64_t tilesM = (p.m + cfg.tileM - 1) / cfg.tileM;
+  n0 = mul(indexToI32(remu(w, tilesN)), cfg.tileN);
+  Value rest = divu(w, tilesN);
+  m0 = mul(indexToI32(remu(rest, tilesM)), cfg.tileM);
+  if (p.kind == MXGemmKind::Block) {
+    kBegin = idx(0);
+    kTiles = idx((p.k + cfg.tileK - 1) / cfg.tileK);
+  } else {
+    expertId = indexToI32(divu(rest, tilesM));
+    int64_t E = p.numExperts;
+    Value at = mul(toI64(expertId), 4);
+    Value count = LLVM::LoadOp::create(
+        b, loc, i32T, smemPtr(smemAddr(add(at, i64(lay.counters)))), 4);
+    Value first = LLVM::LoadOp::create(
+        b, loc, i32T, smemPtr(smemAddr(add(at, i64(lay.counters + 4 * E)))),
+        4);
+    kBegin = i32ToIndex(mul(first, p.blockSize));
+    kTiles = i32ToIndex(mul(count, p.blockSize / cfg.tileK));
+  }
+  // The next tile's ring position.
+  auto yield = scf::YieldOp::create(b, loc, ValueRange{add(ringBase, kTiles)});
+  b.setInsertionPoint(yield);
+}
+
+void KernelEmitter::setRhsRow0() {
+  // The rhs rows of this tile: its expert's n rows (Block) or the shared
+  // rhs (Expert). An N-major rhs of an expert GEMM: rows are slots from
+  // row 0.
+  rowB0 = cfg.rhsNMajor ? i32(0) : n0;
+  if (p.kind != MXGemmKind::Block)
+    return;
+  Value blockIdx = divu(toI64(m0), p.blockSize);
+  Value expert =
+      loadGlobal(i32T, globalElement(i32T, blockToExpert, blockIdx), 4);
+  // N-major: the expert's first K row; K-major: its first N row of this
+  // tile.
+  rowB0 = cfg.rhsNMajor ? mul(expert, i32(p.k))
+                        : add(mul(expert, i32(p.n)), n0);
+}
+
+void KernelEmitter::emitPersistentProducerBf16Operands() {
+  // Thread 0 streams every tile's K tiles through the ring; the others of
+  // the warpgroup have nothing to do.
+  auto ifOp = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  beginTileLoop();
+  setRhsRow0();
+  Value base = ringBase;
+  {
+    OpBuilder::InsertionGuard inner(b);
+    auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    Value t = loop.getInductionVar();
+    auto [s, parity] = stageAndParity(add(base, t), cfg.stages, /*flip=*/true);
+    waitParity(add(s, cfg.stages), parity);
+    loadTile(t, s);
+  }
+  // The tile's last loads are out (the consumers have `stages` K tiles of
+  // it left): its epilogue's rows into L2.
+  if (gateUp)
+    emitEpiloguePrefetch(/*singleThread=*/true);
 }
 
 KernelEmitter::ConsumerLane KernelEmitter::consumerLane() {
@@ -355,7 +500,7 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
   bool guardRows = p.m % cfg.tileM != 0;
   bool guardCols = p.n % cfg.tileN != 0;
   Value n64 = i64(p.n);
-  Value base = result;
+  Value base = resultBase();
   // Block problems with a bias add bias[e, n] of the tile's expert.
   Value biasRow;
   if (bias) {
@@ -363,11 +508,6 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
     Value expert = toI64(
         loadGlobal(i32T, globalElement(i32T, blockToExpert, blockIdx), 4));
     biasRow = globalElement(p.biasType, bias, mul(expert, p.n));
-  }
-  if (p.kind == MXGemmKind::Expert) {
-    Value expert =
-        indexToI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
-    base = globalElement(f32T, result, mul(expert, p.m * p.n));
   }
   Value row32 = add(m0, rowInTile);
   Value col32 = add(n0, mul(quad, 2));
@@ -560,24 +700,28 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
   }
 }
 
-void KernelEmitter::emitEpiloguePrefetch() {
+void KernelEmitter::emitEpiloguePrefetch(bool singleThread) {
   // Full tiles only: a bulk prefetch is whole 16-byte units inside the
   // buffer.
   if (p.m % cfg.tileM || p.n % cfg.tileN)
     return;
   int64_t producerThreads = 128 * cfg.producerWarpgroups;
-  NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(1), i32(producerThreads),
-                          /*reductionOp=*/nullptr,
-                          /*reductionPredicate=*/Value());
+  if (!singleThread)
+    NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(1),
+                            i32(producerThreads),
+                            /*reductionOp=*/nullptr,
+                            /*reductionPredicate=*/Value());
   if (p.epilogue.gateUpCheckpoint) {
     // The tile's rows are one block (tileM = B): its gate and up columns
     // n0 .. n0 + tileN are two contiguous runs of tileN * B bf16.
     if (p.blockSize != cfg.tileM)
       return;
-    auto isThread = eq(tid, 0);
-    auto ifOp = scf::IfOp::create(b, loc, isThread, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
+    if (!singleThread) {
+      auto ifOp = scf::IfOp::create(b, loc, eq(tid, 0),
+                                    /*withElseRegion=*/false);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+    }
     Value block = divu(toI64(m0), p.blockSize);
     for (int64_t half = 0; half < 2; ++half) {
       Value index = mul(add(add(mul(block, 2 * p.n), half * p.n), toI64(n0)),
@@ -588,15 +732,25 @@ void KernelEmitter::emitEpiloguePrefetch() {
     }
     return;
   }
+  // The tile's f32 gate and up rows: one row each per thread, or all of
+  // them from the single thread of a persistent producer.
   Value size = i32(cfg.tileN * 4);
-  for (int64_t r0 = 0; r0 < cfg.tileM; r0 += producerThreads) {
-    Value row = toI64(add(add(m0, tid), r0));
-    Value g = add(mul(row, 2 * p.n), toI64(n0));
+  auto prefetchRow = [&](Value row) {
+    Value g = add(mul(toI64(row), 2 * p.n), toI64(n0));
     for (Value index : {g, add(g, p.n)})
       NVVM::CpAsyncBulkPrefetchOp::create(
           b, loc, globalElement(f32T, gateUp, index), size,
           /*l2CacheHint=*/Value());
+  };
+  if (singleThread) {
+    auto loop = scf::ForOp::create(b, loc, idx(0), idx(cfg.tileM), idx(1));
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    prefetchRow(add(m0, indexToI32(loop.getInductionVar())));
+    return;
   }
+  for (int64_t r0 = 0; r0 < cfg.tileM; r0 += producerThreads)
+    prefetchRow(add(add(m0, tid), r0));
 }
 
 void KernelEmitter::emitConsumerFp8() {
@@ -940,7 +1094,10 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   // The `panels` panels x 4 k16 steps of K tile t into acc; the
   // first wgmma of the first tile starts the accumulator (scale-d = 0).
   auto tile = [&](Value t, Value acc, bool first) {
-    auto [d, parity] = stageAndParity(t, SD, /*flip=*/false);
+    // The ring position of K tile t (persistent: after the earlier output
+    // tiles' K tiles).
+    Value g = ringBase ? add(ringBase, t) : t;
+    auto [d, parity] = stageAndParity(g, SD, /*flip=*/false);
     waitParity(add(d, fullBase), parity);
     Value d64 = indexToI64(d);
     Value baseA = smemAddr(add(add(mul(d64, strideA), aWarpgroupOff), offA));
@@ -978,7 +1135,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
     if (!first) {
       // Tile t - 1's wgmmas are complete: hand its bf16 buffer back.
-      Value previous = remu(sub(t, idx(1)), SD);
+      Value previous = remu(sub(g, idx(1)), SD);
       arrive(add(previous, emptyBase));
     }
     return acc;
@@ -995,18 +1152,31 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       scf::YieldOp::create(b, loc, next);
     }
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    if (ringBase) {
+      // The last K tile's stage goes back too: the producer fills it with
+      // the next output tile's, while this one is stored.
+      Value last = remu(sub(add(ringBase, kTiles), idx(1)), SD);
+      arrive(add(last, emptyBase));
+    }
     storeAccumulator(loop.getResult(0), rowInTile, quad);
   };
-  if (p.kind == MXGemmKind::Block)
-    return compute();
-  // An expert without blocks: its result is zero.
-  auto ifOp = scf::IfOp::create(b, loc, eq(indexToI64(kTiles), 0),
-                                /*withElseRegion=*/true);
+  auto outputTile = [&] {
+    if (p.kind == MXGemmKind::Block)
+      return compute();
+    // An expert without blocks: its result is zero.
+    auto ifOp = scf::IfOp::create(b, loc, eq(indexToI64(kTiles), 0),
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    storeAccumulator(LLVM::ZeroOp::create(b, loc, accT), rowInTile, quad);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    compute();
+  };
+  if (!cfg.persistent)
+    return outputTile();
   OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  storeAccumulator(LLVM::ZeroOp::create(b, loc, accT), rowInTile, quad);
-  b.setInsertionPointToStart(ifOp.elseBlock());
-  compute();
+  beginTileLoop();
+  outputTile();
 }
 
 void KernelEmitter::emit(gpu::GPUFuncOp func) {
@@ -1044,10 +1214,14 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   }
 
   tid = indexToI32(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
-  n0 = mul(indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)),
-           cfg.tileN);
-  m0 = mul(indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y)),
-           cfg.tileM);
+  // One tile per CTA: the grid is (N tiles, M tiles, experts). A
+  // persistent kernel sets these per tile (beginTileLoop).
+  if (!cfg.persistent) {
+    n0 = mul(indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)),
+             cfg.tileN);
+    m0 = mul(indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y)),
+             cfg.tileM);
+  }
 
   // The dynamic shared memory, its base aligned to 1024 bytes (128B-swizzle
   // TMA destinations and wgmma descriptors need it).
@@ -1105,7 +1279,7 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       initBarrier(2 * S + d, producerThreads);
       initBarrier(2 * S + cfg.dequantStages + d, consumerThreads);
     }
-    if (p.kind == MXGemmKind::Expert)
+    if (p.kind == MXGemmKind::Expert && !cfg.persistent)
       for (int64_t c = 0; c < 2; ++c)
         LLVM::StoreOp::create(b, loc, i32(0),
                               smemPtr(smemAddr(i64(lay.counters + 4 * c))),
@@ -1114,7 +1288,10 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     nvgpu::TmaPrefetchOp::create(b, loc, tmapB, /*predicate=*/Value());
   }
   gpu::BarrierOp::create(b, loc);
-  emitContractionRange();
+  if (!cfg.persistent)
+    emitContractionRange();
+  else if (p.kind == MXGemmKind::Expert)
+    emitExpertTable();
 
   // setmaxnreg moves registers between the roles; the entry cap is the
   // register file split evenly (rounded down to a multiple of 8).
@@ -1132,20 +1309,11 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(roles.thenBlock());
     setMaxRegisters(cfg.producerRegisters);
-    // The rhs rows of this CTA: its expert's n rows (Block) or the shared
-    // rhs (Expert).
-    // An N-major rhs of an expert GEMM: rows are slots from row 0.
-    rowB0 = cfg.rhsNMajor ? i32(0) : n0;
-    if (p.kind == MXGemmKind::Block) {
-      Value blockIdx = divu(toI64(m0), p.blockSize);
-      Value expert =
-          loadGlobal(i32T, globalElement(i32T, blockToExpert, blockIdx), 4);
-      // N-major: the expert's first K row; K-major: its first N row of
-      // this tile.
-      rowB0 = cfg.rhsNMajor ? mul(expert, i32(p.k))
-                            : add(mul(expert, i32(p.n)), n0);
-    }
-    if (isFp8())
+    if (!cfg.persistent)
+      setRhsRow0();
+    if (cfg.persistent)
+      emitPersistentProducerBf16Operands();
+    else if (isFp8())
       emitProducerFp8();
     else if (isBlockScale())
       emitProducerBlockScale();
@@ -1153,7 +1321,7 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       emitProducerBf16Operands();
     else
       emitProducerBf16();
-    if (gateUp)
+    if (gateUp && !cfg.persistent)
       emitEpiloguePrefetch();
     b.setInsertionPointToStart(roles.elseBlock());
     setMaxRegisters(cfg.consumerRegisters);
@@ -1192,7 +1360,7 @@ static std::string whyNotBlocksOrSharedMemory(const MXGemmProblem &problem,
        << (block ? " rows" : " slots");
     return why;
   }
-  int64_t bytes = layoutOf(problem.path, cfg).bytes;
+  int64_t bytes = layoutOf(problem, cfg).bytes;
   if (bytes > target.getMaxDynamicSharedMemory())
     os << "the MX GEMM needs " << bytes << " bytes of shared memory, more than "
        << target.getMaxDynamicSharedMemory();
@@ -1267,6 +1435,12 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
   llvm::raw_string_ostream os(why);
   if (!target.hasMmaPath(problem.path)) {
     os << "the " << path << " MMA path does not exist on " << target.getChip();
+    return why;
+  }
+  if (cfg.persistent && (problem.path != MXMmaPath::Bf16Operands ||
+                         target.getMultiprocessors() < 1)) {
+    os << "persistent " << path << " GEMM kernels do not exist on "
+       << target.getChip();
     return why;
   }
   if (problem.path == MXMmaPath::BlockScale)
@@ -1448,15 +1622,21 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                     {static_cast<int32_t>(cfg.threads()), 1, 1}));
   func->setAttr("nvvm.minctasm", builder.getI32IntegerAttr(1));
 
-  KernelEmitter emitter(builder, loc, problem, cfg, target.getMmaEmitter());
+  int64_t ctas = persistentCtas(problem, cfg, target.getMultiprocessors());
+  KernelEmitter emitter(builder, loc, problem, cfg, target.getMmaEmitter(),
+                        ctas);
   emitter.emit(func);
 
   int64_t gridZ = problem.kind == MXGemmKind::Expert ? problem.numExperts : 1;
+  std::array<int64_t, 3> grid = {(problem.n + cfg.tileN - 1) / cfg.tileN,
+                                 (problem.m + cfg.tileM - 1) / cfg.tileM,
+                                 gridZ};
+  if (cfg.persistent)
+    grid = {ctas, 1, 1};
   return MXGemmLaunch{func,
-                      {(problem.n + cfg.tileN - 1) / cfg.tileN,
-                       (problem.m + cfg.tileM - 1) / cfg.tileM, gridZ},
+                      grid,
                       {cfg.threads(), 1, 1},
-                      layoutOf(problem.path, cfg).bytes,
+                      layoutOf(problem, cfg).bytes,
                       emitter.getTensorMapA(),
                       emitter.getTensorMapB()};
 }

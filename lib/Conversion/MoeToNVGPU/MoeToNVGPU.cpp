@@ -680,7 +680,7 @@ struct ConvertMoeToNVGPUPass
         }
       } else {
         config = selectGemmConfig(op, choice->target, choice->preferred,
-                                  groupOf.lookup(op));
+                                  persistentGemms, groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
           return signalPassFailure();

@@ -117,12 +117,20 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     wide.tileN = 256;
     wide.mmaN = 256;
     wide.stages = 4;
+    // Both shapes run persistent: one CTA per SM walks the tiles, so the
+    // ring's fill for the next tile overlaps this tile's epilogue.
+    wide.persistent = true;
+    MXGemmConfig narrow = info.bf16Operands;
+    narrow.persistent = true;
     info.bf16OperandsTable = {
         {/*minN=*/256, /*activationEpilogue=*/false, wide},
-        {/*minN=*/0, /*activationEpilogue=*/true, info.bf16Operands}};
+        {/*minN=*/0, /*activationEpilogue=*/true, narrow}};
     info.operandKernelThreads = 256;
     // 227 KB: the opt-in limit of one CTA on sm_90.
     info.maxDynamicSharedMemory = 232448;
+    // The H100 SXM and the H200 (sm_90a parts with fewer SMs run a
+    // persistent grid in two waves: correct, slower).
+    info.multiprocessors = 132;
     return info;
   }
   // The Blackwell chips: MX GEMMs on their block-scaled MMA (block_scale),

@@ -1,4 +1,4 @@
-// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="mma-path=bf16" -verify-diagnostics | FileCheck %s
+// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="mma-path=bf16 persistent-gemms=false" -verify-diagnostics | FileCheck %s
 // RUN: not moe-opt %s -convert-moe-to-nvgpu="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=CHIP
 // RUN: not moe-opt %s -convert-moe-to-nvgpu="mma-path=fp4" 2>&1 | FileCheck %s --check-prefix=PATH
 
@@ -194,7 +194,6 @@ func.func @transposed_e5m2(%lq: tensor<128x64xf8E5M2>, %ls: tensor<128x2xf8E8M0F
 // CHECK:             llvm.mlir.zero
 // CHECK:           } else {
 // CHECK:             nvvm.wgmma.mma_async
-// CHECK:           gpu.block_id  z
 // CHECK:           arith.muli %{{.*}}, %c12288_i64
 func.func @expert(%lq: tensor<512x96xf8E4M3FN>, %ls: tensor<16x96xf8E8M0FNU>,
                   %rq: tensor<512x128xf8E4M3FN>, %rs: tensor<16x128xf8E8M0FNU>,

@@ -18,8 +18,8 @@
 // RUN: FileCheck %s --check-prefix=LAYER < %t.layer.log
 // RUN: FileCheck %s --check-prefix=SPILLS < %t.layer.log
 // The same layer through moe-fuse: P1's kernel computes the activation
-// backward of its region (the producer warpgroup prefetches the tile's g
-// and u rows into L2 once the last TMA load is out; f64 sigmoid as the
+// backward of its region (the producer thread prefetches the tile's g
+// and u rows into L2 once its last TMA load is out; f64 sigmoid as the
 // host lowering evaluates it,
 // the quad's butterfly sums of <dA, h>, [dg | du] and a * h stored as f32
 // pairs), with no spills.
@@ -72,7 +72,6 @@
 // MN-NEXT:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 // FUSED-PTX-LABEL: .entry block_matmul_act_5(
-// FUSED-PTX:         bar.sync 1, 128;
 // FUSED-PTX:         cp.async.bulk.prefetch.L2.global
 // FUSED-PTX:         wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // FUSED-PTX:         wgmma.wait_group.sync.aligned 0

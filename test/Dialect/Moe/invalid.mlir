@@ -782,7 +782,14 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major or lhs_m_major, got 'mn_major'}}
+// expected-error @+1 {{persistent applies only to the bf16_operands MMA path}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16, tile = [128, 128, 128], mma_shape = [64, 128, 16], stages = 3, dequant_stages = 2, warpgroups = [2, 2], registers = [144, 112], persistent = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major or persistent, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }

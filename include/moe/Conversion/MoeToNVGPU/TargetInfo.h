@@ -68,6 +68,9 @@ struct MXGemmConfig {
   /// contiguous ([slots, M]) with the transposed-A MMA (lhs_m_major).
   bool rhsNMajor = false;
   bool lhsMMajor = false;
+  /// Bf16Operands: one CTA per SM walks the output tiles (#moe.gemm_config
+  /// persistent) instead of one CTA per tile.
+  bool persistent = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);
@@ -148,6 +151,8 @@ public:
   int64_t getOperandKernelThreads() const { return operandKernelThreads; }
   /// The most dynamic shared memory one CTA may request (bytes).
   int64_t getMaxDynamicSharedMemory() const { return maxDynamicSharedMemory; }
+  /// Streaming multiprocessors of the chip: the grid of a persistent GEMM.
+  int64_t getMultiprocessors() const { return multiprocessors; }
 
 private:
   TargetInfo() = default;
@@ -163,6 +168,7 @@ private:
   SmallVector<GemmTableEntry, 2> bf16OperandsTable;
   int64_t operandKernelThreads = 0;
   int64_t maxDynamicSharedMemory = 0;
+  int64_t multiprocessors = 0;
 };
 
 } // namespace mlir::moe

@@ -20,11 +20,11 @@ using namespace mlir::moe;
 
 #include "moe/Dialect/Moe/IR/MoeEnums.cpp.inc"
 
-/// #moe.gemm_config's operand layouts: `, rhs_n_major = true` and
-/// `, lhs_m_major = true`, each present when set, in either order.
-static ParseResult parseOperandMajor(AsmParser &parser, bool &rhsNMajor,
-                                     bool &lhsMMajor) {
-  rhsNMajor = lhsMMajor = false;
+/// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`
+/// and `, persistent = true`, each present when set, in any order.
+static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
+                                   bool &lhsMMajor, bool &persistent) {
+  rhsNMajor = lhsMMajor = persistent = false;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc at = parser.getCurrentLocation();
@@ -32,10 +32,11 @@ static ParseResult parseOperandMajor(AsmParser &parser, bool &rhsNMajor,
       return failure();
     bool *flag = key == "rhs_n_major"   ? &rhsNMajor
                  : key == "lhs_m_major" ? &lhsMMajor
+                 : key == "persistent"  ? &persistent
                                         : nullptr;
     if (!flag)
-      return parser.emitError(at, "expected rhs_n_major or lhs_m_major, "
-                                  "got '")
+      return parser.emitError(at, "expected rhs_n_major, lhs_m_major or "
+                                  "persistent, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -45,12 +46,14 @@ static ParseResult parseOperandMajor(AsmParser &parser, bool &rhsNMajor,
   return success();
 }
 
-static void printOperandMajor(AsmPrinter &printer, bool rhsNMajor,
-                              bool lhsMMajor) {
+static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
+                             bool lhsMMajor, bool persistent) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
     printer << ", lhs_m_major = true";
+  if (persistent)
+    printer << ", persistent = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -180,7 +183,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ArrayRef<int64_t> mmaShape, int64_t stages,
                        int64_t dequantStages, ArrayRef<int64_t> warpgroups,
                        ArrayRef<int64_t> registers, bool rhsNMajor,
-                       bool lhsMMajor) {
+                       bool lhsMMajor, bool persistent) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -227,6 +230,10 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (lhsMMajor && mma != MXMmaPath::Bf16Operands)
     return emitError()
            << "lhs_m_major applies only to the bf16_operands MMA path";
+  // Only the single-thread TMA producer of bf16 operands walks tiles.
+  if (persistent && mma != MXMmaPath::Bf16Operands)
+    return emitError()
+           << "persistent applies only to the bf16_operands MMA path";
   // The range and granularity setmaxnreg accepts.
   for (int64_t count : registers)
     if (count < 24 || count > 256 || count % 8)

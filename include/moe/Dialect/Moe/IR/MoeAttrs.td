@@ -195,7 +195,12 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     as it is stored with its M or N contiguous, through the transposed form
     of the MMA, instead of a copy with K contiguous: `rhs_n_major` for the
     rhs of a block GEMM ([K, N] per expert) or of an expert GEMM ([slots,
-    N]), `lhs_m_major` for the lhs of an expert GEMM ([slots, M]). `moe-gpu-kernel-config` chooses it from the chip's description
+    N]), `lhs_m_major` for the lhs of an expert GEMM ([slots, M]), and
+    (`bf16_operands` only) whether the kernel is `persistent`: one CTA per
+    SM of the chip, each walking the output tiles in a static round-robin
+    (tile i to CTA i mod grid) with its TMA ring's stages and phases carried
+    from one tile to the next, so that the producer loads the next tile
+    while the consumers store this one. `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
     the chip cannot run (a tile K other than one 128-byte swizzle panel, an
@@ -212,6 +217,10 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64],
                      mma_shape = [64, 128, 16], stages = 6,
                      warpgroups = [1, 2], registers = [40, 232]>
+    #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64],
+                     mma_shape = [64, 256, 16], stages = 4,
+                     warpgroups = [1, 2], registers = [40, 232],
+                     persistent = true>
     #moe.gemm_config<mma = bf16, tile = [128, 128, 128],
                      mma_shape = [64, 128, 16], stages = 3,
                      dequant_stages = 2, warpgroups = [2, 2],
@@ -230,7 +239,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     ArrayRefParameter<"int64_t">:$warpgroups,
     ArrayRefParameter<"int64_t">:$registers,
     DefaultValuedParameter<"bool", "false">:$rhsNMajor,
-    DefaultValuedParameter<"bool", "false">:$lhsMMajor
+    DefaultValuedParameter<"bool", "false">:$lhsMMajor,
+    DefaultValuedParameter<"bool", "false">:$persistent
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -238,7 +248,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     (`dequant_stages` `=` $dequantStages^ `,`)?
     `warpgroups` `=` `[` $warpgroups `]` `,`
     `registers` `=` `[` $registers `]`
-    `` custom<OperandMajor>($rhsNMajor, $lhsMMajor) `` `>`
+    `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent) `` `>`
   }];
   let genVerifyDecl = 1;
 }
