@@ -106,9 +106,8 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
       persistentGemms{
           *this, "persistent-gemms",
           llvm::cl::desc("moe-gpu-kernel-config's persistent-gemms: one CTA "
-                         "per SM walks a GEMM's tiles where the chip's table "
-                         "says so (default on)"),
-          llvm::cl::init(true)};
+                         "per SM walks each GEMM's tiles (default off)"),
+          llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

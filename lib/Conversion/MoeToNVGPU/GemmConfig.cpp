@@ -123,7 +123,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
         break;
       }
     }
-    c.persistent = c.persistent && persistent;
+    c.persistent = persistent;
   }
   // A block GEMM's rhs stored [E, K, N] (transpose_rhs: the recompute's
   // gate/up weight) is read as it is stored, so that its operand kernel

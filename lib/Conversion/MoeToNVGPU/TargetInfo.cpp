@@ -117,14 +117,13 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     wide.tileN = 256;
     wide.mmaN = 256;
     wide.stages = 4;
-    // Both shapes run persistent: one CTA per SM walks the tiles, so the
-    // ring's fill for the next tile overlaps this tile's epilogue.
-    wide.persistent = true;
-    MXGemmConfig narrow = info.bf16Operands;
-    narrow.persistent = true;
+    // One CTA per tile: the persistent form of these kernels (static
+    // round-robin over the tiles, moe-gpu-kernel-config persistent-gemms)
+    // ran the shape-2 GEMMs 0-9% faster but shape 1's P1, P2 and P4
+    // 16-44% slower (docs/results/2026-12-01-persistent-gemms.md).
     info.bf16OperandsTable = {
         {/*minN=*/256, /*activationEpilogue=*/false, wide},
-        {/*minN=*/0, /*activationEpilogue=*/true, narrow}};
+        {/*minN=*/0, /*activationEpilogue=*/true, info.bf16Operands}};
     info.operandKernelThreads = 256;
     // 227 KB: the opt-in limit of one CTA on sm_90.
     info.maxDynamicSharedMemory = 232448;
