@@ -435,7 +435,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.gpuMode);
   add(options.operandsBothAxes ? "operands-both-axes" : "");
   add(options.checkpointEpilogue ? "" : "checkpoint-unpacked");
-  add(options.persistentGemms ? "persistent-gemms" : "");
+  add(options.persistentGemms ? "" : "grid-gemms");
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();

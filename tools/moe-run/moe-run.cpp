@@ -130,9 +130,10 @@ options:
                        unpack the bf16 gate/up checkpoint into f32 slot
                        rows for P1's kernel, instead of the kernel
                        reading it itself (for comparison: the same bits)
-  --persistent-gemms   sm90a: every GEMM kernel persistent, one CTA per SM
-                       walking the tiles, instead of one CTA per tile (for
-                       comparison: the same bits)
+  --grid-gemms         sm90a: one CTA per output tile in every GEMM kernel
+                       instead of the persistent kernels (one CTA per SM
+                       taking tiles from a counter; for comparison: the
+                       same bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -188,7 +189,7 @@ struct Options {
   std::string gpuMode;
   bool operandsBothAxes = true;
   bool checkpointEpilogue = true;
-  bool persistentGemms = false;
+  bool persistentGemms = true;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -224,7 +225,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--compile-only",
                                           "--operands-one-axis",
                                           "--checkpoint-unpacked",
-                                          "--persistent-gemms"};
+                                          "--grid-gemms"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -348,8 +349,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.operandsBothAxes = false;
     } else if (name == "--checkpoint-unpacked") {
       opts.checkpointEpilogue = false;
-    } else if (name == "--persistent-gemms") {
-      opts.persistentGemms = true;
+    } else if (name == "--grid-gemms") {
+      opts.persistentGemms = false;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;

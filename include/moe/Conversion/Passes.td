@@ -76,10 +76,10 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "place for the other: x, dy, the gate/up weight and its "
            "gradient) is read once by one operand kernel that writes both "
            "roundings (on by default: 2.3 ms less at shape 1 on the H200)">,
-    Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"false",
-           "bf16-operands: every GEMM kernel is persistent, one CTA per SM "
-           "walking the tiles in a static round-robin (off by default: slower "
-           "at shape 1 on the H200)">
+    Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
+           "bf16-operands: the GEMM kernels but P1's are persistent, one CTA "
+           "per SM taking tiles from a per-launch atomic counter (false: one "
+           "CTA per tile)">
   ];
 }
 
@@ -157,10 +157,10 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "and the padded-slot moe.scale_rows of its region are not "
            "materialized; on by default: 4.2 ms less at shape 1 and 1.1 ms at "
            "shape 2 on the H200, the same bits)">,
-    Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"false",
-           "bf16-operands: every GEMM kernel is persistent, one CTA per SM "
-           "walking the tiles in a static round-robin (off by default: slower "
-           "at shape 1 on the H200)">
+    Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
+           "bf16-operands: the GEMM kernels but P1's are persistent, one CTA "
+           "per SM taking tiles from a per-launch atomic counter (false: one "
+           "CTA per tile)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

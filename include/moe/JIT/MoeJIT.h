@@ -330,10 +330,10 @@ struct CompileOptions {
   /// kernels (convert-moe-to-nvgpu's checkpoint-epilogue; on: 4.2 ms less
   /// at shape 1 on the H200, the same bits as the unpacked rows).
   bool checkpointEpilogue = true;
-  /// GPU targets, bf16-operands: every GEMM runs one CTA per SM walking
-  /// its tiles (moe-gpu-kernel-config's persistent-gemms); off (the
-  /// default, faster at shape 1 on the H200): one CTA per tile.
-  bool persistentGemms = false;
+  /// GPU targets, bf16-operands: the GEMMs but P1's run one CTA per SM
+  /// taking tiles from an atomic counter (moe-gpu-kernel-config's
+  /// persistent-gemms); off: one CTA per tile.
+  bool persistentGemms = true;
   /// GPU targets: also write each serialized kernel module into this
   /// directory (created if needed) as <module>.ptx or <module>.cubin, the
   /// artifacts of a chip this machine lacks. Empty: none. A compilation

@@ -106,8 +106,9 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
       persistentGemms{
           *this, "persistent-gemms",
           llvm::cl::desc("moe-gpu-kernel-config's persistent-gemms: one CTA "
-                         "per SM walks each GEMM's tiles (default off)"),
-          llvm::cl::init(false)};
+                         "per SM takes each GEMM's tiles but P1's (default "
+                         "on)"),
+          llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

@@ -123,7 +123,15 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
         break;
       }
     }
-    c.persistent = persistent;
+    // P1's activation epilogue stays one CTA per tile: its producer thread
+    // would issue the 256 L2 prefetches of a tile's f32 gate/up rows alone
+    // (P1 ran 73% slower persistent at shape 1 on the H200).
+    c.persistent = persistent && !activation;
+    // The persistent producer thread keeps its tile loop, the tile ids and
+    // the next tile's coordinates: 40 registers spill (24 bytes on the
+    // recompute GEMM); 48 + 2 x 128 x 232 fill the 64K register file.
+    if (c.persistent)
+      c.producerRegisters = std::max<int64_t>(c.producerRegisters, 48);
   }
   // A block GEMM's rhs stored [E, K, N] (transpose_rhs: the recompute's
   // gate/up weight) is read as it is stored, so that its operand kernel

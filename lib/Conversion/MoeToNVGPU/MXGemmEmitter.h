@@ -25,6 +25,8 @@ namespace mlir::moe::gemm {
 constexpr int64_t kSwizzleBytes = 128;
 /// Name of the dynamic shared memory array in the gpu.module.
 constexpr StringLiteral kDynamicSmem = "moe_dynamic_smem";
+/// Depth of a persistent kernel's ring of tile ids (producer -> consumers).
+constexpr int64_t kTileSlots = 2;
 
 /// Byte offsets of the shared-memory regions, relative to the 1024-aligned
 /// base. Regions a path does not use are empty.
@@ -217,18 +219,33 @@ private:
   /// grid's expert, counted by every thread of the CTA (Expert).
   void emitContractionRange();
 
-  // Persistent kernels (cfg.persistent): CTA c computes output tiles c,
-  // c + ctas, ... in order. Each role keeps the count of K tiles it has
-  // streamed through the ring (ringBase), whose stage and phase continue
-  // from one output tile to the next.
+  // Persistent kernels (cfg.persistent): CTA c computes output tile c
+  // first, then the tiles it takes from the launch's zeroed counter (tile
+  // = ctas + atomicAdd(counter, 1)) until one is past the last: the tiles
+  // in flight stay a window of about one per CTA in the grid form's order,
+  // as the hardware's in-order dispatch keeps them, so they share operands
+  // in L2. The producer thread takes the ids and passes each to the
+  // consumers through a ring of kTileSlots shared words (one mbarrier pair
+  // per slot). Each role keeps the count of K tiles it has streamed
+  // through the TMA ring (ringBase), whose stage and phase continue from
+  // one output tile to the next.
   /// Expert: every thread of the CTA fills the shared table of each
   /// expert's first block and block count (integer atomics: the same
   /// table whatever the order).
   void emitExpertTable();
-  /// Opens the loop over this CTA's output tiles at the insertion point and
-  /// leaves the builder inside it, with m0, n0, expertId, kBegin, kTiles
-  /// and ringBase set for the tile. The loop carries ringBase + kTiles.
-  void beginTileLoop();
+  /// Sets m0, n0, expertId, kBegin and kTiles of output tile `w` (i32):
+  /// N fastest, then M, then the expert.
+  void decodeTile(Value w);
+  /// Producer: tile `w` into slot j % kTileSlots once it is free.
+  void publishTile(Value j, Value w);
+  /// Consumers: the tile id of slot j % kTileSlots, once published; the
+  /// slot goes back to the producer.
+  Value receiveTile(Value j);
+  /// Shared address of the ring of tile ids.
+  int64_t tileIdsOffset() const {
+    return lay.counters +
+           (p.kind == MXGemmKind::Expert ? 8 * p.numExperts : 0);
+  }
   /// Sets rowB0, the tile's first rhs row (after m0, n0 are set).
   void setRhsRow0();
   /// The single-thread TMA producer of a persistent bf16-operands kernel.
@@ -318,6 +335,8 @@ private:
   // K tiles this role streamed through the ring before this output tile
   // (index; null in a kernel of one tile per CTA).
   Value ringBase;
+  // A persistent kernel's tile counter (!llvm.ptr<1> to i32).
+  Value tileCounter;
 };
 
 } // namespace mlir::moe::gemm

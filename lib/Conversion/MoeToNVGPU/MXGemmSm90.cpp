@@ -108,13 +108,17 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
     l.b = l.a + cfg.stages * cfg.tileM * kSwizzleBytes;
     l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
         l.b + cfg.stages * cfg.tileN * kSwizzleBytes;
-    // Two i32 counters (the expert's blocks), or a persistent expert
-    // kernel's table of every expert's first block and block count.
-    int64_t counterBytes = cfg.persistent && p.kind == MXGemmKind::Expert
-                               ? llvm::alignTo(8 * p.numExperts, 16)
-                               : 16;
-    l.barriers = l.counters + counterBytes;
-    l.numBarriers = 2 * cfg.stages;
+    // Two i32 counters (the expert's blocks), or a persistent kernel's
+    // table of every expert's first block and block count (Expert) and
+    // its ring of tile ids.
+    int64_t counterBytes =
+        cfg.persistent ? (p.kind == MXGemmKind::Expert ? 8 * p.numExperts : 0) +
+                             llvm::alignTo(4 * kTileSlots, 16)
+                       : 16;
+    l.barriers = l.counters + llvm::alignTo(counterBytes, 16);
+    // full[s], empty[s], then a persistent kernel's full and empty
+    // barrier of each tile slot.
+    l.numBarriers = 2 * cfg.stages + (cfg.persistent ? 2 * kTileSlots : 0);
     l.bytes = l.barriers + l.numBarriers * 8 + 1024;
     return l;
   }
@@ -346,38 +350,45 @@ void KernelEmitter::emitExpertTable() {
   gpu::BarrierOp::create(b, loc);
 }
 
-void KernelEmitter::beginTileLoop() {
-  Value cta = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  auto loop = scf::ForOp::create(b, loc, cta, idx(numTiles(p, cfg)),
-                                 idx(ctas), ValueRange{idx(0)});
-  b.setInsertionPointToStart(loop.getBody());
-  ringBase = loop.getRegionIterArg(0);
-  // Tiles in the order of the grid form's CTAs: N fastest, then M, then
-  // the expert, so that the CTAs at work at one time share operands in L2.
-  Value w = loop.getInductionVar();
+void KernelEmitter::decodeTile(Value w) {
   int64_t tilesN = (p.n + cfg.tileN - 1) / cfg.tileN;
   int64_t tilesM = (p.m + cfg.tileM - 1) / cfg.tileM;
-  n0 = mul(indexToI32(remu(w, tilesN)), cfg.tileN);
+  n0 = mul(remu(w, tilesN), cfg.tileN);
   Value rest = divu(w, tilesN);
-  m0 = mul(indexToI32(remu(rest, tilesM)), cfg.tileM);
+  m0 = mul(remu(rest, tilesM), cfg.tileM);
   if (p.kind == MXGemmKind::Block) {
     kBegin = idx(0);
     kTiles = idx((p.k + cfg.tileK - 1) / cfg.tileK);
-  } else {
-    expertId = indexToI32(divu(rest, tilesM));
-    int64_t E = p.numExperts;
-    Value at = mul(toI64(expertId), 4);
-    Value count = LLVM::LoadOp::create(
-        b, loc, i32T, smemPtr(smemAddr(add(at, i64(lay.counters)))), 4);
-    Value first = LLVM::LoadOp::create(
-        b, loc, i32T, smemPtr(smemAddr(add(at, i64(lay.counters + 4 * E)))),
-        4);
-    kBegin = i32ToIndex(mul(first, p.blockSize));
-    kTiles = i32ToIndex(mul(count, p.blockSize / cfg.tileK));
+    return;
   }
-  // The next tile's ring position.
-  auto yield = scf::YieldOp::create(b, loc, ValueRange{add(ringBase, kTiles)});
-  b.setInsertionPoint(yield);
+  expertId = divu(rest, tilesM);
+  int64_t E = p.numExperts;
+  Value at = mul(toI64(expertId), 4);
+  Value count = LLVM::LoadOp::create(
+      b, loc, i32T, smemPtr(smemAddr(add(at, i64(lay.counters)))), 4);
+  Value first = LLVM::LoadOp::create(
+      b, loc, i32T, smemPtr(smemAddr(add(at, i64(lay.counters + 4 * E)))), 4);
+  kBegin = i32ToIndex(mul(first, p.blockSize));
+  kTiles = i32ToIndex(mul(count, p.blockSize / cfg.tileK));
+}
+
+void KernelEmitter::publishTile(Value j, Value w) {
+  int64_t full = 2 * cfg.stages, empty = full + kTileSlots;
+  auto [slot, parity] = stageAndParity(j, kTileSlots, /*flip=*/true);
+  waitParity(add(slot, empty), parity);
+  Value at = add(i64(tileIdsOffset()), mul(indexToI64(slot), 4));
+  LLVM::StoreOp::create(b, loc, w, smemPtr(smemAddr(at)), 4);
+  arrive(add(slot, full));
+}
+
+Value KernelEmitter::receiveTile(Value j) {
+  int64_t full = 2 * cfg.stages, empty = full + kTileSlots;
+  auto [slot, parity] = stageAndParity(j, kTileSlots, /*flip=*/false);
+  waitParity(add(slot, full), parity);
+  Value at = add(i64(tileIdsOffset()), mul(indexToI64(slot), 4));
+  Value w = LLVM::LoadOp::create(b, loc, i32T, smemPtr(smemAddr(at)), 4);
+  arrive(add(slot, empty));
+  return w;
 }
 
 void KernelEmitter::setRhsRow0() {
@@ -402,22 +413,46 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
   auto ifOp = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
-  beginTileLoop();
-  setRhsRow0();
-  Value base = ringBase;
-  {
-    OpBuilder::InsertionGuard inner(b);
-    auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
-    b.setInsertionPoint(loop.getBody()->getTerminator());
-    Value t = loop.getInductionVar();
-    auto [s, parity] = stageAndParity(add(base, t), cfg.stages, /*flip=*/true);
-    waitParity(add(s, cfg.stages), parity);
-    loadTile(t, s);
-  }
-  // The tile's last loads are out (the consumers have `stages` K tiles of
-  // it left): its epilogue's rows into L2.
-  if (gateUp)
-    emitEpiloguePrefetch(/*singleThread=*/true);
+  Value first =
+      indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  // (slot count j, ring position, tile): publish the tile, stop after
+  // publishing one past the last.
+  scf::WhileOp::create(
+      b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0), first},
+      [&](OpBuilder &, Location, ValueRange args) {
+        publishTile(args[0], args[2]);
+        Value more =
+            cmp(arith::CmpIPredicate::ult, args[2], numTiles(p, cfg));
+        scf::ConditionOp::create(b, loc, more, args);
+      },
+      [&](OpBuilder &, Location, ValueRange args) {
+        // The next tile's id is taken first, its atomic's latency hidden
+        // behind this tile's loads.
+        Value taken = LLVM::AtomicRMWOp::create(
+            b, loc, LLVM::AtomicBinOp::add, tileCounter, i32(1),
+            LLVM::AtomicOrdering::monotonic);
+        ringBase = args[1];
+        decodeTile(args[2]);
+        setRhsRow0();
+        {
+          OpBuilder::InsertionGuard inner(b);
+          auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
+          b.setInsertionPoint(loop.getBody()->getTerminator());
+          Value t = loop.getInductionVar();
+          auto [s, parity] =
+              stageAndParity(add(ringBase, t), cfg.stages, /*flip=*/true);
+          waitParity(add(s, cfg.stages), parity);
+          loadTile(t, s);
+        }
+        // The tile's last loads are out (the consumers have `stages` K
+        // tiles of it left): its epilogue's rows into L2.
+        if (gateUp)
+          emitEpiloguePrefetch(/*singleThread=*/true);
+        scf::YieldOp::create(b, loc,
+                             ValueRange{add(args[0], idx(1)),
+                                        add(ringBase, kTiles),
+                                        add(taken, i32(ctas))});
+      });
 }
 
 KernelEmitter::ConsumerLane KernelEmitter::consumerLane() {
@@ -1174,9 +1209,23 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   };
   if (!cfg.persistent)
     return outputTile();
-  OpBuilder::InsertionGuard g(b);
-  beginTileLoop();
-  outputTile();
+  // (slot count j, ring position): receive a tile, stop at one past the
+  // last.
+  scf::WhileOp::create(
+      b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0)},
+      [&](OpBuilder &, Location, ValueRange args) {
+        Value w = receiveTile(args[0]);
+        Value more = cmp(arith::CmpIPredicate::ult, w, numTiles(p, cfg));
+        scf::ConditionOp::create(b, loc, more,
+                                 ValueRange{args[0], args[1], w});
+      },
+      [&](OpBuilder &, Location, ValueRange args) {
+        ringBase = args[1];
+        decodeTile(args[2]);
+        outputTile();
+        scf::YieldOp::create(
+            b, loc, ValueRange{add(args[0], idx(1)), add(ringBase, kTiles)});
+      });
 }
 
 void KernelEmitter::emit(gpu::GPUFuncOp func) {
@@ -1213,9 +1262,11 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     blockToExpert = entry.getArgument(5);
   }
 
+  if (cfg.persistent)
+    tileCounter = entry.getArguments().back();
   tid = indexToI32(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   // One tile per CTA: the grid is (N tiles, M tiles, experts). A
-  // persistent kernel sets these per tile (beginTileLoop).
+  // persistent kernel sets these per tile (decodeTile).
   if (!cfg.persistent) {
     n0 = mul(indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)),
              cfg.tileN);
@@ -1278,6 +1329,12 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     for (int64_t d = 0; d < cfg.dequantStages; ++d) {
       initBarrier(2 * S + d, producerThreads);
       initBarrier(2 * S + cfg.dequantStages + d, consumerThreads);
+    }
+    // A persistent kernel's tile slots: full, the producer thread's
+    // arrival; empty, every consumer's.
+    for (int64_t d = 0; d < kTileSlots && cfg.persistent; ++d) {
+      initBarrier(2 * S + d, 1);
+      initBarrier(2 * S + kTileSlots + d, consumerThreads);
     }
     if (p.kind == MXGemmKind::Expert && !cfg.persistent)
       for (int64_t c = 0; c < 2; ++c)
@@ -1612,6 +1669,9 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
     args.append(2 + epilogue.writeH + epilogue.writeScaledH +
                     epilogue.writePartials + epilogue.gateUpCheckpoint,
                 gptr);
+  // A persistent kernel's tile counter comes last.
+  if (cfg.persistent)
+    args.push_back(gptr);
   auto type = FunctionType::get(ctx, args, {});
   auto func = gpu::GPUFuncOp::create(builder, loc, name, type);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
@@ -1638,5 +1698,6 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                       {cfg.threads(), 1, 1},
                       layoutOf(problem, cfg).bytes,
                       emitter.getTensorMapA(),
-                      emitter.getTensorMapB()};
+                      emitter.getTensorMapB(),
+                      cfg.persistent ? 1 : 0};
 }

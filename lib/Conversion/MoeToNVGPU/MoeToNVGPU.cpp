@@ -109,6 +109,9 @@ struct LaunchRecord {
   /// as global pointers, in the kernel's argument order.
   SmallVector<TensorMapArg> tensorMaps;
   SmallVector<int64_t> pointerArgs;
+  /// Zeroed i32 words the launch passes last (a persistent GEMM's tile
+  /// counter).
+  int64_t counters = 0;
 };
 
 /// The launch record of a GEMM kernel: TMA descriptors of tmapA and tmapB
@@ -121,7 +124,8 @@ LaunchRecord gemmRecord(const MXGemmLaunch &launch, int64_t mapA,
           launch.block,
           launch.dynamicSharedMemory,
           {{mapA, launch.tensorMapA}, {mapB, launch.tensorMapB}},
-          SmallVector<int64_t>(pointers)};
+          SmallVector<int64_t>(pointers),
+          launch.counters};
 }
 
 /// Declares the host function that runs `record` (its body comes from
@@ -159,7 +163,8 @@ SmallVector<Value> emitLaunch(OpBuilder &b, Location loc,
                                          {FlatSymbolRefAttr::get(kernel)}),
                       record.grid, record.block, record.dynamicSharedMemory,
                       record.tensorMaps, record.pointerArgs,
-                      static_cast<int64_t>(resultTypes.size())));
+                      static_cast<int64_t>(resultTypes.size()),
+                      record.counters));
   }
 
   SmallVector<Value> args;

@@ -16,9 +16,10 @@
 //     gpu.alloc of each result's bytes (the record's `results` last ones)
 //     per tensor_maps entry: nvgpu.tma.create.descriptor of the device
 //       bytes viewed as ui8 [rows, last dimension], of the entry's type
+//     with `counters` = n: gpu.alloc of n i32 words, gpu.memset to 0
 //     gpu.launch_func @kernel (descriptors as !llvm.ptr, then the device
-//       addresses of pointers as !llvm.ptr<1>) with the record's grid,
-//       block and dynamic_shared_memory
+//       addresses of pointers as !llvm.ptr<1>, then the counters' address)
+//       with the record's grid, block and dynamic_shared_memory
 //     gpu.memcpy device -> each result; gpu.dealloc of every buffer
 //     gpu.wait [%t]                                   (synchronize, destroy)
 //   }
@@ -32,7 +33,9 @@
 //   call @k_launch(%in0, ..., %out)
 //     ->
 //   per tensor_maps entry: nvgpu.tma.create.descriptor over the argument
+//   [gpu.alloc, gpu.memset of the counters]
 //   gpu.launch_func @kernel (...)                     (synchronous form)
+//   [gpu.dealloc of the counters]
 //
 // so that the caller's moe-gpu-async-region queues it on the caller's
 // stream, in program order with everything else the call does, with no
@@ -89,6 +92,37 @@ public:
     token = alloc.getAsyncToken();
     buffers.push_back(alloc.getMemref());
     return alloc.getMemref();
+  }
+
+  /// `n` i32 words on the device set to zero, freed after the launch.
+  Value zeroedWords(int64_t n) {
+    auto type = MemRefType::get({n}, b.getI32Type());
+    Value zero = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
+    if (!token) {
+      Value words = gpu::AllocOp::create(b, loc, type, Type(), ValueRange(),
+                                         ValueRange(), ValueRange(),
+                                         /*hostShared=*/false)
+                        .getMemref();
+      gpu::MemsetOp::create(b, loc, Type(), ValueRange(), words, zero);
+      temporaries.push_back(words);
+      return words;
+    }
+    auto alloc = gpu::AllocOp::create(b, loc, type, tokenT, ValueRange{token},
+                                      ValueRange(), ValueRange(),
+                                      /*hostShared=*/false);
+    buffers.push_back(alloc.getMemref());
+    token = gpu::MemsetOp::create(b, loc, tokenT,
+                                  ValueRange{alloc.getAsyncToken()},
+                                  alloc.getMemref(), zero)
+                .getAsyncToken();
+    return alloc.getMemref();
+  }
+
+  /// Frees the synchronous-form launch's zeroed words after the launch.
+  void freeTemporaries() {
+    for (Value words : temporaries)
+      gpu::DeallocOp::create(b, loc, Type(), ValueRange(), words);
+    temporaries.clear();
   }
 
   /// The device bytes `bytes` as a memref of `type`.
@@ -199,6 +233,7 @@ private:
   Type tokenT;
   Value token;
   SmallVector<Value> buffers;
+  SmallVector<Value> temporaries;
 };
 
 /// Checks `launch`, the record of `func`, against the signature: what the
@@ -282,8 +317,12 @@ void emitLaunch(OpBuilder &b, HostLauncher &host, GPULaunchAttr launch,
   }
   for (int64_t i : launch.getPointers())
     operands.push_back(host.globalPointer(device[i]));
+  if (launch.getCounters() > 0)
+    operands.push_back(
+        host.globalPointer(host.zeroedWords(launch.getCounters())));
   host.launch(launch.getKernel(), launch.getGrid(), launch.getBlock(),
               launch.getDynamicSharedMemory(), operands);
+  host.freeTemporaries();
   if (!deviceArguments) {
     for (size_t i = inputs; i < args.size(); ++i)
       host.copy(args[i],

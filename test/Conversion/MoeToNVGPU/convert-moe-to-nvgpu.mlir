@@ -1,4 +1,4 @@
-// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="mma-path=bf16" -verify-diagnostics | FileCheck %s
+// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="mma-path=bf16 persistent-gemms=false" -verify-diagnostics | FileCheck %s
 // RUN: not moe-opt %s -convert-moe-to-nvgpu="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=CHIP
 // RUN: not moe-opt %s -convert-moe-to-nvgpu="mma-path=fp4" 2>&1 | FileCheck %s --check-prefix=PATH
 

@@ -3,7 +3,7 @@
 // RUN: not moe-opt %s -moe-gpu-kernel-config="mma-path=fp4" 2>&1 | FileCheck %s --check-prefix=BADPATH
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=BADCHIP
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=LAYER
-// RUN: moe-opt %s -moe-gpu-kernel-config="persistent-gemms=true" | FileCheck %s --check-prefix=PERSISTENT
+// RUN: moe-opt %s -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=GRID
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_100a" | FileCheck %s --check-prefix=SM100
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_100a" 2>&1 | FileCheck %s --check-prefix=SM100-BIAS
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_120a" | FileCheck %s --check-prefix=SM120
@@ -16,18 +16,17 @@
 // shape the fp8 tiles divide takes the fp8 kernel (5 stages of
 // 128x128x128), an expert GEMM of codes falls back to the bf16 kernel (the
 // fp8 kernel covers block GEMMs only), and a GEMM with a bias stays on bf16
-// operands (the MX paths take none). With persistent-gemms=true every
-// bf16-operands kernel is persistent (one CTA per SM walking the tiles).
-// CHECK-NOT: persistent
-// PERSISTENT-LABEL: func.func @block_codes(
-// PERSISTENT:         moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], {{.*}}, persistent = true>
+// operands (the MX paths take none). Every bf16-operands kernel but P1's
+// (activation epilogue) is persistent: one CTA per SM taking tiles from a
+// counter; persistent-gemms=false keeps one CTA per tile.
+// GRID-NOT: persistent
 
 // BADPATH: error: unknown MMA path 'fp4' (expected fp8, bf16, bf16-operands or block-scale)
 // BADCHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a, sm_120a)
 
 // CHECK-LABEL: func.func @block_codes(
 // CHECK:         moe.block_matmul
-// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>
+// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [48, 232], persistent = true>
 // FP8-SAME:        moe.gemm_config = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232]>
 func.func @block_codes(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
                        %rq: tensor<2x256x256xf8E4M3FN>, %rs: tensor<2x256x8xf8E8M0FNU>,
@@ -42,7 +41,7 @@ func.func @block_codes(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FN
 
 // CHECK-LABEL: func.func @expert_codes(
 // CHECK:         moe.expert_matmul
-// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true, lhs_m_major = true>
+// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [48, 232], rhs_n_major = true, lhs_m_major = true, persistent = true>
 // FP8-SAME:        moe.gemm_config = #moe.gemm_config<mma = bf16, tile = [128, 128, 128], mma_shape = [64, 128, 16], stages = 3, dequant_stages = 2, warpgroups = [2, 2], registers = [144, 112]>
 func.func @expert_codes(%hq: tensor<256x128xf8E4M3FN>, %hs: tensor<8x128xf8E8M0FNU>,
                         %dq: tensor<256x128xf8E4M3FN>, %ds: tensor<8x128xf8E8M0FNU>,
@@ -57,7 +56,7 @@ func.func @expert_codes(%hq: tensor<256x128xf8E4M3FN>, %hs: tensor<8x128xf8E8M0F
 
 // CHECK-LABEL: func.func @bf16_bias(
 // CHECK:         moe.block_matmul
-// CHECK-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+// CHECK-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [48, 232], persistent = true>
 func.func @bf16_bias(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
                      %blk: tensor<2xi32>, %bias: tensor<2x128xbf16>)
     -> tensor<256x128xf32> {
@@ -92,9 +91,9 @@ func.func @user_set(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
 // run into the next expert's rows, so the rhs is read K-major.
 // DEFAULT-LABEL: func.func @n_major(
 // DEFAULT:         moe.block_matmul
-// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true>
+// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [48, 232], rhs_n_major = true, persistent = true>
 // DEFAULT:         moe.block_matmul
-// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [48, 232], persistent = true>
 func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
                    %x2: tensor<256x96xbf16>, %w2: tensor<2x96x128xbf16>,
                    %blk: tensor<2xi32>)
@@ -114,10 +113,10 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 // spills).
 // LAYER:      moe.fused phase(<recompute>)
 // LAYER:        moe.block_matmul
-// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4
+// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [48, 232], {{.*}}persistent = true
 // LAYER:      moe.fused phase(<p1>)
 // LAYER:        moe.block_matmul
-// LAYER-SAME:     tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6
+// LAYER-SAME:     tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
 // LAYER:        moe.gated_act_bwd
 // LAYER:      moe.fused phase(<p2>)
 // LAYER:        moe.block_matmul

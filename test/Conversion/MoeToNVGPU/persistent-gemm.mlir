@@ -1,25 +1,30 @@
-// Persistent bf16-operands GEMM kernels (#moe.gemm_config persistent;
-// moe-gpu-kernel-config persistent-gemms=true, off by default): one CTA per SM (132) or per tile when there are fewer,
-// each walking the output tiles c, c + grid, ... with its TMA ring's stage
-// and phase carried from one tile to the next. The producer thread runs
-// ahead into the next tile while the consumers store this one; the
+// Persistent bf16-operands GEMM kernels (#moe.gemm_config persistent; the
+// default of moe-gpu-kernel-config persistent-gemms for every GEMM but
+// P1's): one CTA per
+// SM (132), or per tile when there are fewer. CTA c computes tile c first,
+// then takes tiles from the launch's zeroed counter (the record's
+// `counters = 1`, the kernel's last argument): 132 + atomicAdd, until one
+// is past the last. Its producer thread takes the ids and hands each to
+// the consumers through a two-slot ring of shared words (mbarrier pairs);
+// the TMA ring's stage and phase carry from one tile to the next, so the
+// producer loads the next tile while the consumers store this one, and the
 // consumers hand the last K tile's stage back after wgmma.wait_group 0.
 // An expert GEMM first builds the shared table of each expert's first block
 // and block count (integer atomics), from which every tile takes its slots.
 //
 // A block GEMM of 64 x 4 tiles of 128x256: 132 CTAs.
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config="persistent-gemms=true" | FileCheck %s --check-prefix=CONFIG
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config="persistent-gemms=true" --convert-moe-to-nvgpu | FileCheck %s --check-prefix=BLOCK
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config | FileCheck %s --check-prefix=CONFIG
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=BLOCK
 // An expert GEMM of 2 x 2 tiles x 4 experts: 16 CTAs.
-// RUN: %moe_obj/bin/moe-run --gemm M=256,N=512,K=1024,G=4,kind=expert --print-layer-ir | moe-opt --moe-gpu-kernel-config="persistent-gemms=true" --convert-moe-to-nvgpu | FileCheck %s --check-prefix=EXPERT
-// One CTA per tile by default.
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=GRID
+// RUN: %moe_obj/bin/moe-run --gemm M=256,N=512,K=1024,G=4,kind=expert --print-layer-ir | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=EXPERT
+// One CTA per tile with persistent-gemms=false.
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config="persistent-gemms=false" --convert-moe-to-nvgpu | FileCheck %s --check-prefix=GRID
 // The PTX of both, and ptxas without spills.
 // REQUIRES: ptxas
-// RUN: %moe_obj/bin/moe-run --gemm M=256,N=512,K=1024,G=4,kind=expert --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa persistent-gemms=true" | %python %S/Inputs/extract-ptx.py > %t.expert.ptx
+// RUN: %moe_obj/bin/moe-run --gemm M=256,N=512,K=1024,G=4,kind=expert --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.expert.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.expert.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.expert.ptx -o %t.expert.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa persistent-gemms=true" | %python %S/Inputs/extract-ptx.py > %t.block.ptx
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.block.ptx
 // RUN: FileCheck %s --check-prefix=BLOCK-PTX < %t.block.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.block.ptx -o %t.block.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
@@ -28,15 +33,27 @@
 
 // BLOCK:       func.func private @block_matmul_2_launch(
 // BLOCK-SAME:    grid = [132, 1, 1], block = [384, 1, 1]
+// BLOCK-SAME:    counters = 1, pointers = [3, 2]>
 // BLOCK-LABEL: gpu.func @block_matmul_2(
-// BLOCK:         nvvm.setmaxregister decrease 40
+// BLOCK-SAME:    %[[COUNTER:[a-z0-9]+]]: !llvm.ptr<1>) kernel
+// BLOCK:         nvvm.setmaxregister decrease 48
 // BLOCK:         %[[CTA:.*]] = gpu.block_id  x
-// BLOCK:         scf.for %{{.*}} = %[[CTA]] to %c256{{.*}} step %c132{{.*}} iter_args(%{{.*}} = %c0{{.*}}) -> (index)
+// BLOCK:         %[[FIRST:.*]] = arith.index_cast %[[CTA]] : index to i32
+// BLOCK:         scf.while ({{.*}}, %{{.*}} = %[[FIRST]]) : (index, index, i32) -> (index, index, i32)
 // BLOCK:           nvgpu.mbarrier.try_wait.parity
+// BLOCK:           llvm.store %{{.*}} : i32, !llvm.ptr<3>
+// BLOCK:           nvgpu.mbarrier.arrive
+// BLOCK:           arith.cmpi ult, %{{.*}}, %c256_i32
+// BLOCK:           scf.condition
+// BLOCK:           llvm.atomicrmw add %[[COUNTER]], %c1_i32 monotonic : !llvm.ptr<1>, i32
 // BLOCK:           nvgpu.tma.async.load
+// BLOCK:           arith.addi %{{.*}}, %c132_i32
 // BLOCK:         nvvm.setmaxregister increase 232
-// BLOCK:         %[[CTA2:.*]] = gpu.block_id  x
-// BLOCK:         scf.for %{{.*}} = %[[CTA2]] to %c256{{.*}} step %c132{{.*}} iter_args(%{{.*}} = %c0{{.*}}) -> (index)
+// BLOCK:         scf.while ({{.*}}) : (index, index) -> (index, index, i32)
+// BLOCK:           nvgpu.mbarrier.try_wait.parity
+// BLOCK:           llvm.load %{{.*}} : !llvm.ptr<3> -> i32
+// BLOCK:           nvgpu.mbarrier.arrive
+// BLOCK:           scf.condition
 // BLOCK:           nvvm.wgmma.mma_async
 // BLOCK:           nvvm.wgmma.wait.group.sync.aligned 0
 // BLOCK:           nvgpu.mbarrier.arrive
@@ -50,35 +67,34 @@
 // EXPERT:         gpu.barrier
 // EXPERT:         scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c1{{.*}} iter_args(%{{.*}} = %c0_i32{{.*}}) -> (i32)
 // EXPERT:         gpu.barrier
-// EXPERT:         scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %c16{{.*}} iter_args(%{{.*}} = %c0{{.*}}) -> (index)
+// EXPERT:         scf.while
 
 // GRID:       func.func private @block_matmul_2_launch(
 // GRID-SAME:    grid = [4, 64, 1]
-// GRID-NOT:   step %c132
+// GRID-NOT:   counters
+// GRID-NOT:   scf.while
 
 // PTX-LABEL: .entry expert_matmul_2(
 // PTX:         atom.shared.add.u32
-// PTX:         setmaxnreg.dec.sync.aligned.u32 40;
-// PTX:         mov.u32 {{.*}}, %ctaid.x;
-// PTX:         mbarrier.try_wait.parity.shared.b64
-// PTX:         cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
-// PTX:         setmaxnreg.inc.sync.aligned.u32 232;
-// PTX:         mov.u32 {{.*}}, %ctaid.x;
-// PTX:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
-// PTX:         wgmma.wait_group.sync.aligned 0;
-// PTX:         mbarrier.arrive.shared.b64
-// PTX:         st.global.v2.b32
+// PTX-DAG:     setmaxnreg.dec.sync.aligned.u32 48;
+// PTX-DAG:     setmaxnreg.inc.sync.aligned.u32 232;
+// PTX-DAG:     mov.u32 {{.*}}, %ctaid.x;
+// PTX-DAG:     atom.global.add.u32 {{.*}}, 1;
+// PTX-DAG:     ld.shared.b32
+// PTX-DAG:     cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX-DAG:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
+// PTX-DAG:     wgmma.wait_group.sync.aligned 0;
+// PTX-DAG:     st.global.v2.b32
 
 // BLOCK-PTX-LABEL: .entry block_matmul_2(
-// BLOCK-PTX:         setmaxnreg.dec.sync.aligned.u32 40;
-// BLOCK-PTX:         mov.u32 {{.*}}, %ctaid.x;
-// BLOCK-PTX:         cp.async.bulk.tensor.2d
-// BLOCK-PTX:         add.s64 {{.*}}, 132;
-// BLOCK-PTX:         setmaxnreg.inc.sync.aligned.u32 232;
-// BLOCK-PTX:         wgmma.wait_group.sync.aligned 0;
-// BLOCK-PTX:         mbarrier.arrive.shared.b64
-// BLOCK-PTX:         st.global.v2.b32
-// BLOCK-PTX:         add.s64 {{.*}}, 132;
+// BLOCK-PTX-DAG:     setmaxnreg.dec.sync.aligned.u32 48;
+// BLOCK-PTX-DAG:     setmaxnreg.inc.sync.aligned.u32 232;
+// BLOCK-PTX-DAG:     atom.global.add.u32 {{.*}}, 1;
+// BLOCK-PTX-DAG:     add.s32 {{.*}}, 132;
+// BLOCK-PTX-DAG:     ld.shared.b32
+// BLOCK-PTX-DAG:     cp.async.bulk.tensor.2d
+// BLOCK-PTX-DAG:     wgmma.wait_group.sync.aligned 0;
+// BLOCK-PTX-DAG:     st.global.v2.b32
 
 // PTXAS-NOT:      warning
 // PTXAS-COUNT-3:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

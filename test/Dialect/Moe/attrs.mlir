@@ -21,6 +21,7 @@
 // CHECK-SAME: moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true>
 // CHECK-SAME: moe.gpu_launch<kernel = @moe_kernels::@block_matmul_2, grid = [2, 4, 1], block = [384, 1, 1], dynamic_shared_memory = 197744, tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, 1 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>], pointers = [3, 2]>
 // CHECK-SAME: moe.gpu_launch<kernel = @moe_kernels::@mx_operand_0, grid = [64, 1, 1], block = [256, 1, 1], pointers = [0, 1, 2]>
+// CHECK-SAME: moe.gpu_launch<kernel = @moe_kernels::@block_matmul_2, grid = [132, 1, 1], block = [384, 1, 1], counters = 1, pointers = [3, 2], results = 2>
 func.func @attrs() attributes {
     a0 = #moe.activation<swiglu>, a1 = #moe.activation<geglu>,
     b0 = #moe.affinity<on_i>, b1 = #moe.affinity<on_h>,
@@ -54,6 +55,9 @@ func.func @attrs() attributes {
                          pointers = [3, 2]>,
     g1 = #moe.gpu_launch<kernel = @moe_kernels::@mx_operand_0,
                          grid = [64, 1, 1], block = [256, 1, 1],
-                         dynamic_shared_memory = 0, pointers = [0, 1, 2]>} {
+                         dynamic_shared_memory = 0, pointers = [0, 1, 2]>,
+    g2 = #moe.gpu_launch<kernel = @moe_kernels::@block_matmul_2,
+                         grid = [132, 1, 1], block = [384, 1, 1],
+                         counters = 1, pointers = [3, 2], results = 2>} {
   return
 }

@@ -912,3 +912,10 @@ func.func @f() attributes {c = #moe.clamp<gate_max = 1.0>} {
 func.func @f() attributes {c = #moe.clamp<gate_hi = 1.0, gate_hi = 2.0>} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{counters must be non-negative, got -1}}
+func.func @f() attributes {g = #moe.gpu_launch<kernel = @m::@k, grid = [1, 1, 1], block = [128, 1, 1], counters = -1, pointers = [0]>} {
+  return
+}

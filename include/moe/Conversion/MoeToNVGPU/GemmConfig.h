@@ -67,10 +67,10 @@ std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
 /// epilogue is looked for in `group` (null: the ops of the moe.fused
 /// region around `op`, if any). Null when the chip has no kernel for the
 /// GEMM (bf16 operands or a bias on a chip with only block_scale).
-/// `persistent`: bf16-operands kernels walk their tiles with one CTA per SM
-/// instead of one CTA per tile.
+/// `persistent`: bf16-operands kernels but P1's (activation epilogue) take
+/// their tiles with one CTA per SM instead of one CTA per tile.
 GemmConfigAttr selectGemmConfig(Operation *op, const TargetInfo &target,
-                                MXMmaPath preferred, bool persistent = false,
+                                MXMmaPath preferred, bool persistent = true,
                                 const KernelGroup *group = nullptr);
 
 /// Why selectGemmConfig found no kernel for a GEMM on `target`.

@@ -122,6 +122,9 @@ struct MXGemmProblem {
 /// all f32 but blockToExpert, the optional ones as the epilogue writes them;
 /// with gateUpCheckpoint, gateUp is the bf16 checkpoint and the i32 token
 /// ids of the slots come last.
+///
+/// A persistent kernel (MXGemmConfig::persistent) takes one more
+/// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
 struct MXGemmLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;
@@ -130,6 +133,9 @@ struct MXGemmLaunch {
   /// The descriptor types the kernel reads tmapA and tmapB as; their
   /// `tensor` is the shared-memory tile, so its shape is the TMA box.
   nvgpu::TensorMapDescriptorType tensorMapA, tensorMapB;
+  /// Zeroed i32 words the kernel takes last: 1 (the tile counter) for a
+  /// persistent kernel, else 0.
+  int64_t counters = 0;
 };
 
 /// Whether convert-moe-to-nvgpu turns `op` into a GPU kernel: a

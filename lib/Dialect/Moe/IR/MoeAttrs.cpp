@@ -251,7 +251,8 @@ GPULaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       SymbolRefAttr kernel, ArrayRef<int64_t> grid,
                       ArrayRef<int64_t> block, int64_t dynamicSharedMemory,
                       ArrayRef<TensorMapArg> tensorMaps,
-                      ArrayRef<int64_t> pointers, int64_t results) {
+                      ArrayRef<int64_t> pointers, int64_t results,
+                      int64_t counters) {
   // gpu.launch_func names a kernel through the gpu.module that holds it.
   if (kernel.getNestedReferences().size() != 1)
     return emitError() << "kernel must be a symbol @module::@kernel, got "
@@ -289,5 +290,7 @@ GPULaunchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   }
   if (results < 1)
     return emitError() << "results must be at least 1, got " << results;
+  if (counters < 0)
+    return emitError() << "counters must be non-negative, got " << counters;
   return success();
 }

@@ -197,10 +197,11 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     rhs of a block GEMM ([K, N] per expert) or of an expert GEMM ([slots,
     N]), `lhs_m_major` for the lhs of an expert GEMM ([slots, M]), and
     (`bf16_operands` only) whether the kernel is `persistent`: one CTA per
-    SM of the chip, each walking the output tiles in a static round-robin
-    (tile i to CTA i mod grid) with its TMA ring's stages and phases carried
-    from one tile to the next, so that the producer loads the next tile
-    while the consumers store this one. `moe-gpu-kernel-config` chooses it from the chip's description
+    SM of the chip, each computing tile c (its own index) and then the
+    tiles it takes from a zeroed counter of the launch with atomics, in the
+    order a one-tile-per-CTA grid would run them, with its TMA ring's stages
+    and phases carried from one tile to the next, so that the producer
+    loads the next tile while the consumers store this one. `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
     the chip cannot run (a tile K other than one 128-byte swizzle panel, an
@@ -266,7 +267,10 @@ def Moe_GPULaunchAttr : Moe_Attr<"GPULaunch", "gpu_launch"> {
     order, a TMA descriptor of the given type over each argument of
     `tensor_maps` (left out when there is none), then the global address
     of each argument of `pointers`. Both lists name arguments by their index in the function's
-    signature.
+    signature. With `counters` = n > 0 the launch also allocates n i32
+    words on its stream, zeroes them, passes their address last and frees
+    them after the kernel: the tile counter of a persistent GEMM, which
+    its CTAs take tiles from with atomics.
 
     The verifier rejects records no launch can have: a kernel not nested in
     a module, grid or block not three positive sizes, more than 1024
@@ -295,13 +299,15 @@ def Moe_GPULaunchAttr : Moe_Attr<"GPULaunch", "gpu_launch"> {
     DefaultValuedParameter<"int64_t", "0">:$dynamicSharedMemory,
     OptionalArrayRefParameter<"::mlir::moe::TensorMapArg">:$tensorMaps,
     ArrayRefParameter<"int64_t">:$pointers,
-    DefaultValuedParameter<"int64_t", "1">:$results
+    DefaultValuedParameter<"int64_t", "1">:$results,
+    DefaultValuedParameter<"int64_t", "0">:$counters
   );
   let assemblyFormat = [{
     `<` `kernel` `=` $kernel `,` `grid` `=` `[` $grid `]` `,`
     `block` `=` `[` $block `]` `,`
     (`dynamic_shared_memory` `=` $dynamicSharedMemory^ `,`)?
     (`tensor_maps` `=` `[` $tensorMaps^ `]` `,`)?
+    (`counters` `=` $counters^ `,`)?
     `pointers` `=` `[` $pointers `]` (`,` `results` `=` $results^)? `>`
   }];
   let genVerifyDecl = 1;
