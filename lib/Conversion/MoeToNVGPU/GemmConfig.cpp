@@ -127,11 +127,6 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     // would issue the 256 L2 prefetches of a tile's f32 gate/up rows alone
     // (P1 ran 73% slower persistent at shape 1 on the H200).
     c.persistent = persistent && !activation;
-    // The persistent producer thread keeps its tile loop, the tile ids and
-    // the next tile's coordinates: 40 registers spill (24 bytes on the
-    // recompute GEMM); 48 + 2 x 128 x 232 fill the 64K register file.
-    if (c.persistent)
-      c.producerRegisters = std::max<int64_t>(c.producerRegisters, 48);
   }
   // A block GEMM's rhs stored [E, K, N] (transpose_rhs: the recompute's
   // gate/up weight) is read as it is stored, so that its operand kernel
@@ -155,6 +150,12 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     if (!fitsMXGemm(problem, c, target))
       c.rhsNMajor = false;
   }
+  // A block GEMM reading its rhs N-major (the recompute's) stays one CTA
+  // per tile too: its persistent producer spills 24 bytes in the 40
+  // registers setmaxnreg leaves it beside the consumers' 232 (ptxas -v),
+  // and it measured no faster persistent (-1% at shape 1).
+  if (isa<BlockMatmulOp>(op) && c.rhsNMajor)
+    c.persistent = false;
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,

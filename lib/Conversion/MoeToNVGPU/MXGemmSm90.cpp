@@ -1494,6 +1494,20 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
     os << "the " << path << " MMA path does not exist on " << target.getChip();
     return why;
   }
+  // setmaxnreg moves registers within what the CTA was launched with (the
+  // entry cap, the 64K register file split evenly over its threads): a
+  // consumer's setmaxnreg.inc beyond it waits forever.
+  int64_t threads = cfg.threads();
+  int64_t entryCap = (65536 / threads) & ~int64_t(7);
+  int64_t wanted = 128 * (cfg.producerWarpgroups * cfg.producerRegisters +
+                          cfg.consumerWarpgroups * cfg.consumerRegisters);
+  if (problem.path != MXMmaPath::BlockScale && wanted > entryCap * threads) {
+    os << "setmaxnreg registers [" << cfg.producerRegisters << ", "
+       << cfg.consumerRegisters << "] need " << wanted
+       << " registers, more than the " << entryCap * threads << " of "
+       << threads << " threads at " << entryCap << " each";
+    return why;
+  }
   if (cfg.persistent && (problem.path != MXMmaPath::Bf16Operands ||
                          target.getMultiprocessors() < 1)) {
     os << "persistent " << path << " GEMM kernels do not exist on "

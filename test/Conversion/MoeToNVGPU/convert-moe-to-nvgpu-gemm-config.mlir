@@ -41,6 +41,22 @@ func.func @tile_k(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 
 // -----
 
+// setmaxnreg counts beyond what the CTA is launched with (384 threads at
+// 168 registers): the consumers' setmaxnreg.inc would wait forever.
+
+func.func @registers(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
+    %blk: tensor<2xi32>) -> tensor<256x128xf32> {
+  // expected-error @+1 {{'moe.block_matmul' op setmaxnreg registers [48, 232] need 65536 registers, more than the 64512 of 384 threads at 168 each}}
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64,
+       moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 2], registers = [48, 232], persistent = true>}
+      -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
 // One consumer warpgroup: a 64x128 tile.
 
 func.func @not_square(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,

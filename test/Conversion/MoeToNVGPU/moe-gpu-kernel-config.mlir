@@ -17,8 +17,9 @@
 // 128x128x128), an expert GEMM of codes falls back to the bf16 kernel (the
 // fp8 kernel covers block GEMMs only), and a GEMM with a bias stays on bf16
 // operands (the MX paths take none). Every bf16-operands kernel but P1's
-// (activation epilogue) is persistent: one CTA per SM taking tiles from a
-// counter; persistent-gemms=false keeps one CTA per tile.
+// (activation epilogue) and the recompute's (a block GEMM reading its rhs
+// N-major) is persistent: one CTA per SM taking tiles from a counter;
+// persistent-gemms=false keeps one CTA per tile.
 // GRID-NOT: persistent
 
 // BADPATH: error: unknown MMA path 'fp4' (expected fp8, bf16, bf16-operands or block-scale)
@@ -26,7 +27,7 @@
 
 // CHECK-LABEL: func.func @block_codes(
 // CHECK:         moe.block_matmul
-// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [48, 232], persistent = true>
+// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true>
 // FP8-SAME:        moe.gemm_config = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232]>
 func.func @block_codes(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
                        %rq: tensor<2x256x256xf8E4M3FN>, %rs: tensor<2x256x8xf8E8M0FNU>,
@@ -41,7 +42,7 @@ func.func @block_codes(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FN
 
 // CHECK-LABEL: func.func @expert_codes(
 // CHECK:         moe.expert_matmul
-// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [48, 232], rhs_n_major = true, lhs_m_major = true, persistent = true>
+// DEFAULT-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true>
 // FP8-SAME:        moe.gemm_config = #moe.gemm_config<mma = bf16, tile = [128, 128, 128], mma_shape = [64, 128, 16], stages = 3, dequant_stages = 2, warpgroups = [2, 2], registers = [144, 112]>
 func.func @expert_codes(%hq: tensor<256x128xf8E4M3FN>, %hs: tensor<8x128xf8E8M0FNU>,
                         %dq: tensor<256x128xf8E4M3FN>, %ds: tensor<8x128xf8E8M0FNU>,
@@ -56,7 +57,7 @@ func.func @expert_codes(%hq: tensor<256x128xf8E4M3FN>, %hs: tensor<8x128xf8E8M0F
 
 // CHECK-LABEL: func.func @bf16_bias(
 // CHECK:         moe.block_matmul
-// CHECK-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [48, 232], persistent = true>
+// CHECK-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true>
 func.func @bf16_bias(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
                      %blk: tensor<2xi32>, %bias: tensor<2x128xbf16>)
     -> tensor<256x128xf32> {
@@ -91,9 +92,9 @@ func.func @user_set(%lq: tensor<256x256xf8E4M3FN>, %ls: tensor<256x8xf8E8M0FNU>,
 // run into the next expert's rows, so the rhs is read K-major.
 // DEFAULT-LABEL: func.func @n_major(
 // DEFAULT:         moe.block_matmul
-// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [48, 232], rhs_n_major = true, persistent = true>
+// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true>
 // DEFAULT:         moe.block_matmul
-// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [48, 232], persistent = true>
+// DEFAULT-SAME:      moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true>
 func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
                    %x2: tensor<256x96xbf16>, %w2: tensor<2x96x128xbf16>,
                    %blk: tensor<2xi32>)
@@ -113,7 +114,7 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 // spills).
 // LAYER:      moe.fused phase(<recompute>)
 // LAYER:        moe.block_matmul
-// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [48, 232], {{.*}}persistent = true
+// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true>
 // LAYER:      moe.fused phase(<p1>)
 // LAYER:        moe.block_matmul
 // LAYER-SAME:     tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>

@@ -36,7 +36,7 @@
 // BLOCK-SAME:    counters = 1, pointers = [3, 2]>
 // BLOCK-LABEL: gpu.func @block_matmul_2(
 // BLOCK-SAME:    %[[COUNTER:[a-z0-9]+]]: !llvm.ptr<1>) kernel
-// BLOCK:         nvvm.setmaxregister decrease 48
+// BLOCK:         nvvm.setmaxregister decrease 40
 // BLOCK:         %[[CTA:.*]] = gpu.block_id  x
 // BLOCK:         %[[FIRST:.*]] = arith.index_cast %[[CTA]] : index to i32
 // BLOCK:         scf.while ({{.*}}, %{{.*}} = %[[FIRST]]) : (index, index, i32) -> (index, index, i32)
@@ -76,7 +76,7 @@
 
 // PTX-LABEL: .entry expert_matmul_2(
 // PTX:         atom.shared.add.u32
-// PTX-DAG:     setmaxnreg.dec.sync.aligned.u32 48;
+// PTX-DAG:     setmaxnreg.dec.sync.aligned.u32 40;
 // PTX-DAG:     setmaxnreg.inc.sync.aligned.u32 232;
 // PTX-DAG:     mov.u32 {{.*}}, %ctaid.x;
 // PTX-DAG:     atom.global.add.u32 {{.*}}, 1;
@@ -87,7 +87,7 @@
 // PTX-DAG:     st.global.v2.b32
 
 // BLOCK-PTX-LABEL: .entry block_matmul_2(
-// BLOCK-PTX-DAG:     setmaxnreg.dec.sync.aligned.u32 48;
+// BLOCK-PTX-DAG:     setmaxnreg.dec.sync.aligned.u32 40;
 // BLOCK-PTX-DAG:     setmaxnreg.inc.sync.aligned.u32 232;
 // BLOCK-PTX-DAG:     atom.global.add.u32 {{.*}}, 1;
 // BLOCK-PTX-DAG:     add.s32 {{.*}}, 132;
