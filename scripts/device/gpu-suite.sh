@@ -126,6 +126,21 @@ PY
   fi
 }
 
+# Runs each LAYER with FLAG and with the default, and compares the outputs
+# bit for bit.
+bitwise_against() {  # FLAG LABEL LAYER...
+  local flag=$1 label=$2 layer
+  shift 2
+  for layer in "$@"; do
+    run "sm90a resident $flag $layer" moe-run --target=sm90a "$flag" \
+      --layer "$layer" --empty-experts 1 --outputs "$out/single"
+    run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
+      --empty-experts 1 --outputs "$out/both"
+    compare "$out/single" "$out/both" "$label, bitwise: $layer"
+    rm -rf "$out/single" "$out/both"
+  done
+}
+
 if want smoke; then
   run "runtime smoke (moe-cuda-smoke)" moe-cuda-smoke
   run "host: embedded example" moe-run examples/blockwise_bwd.mlir
@@ -182,20 +197,14 @@ PY
 fi
 
 if want persistent; then
-  # Each CTA of a persistent GEMM walks tiles c, c + 132, ...: the same
-  # products in the same order as one CTA per tile, so the same bits. The
-  # larger layers have more tiles than SMs in their block and expert GEMMs.
-  many=T=4096,H=1024,I=256,E=4,K=2,B=128
-  for layer in "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
-      "$many" T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
-      "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on"; do
-    run "sm90a resident grid-gemms $layer" moe-run --target=sm90a \
-      --grid-gemms --layer "$layer" --empty-experts 1 --outputs "$out/single"
-    run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
-      --empty-experts 1 --outputs "$out/both"
-    compare "$out/single" "$out/both" "persistent == grid GEMMs, bitwise: $layer"
-    rm -rf "$out/single" "$out/both"
-  done
+  # A persistent GEMM computes each tile whole, with the same products in
+  # the same order as one CTA per tile, so the same bits. The larger layers
+  # have more tiles than SMs in their block and expert GEMMs.
+  bitwise_against --grid-gemms "persistent == grid GEMMs" \
+    "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    T=4096,H=1024,I=256,E=4,K=2,B=128 \
+    T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
+    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on"
   # 136 tiles of P2 on 132 CTAs: four of them take a second tile from the
   # counter.
   racy=T=4096,H=512,I=256,E=4,K=2,B=128
@@ -211,33 +220,19 @@ if want both-axes; then
   # the gate/up weight and [dg|du]; the same values as one kernel each, so
   # every output is compared bit for bit (layers whose columns are
   # multiples of 256 use the new kernels, the others fall back).
-  for layer in "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
-      T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
-      "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:"; do
-    run "sm90a resident operands-one-axis $layer" moe-run --target=sm90a \
-      --operands-one-axis --layer "$layer" --empty-experts 1 \
-      --outputs "$out/single"
-    run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
-      --empty-experts 1 --outputs "$out/both"
-    compare "$out/single" "$out/both" "operands-both-axes == one kernel each, bitwise: $layer"
-    rm -rf "$out/single" "$out/both"
-  done
+  bitwise_against --operands-one-axis "operands-both-axes == one kernel each" \
+    "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
+    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:"
 fi
 
 if want checkpoint-epilogue; then
   # P1's kernel reads the checkpoint [N, 2, I, B] and the token ids itself:
   # the same values as the unpacked, masked f32 rows, so bit for bit.
-  for layer in "$small,checkpoint=bf16" "$partial,checkpoint=bf16" \
-      T=1024,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
-      "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,checkpoint=bf16"; do
-    run "sm90a resident checkpoint-unpacked $layer" moe-run --target=sm90a \
-      --checkpoint-unpacked --layer "$layer" --empty-experts 1 \
-      --outputs "$out/single"
-    run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
-      --empty-experts 1 --outputs "$out/both"
-    compare "$out/single" "$out/both" "checkpoint-epilogue == unpacked rows, bitwise: $layer"
-    rm -rf "$out/single" "$out/both"
-  done
+  bitwise_against --checkpoint-unpacked "checkpoint-epilogue == unpacked rows" \
+    "$small,checkpoint=bf16" "$partial,checkpoint=bf16" \
+    T=1024,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
+    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,checkpoint=bf16"
   # Generated checkpoints hold zeros in their padded slots, where the
   # mask cannot be seen: here the padding holds 1.5 + slot / 1024 (bf16),
   # and both paths must still match the references and each other.
