@@ -100,6 +100,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
                       target))
     path = MXMmaPath::Bf16Dequant;
   MXGemmConfig c = target.getMXGemmConfig(path);
+  bool activation = false;
   // bf16 operands: the first row of the chip's table that applies.
   if (path == MXMmaPath::Bf16Operands) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
@@ -114,7 +115,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       }
     }
     auto block = dyn_cast<BlockMatmulOp>(op);
-    bool activation = block && group && matchGatedActEpilogue(block, *group);
+    activation = block && group && matchGatedActEpilogue(block, *group);
     for (const GemmTableEntry &entry : target.getBf16OperandsTable()) {
       if (problem.n >= entry.minN &&
           (entry.activationEpilogue || !activation) &&
@@ -123,10 +124,6 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
         break;
       }
     }
-    // P1's activation epilogue stays one CTA per tile: its producer thread
-    // would issue the 256 L2 prefetches of a tile's f32 gate/up rows alone
-    // (P1 ran 73% slower persistent at shape 1 on the H200).
-    c.persistent = persistent && !activation;
   }
   // A block GEMM's rhs stored [E, K, N] (transpose_rhs: the recompute's
   // gate/up weight) is read as it is stored, so that its operand kernel
@@ -150,12 +147,16 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     if (!fitsMXGemm(problem, c, target))
       c.rhsNMajor = false;
   }
-  // A block GEMM reading its rhs N-major (the recompute's) stays one CTA
-  // per tile too: its persistent producer spills 24 bytes in the 40
-  // registers setmaxnreg leaves it beside the consumers' 232 (ptxas -v),
-  // and it measured no faster persistent (-1% at shape 1).
-  if (isa<BlockMatmulOp>(op) && c.rhsNMajor)
-    c.persistent = false;
+  // Persistent bf16-operands kernels, but two stay one CTA per tile:
+  // - P1's activation epilogue: its producer thread would issue the 256 L2
+  //   prefetches of a tile's f32 gate/up rows alone (P1 ran 73% slower
+  //   persistent at shape 1 on the H200);
+  // - a block GEMM reading its rhs N-major (the recompute's): its
+  //   persistent producer spills 24 bytes in the 40 registers setmaxnreg
+  //   leaves it beside the consumers' 232 (ptxas -v), and it measured no
+  //   faster persistent (-1% at shape 1).
+  c.persistent = persistent && path == MXMmaPath::Bf16Operands &&
+                 !activation && !(isa<BlockMatmulOp>(op) && c.rhsNMajor);
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,

@@ -356,11 +356,9 @@ void KernelEmitter::decodeTile(Value w) {
   n0 = mul(remu(w, tilesN), cfg.tileN);
   Value rest = divu(w, tilesN);
   m0 = mul(remu(rest, tilesM), cfg.tileM);
-  if (p.kind == MXGemmKind::Block) {
-    kBegin = idx(0);
-    kTiles = idx((p.k + cfg.tileK - 1) / cfg.tileK);
-    return;
-  }
+  // A block GEMM's tiles all take the whole K range.
+  if (p.kind == MXGemmKind::Block)
+    return emitContractionRange();
   expertId = divu(rest, tilesM);
   int64_t E = p.numExperts;
   Value at = mul(toI64(expertId), 4);
