@@ -1061,28 +1061,42 @@ struct ScatterAddRowsLowering : SlotOpLowering<ScatterAddRowsOp> {
       Value slotList = filledBuffer(rewriter, loc, MemRefType::get({T, K}, i32),
                                     rewriter.getI32IntegerAttr(-1));
       listSlotsPerToken(rewriter, loc, slotOf, slotList);
-      // Loops (t, h, k), k reducing: acc += contributions[list[t, k], h]
-      // for the listed slots. Each sum takes top_k steps, not E.
-      // The accumulator first (a fixed op order, whatever the compiler's
-      // order of argument evaluation).
-      Value zero = zeroTensor(rewriter, loc, {T, H}, f32);
+      // Loops (t, h), each element summing its top_k listed slots in k
+      // order from zero: acc += contributions[list[t, k], h], narrowed to
+      // the result's type at the end. The sum stays in a register (an
+      // scf.for inside the body, not a reduction dimension whose
+      // accumulator is the output in memory): on the GPU a store of the
+      // accumulator between the loads made them wait for each other, one
+      // at a time, at half the memory bandwidth.
+      Type elementType = resultType.getElementType();
+      Value init = emptyTensor(rewriter, loc, {T, H}, elementType);
+      Value list = bufferAsTensor(rewriter, loc, slotList);
       result = buildGeneric(
-          rewriter, loc, bufferAsTensor(rewriter, loc, slotList), zero,
-          {dimsMap(ctx, 3, {0, 2}), dimsMap(ctx, 3, {0, 1})},
-          withReductions(2, 1),
-          [&](OpBuilder &b, Location l, ValueRange args) {
-            Value slot = args[0], acc = args[1];
-            Value routed = isToken(b, l, slot);
-            Value v = readOfToken(b, l, slot, [&](Value s) {
-              Value h = linalg::IndexOp::create(b, l, 1);
-              return tensor::ExtractOp::create(b, l, contributions,
-                                               ValueRange{s, h})
-                  .getResult();
-            });
-            return arith::SelectOp::create(b, l, routed,
-                                           accumulate(b, l, acc, v), acc)
-                .getResult();
+          rewriter, loc, ValueRange{}, init, {dimsMap(ctx, 2, {0, 1})},
+          parallel(2), [&](OpBuilder &b, Location l, ValueRange) -> Value {
+            Value t = linalg::IndexOp::create(b, l, 0);
+            Value h = linalg::IndexOp::create(b, l, 1);
+            Value sum = forEachIndex(
+                b, l, K, zeroOf(b, l, f32),
+                [&](OpBuilder &nb, Location nl, Value k, Value acc) {
+                  Value slot = tensor::ExtractOp::create(nb, nl, list,
+                                                         ValueRange{t, k});
+                  Value routed = isToken(nb, nl, slot);
+                  Value v = readOfToken(nb, nl, slot, [&](Value s) {
+                    return tensor::ExtractOp::create(nb, nl, contributions,
+                                                     ValueRange{s, h})
+                        .getResult();
+                  });
+                  return arith::SelectOp::create(
+                             nb, nl, routed, accumulate(nb, nl, acc, v), acc)
+                      .getResult();
+                });
+            if (elementType.isF32())
+              return sum;
+            return arith::TruncFOp::create(b, l, elementType, sum);
           });
+      rewriter.replaceOp(op, result);
+      return success();
     } else {
       AffineMap id = dimsMap(ctx, 1, {0});
       result = forEachRoutedSlot(

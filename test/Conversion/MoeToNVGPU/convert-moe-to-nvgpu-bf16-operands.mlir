@@ -8,9 +8,9 @@
 // threads: one TMA producer warpgroup, two consumer warpgroups, 6 stages).
 
 // A block GEMM whose lhs [S, K] and rhs [E, N, K] come from mx_quantize
-// along K (e4m3, RCEIL): two row-mode operand kernels (one thread per
-// 32-element block: 256 x 8 and 2 x 128 x 8 blocks, grid 8 of 256 threads)
-// that round the quantizations' inputs, and the GEMM reads their bf16
+// along K (e4m3, RCEIL): two row-mode operand kernels (a lane quad per
+// 32-element block, 8 elements a lane: 256 x 32 and 2 x 128 x 32 lanes,
+// grid 32 of 256 threads) that round the quantizations' inputs, and the GEMM reads their bf16
 // results. S = 256 slots in 2 blocks, N = 128, K = 256: 4 K tiles of 64.
 
 // CHECK-LABEL: func.func @quantized_k_innermost(
@@ -34,9 +34,9 @@
 // CHECK:         return %[[R]]
 //
 // CHECK-LABEL: func.func private @mx_operand_0_launch(memref<256x256xbf16>, memref<256x256xbf16>)
-// CHECK-SAME:      moe.gpu_launch = #moe.gpu_launch<kernel = @moe_kernels::@mx_operand_0, grid = [8, 1, 1], block = [256, 1, 1], pointers = [0, 1]>}
+// CHECK-SAME:      moe.gpu_launch = #moe.gpu_launch<kernel = @moe_kernels::@mx_operand_0, grid = [32, 1, 1], block = [256, 1, 1], pointers = [0, 1]>}
 // CHECK-LABEL: func.func private @mx_operand_1_launch(memref<2x128x256xbf16>, memref<2x128x256xbf16>)
-// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_1, grid = [8, 1, 1], block = [256, 1, 1], pointers = [0, 1]>
+// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_1, grid = [32, 1, 1], block = [256, 1, 1], pointers = [0, 1]>
 // Host arguments lhs, rhs, block_to_expert, result; kernel arguments tmapA,
 // tmapB, c (host 3), blockToExpert (host 2). 6 stages of two 16 KiB panels,
 // 16 bytes of counters, 12 barriers and 1 KiB of alignment slack.
@@ -47,50 +47,57 @@
 // CHECK-SAME:        tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, 1 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
 // CHECK-SAME:        pointers = [3, 2]>}
 //
-// The lhs operand kernel: thread `item` < 2048 loads its 32 bf16 values
-// (4 x 16 bytes), takes their amax on the magnitude bits, derives the RCEIL
-// scale byte from amax / 448, and rounds each pair with the hardware
+// The lhs operand kernel: lane `item` (8192 of them, exactly the grid's
+// threads, so no lane branches) loads its 8 bf16 values (one 16-byte load),
+// takes their amax on the magnitude bits, then the amax of its lane quad
+// (two xor shuffles: the quad holds the 32-element block), derives the
+// RCEIL scale byte from amax / 448, and rounds each pair with the hardware
 // conversion (the first value in the upper byte), then back to f16x2
-// exactly, times 2^(byte - 127), as bf16; 4 x 16-byte stores.
+// exactly, times 2^(byte - 127), as bf16; one 16-byte store.
 // CHECK-LABEL: gpu.func @mx_operand_0(
 // CHECK-SAME:      %[[SRC:[^:]*]]: !llvm.ptr<1>, %[[DST:[^:]*]]: !llvm.ptr<1>) kernel attributes {nvvm.maxntid = array<i32: 256, 1, 1>}
 // CHECK:           %[[ITEM:.*]] = arith.addi
-// CHECK:           %[[IN:.*]] = arith.cmpi ult, %[[ITEM]], %c2048_i64 : i64
-// CHECK:           scf.if %[[IN]] {
-// CHECK:             llvm.getelementptr %[[SRC]]
-// CHECK:             %[[V0:.*]] = llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
-// CHECK:             %[[E0:.*]] = llvm.extractelement %[[V0]][%{{.*}} : i32] : vector<8xbf16>
-// CHECK-NEXT:        %[[X0:.*]] = arith.extf %[[E0]] : bf16 to f32
-// CHECK:             %[[E1:.*]] = llvm.extractelement %[[V0]][%{{.*}} : i32] : vector<8xbf16>
-// CHECK-NEXT:        %[[X1:.*]] = arith.extf %[[E1]] : bf16 to f32
-// CHECK-COUNT-3:     llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
-// CHECK-NOT:         llvm.load
-// CHECK:             %[[BITS0:.*]] = arith.bitcast %[[X0]] : f32 to i32
-// CHECK-NEXT:        %[[MASK:.*]] = arith.constant 2147483647 : i32
-// CHECK-NEXT:        %[[MAG0:.*]] = arith.andi %[[BITS0]], %[[MASK]] : i32
-// CHECK:             arith.maxui %{{.*}}, %[[MAG0]] : i32
-// CHECK-COUNT-31:    arith.maxui
-// CHECK-NOT:         arith.maxui
-// CHECK:             %[[EMAX:.*]] = arith.constant 4.480000e+02 : f32
-// CHECK:             arith.divf %{{.*}}, %[[EMAX]] : f32
-// CHECK:             %[[INV:.*]] = arith.bitcast %{{.*}} : i32 to f32
-// CHECK:             %[[FACTOR:.*]] = arith.bitcast %{{.*}} : i32 to f32
-// CHECK-NEXT:        %[[Y0:.*]] = arith.mulf %[[X0]], %[[INV]] : f32
-// CHECK-NEXT:        %[[Y1:.*]] = arith.mulf %[[X1]], %[[INV]] : f32
-// CHECK-NEXT:        %[[P:.*]] = nvvm.convert.f32x2.to.f8x2 %[[Y1]], %[[Y0]] {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>} : vector<2xi8>(f8E4M3FN)
-// CHECK-NEXT:        %[[H:.*]] = nvvm.convert.f8x2.to.f16x2 %[[P]] : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
-// CHECK:             %[[H0:.*]] = llvm.extractelement %[[H]][%{{.*}} : i32] : vector<2xf16>
-// CHECK-NEXT:        %[[F0:.*]] = arith.extf %[[H0]] : f16 to f32
-// CHECK-NEXT:        %[[D0:.*]] = arith.mulf %[[F0]], %[[FACTOR]] : f32
-// CHECK-NEXT:        arith.truncf %[[D0]] : f32 to bf16
-// CHECK-COUNT-15:    nvvm.convert.f32x2.to.f8x2 %{{.*}}, %{{.*}} {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>} : vector<2xi8>(f8E4M3FN)
-// CHECK-NOT:         nvvm.convert.f32x2.to.f8x2
-// CHECK-COUNT-4:     llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
-// CHECK-NOT:         llvm.store
+// CHECK:           %[[LAST:.*]] = arith.minui %[[ITEM]], %c8191_i64 : i64
+// CHECK-NOT:       scf.if
+// CHECK:           llvm.getelementptr %[[SRC]]
+// CHECK-NEXT:      %[[V0:.*]] = llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// CHECK:           %[[E0:.*]] = llvm.extractelement %[[V0]][%{{.*}} : i32] : vector<8xbf16>
+// CHECK-NEXT:      %[[X0:.*]] = arith.extf %[[E0]] : bf16 to f32
+// CHECK:           %[[E1:.*]] = llvm.extractelement %[[V0]][%{{.*}} : i32] : vector<8xbf16>
+// CHECK-NEXT:      %[[X1:.*]] = arith.extf %[[E1]] : bf16 to f32
+// CHECK-NOT:       llvm.load
+// CHECK:           %[[BITS0:.*]] = arith.bitcast %[[X0]] : f32 to i32
+// CHECK-NEXT:      %[[MASK:.*]] = arith.constant 2147483647 : i32
+// CHECK-NEXT:      %[[MAG0:.*]] = arith.andi %[[BITS0]], %[[MASK]] : i32
+// CHECK:           arith.maxui %{{.*}}, %[[MAG0]] : i32
+// CHECK-COUNT-7:   arith.maxui
+// CHECK:           gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}}, %c32_i32 : f32
+// CHECK:           arith.maxui
+// CHECK:           gpu.shuffle  xor %{{.*}}, %c2_i32{{.*}}, %c32_i32 : f32
+// CHECK:           arith.maxui
+// CHECK-NOT:       arith.maxui
+// CHECK:           %[[EMAX:.*]] = arith.constant 4.480000e+02 : f32
+// CHECK:           arith.divf %{{.*}}, %[[EMAX]] : f32
+// CHECK:           %[[INV:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK:           %[[FACTOR:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK-NEXT:      %[[Y0:.*]] = arith.mulf %[[X0]], %[[INV]] : f32
+// CHECK-NEXT:      %[[Y1:.*]] = arith.mulf %[[X1]], %[[INV]] : f32
+// CHECK-NEXT:      %[[P:.*]] = nvvm.convert.f32x2.to.f8x2 %[[Y1]], %[[Y0]] {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>} : vector<2xi8>(f8E4M3FN)
+// CHECK-NEXT:      %[[H:.*]] = nvvm.convert.f8x2.to.f16x2 %[[P]] : vector<2xi8>(f8E4M3FN) -> vector<2xf16>
+// CHECK:           %[[H0:.*]] = llvm.extractelement %[[H]][%{{.*}} : i32] : vector<2xf16>
+// CHECK-NEXT:      %[[F0:.*]] = arith.extf %[[H0]] : f16 to f32
+// CHECK-NEXT:      %[[D0:.*]] = arith.mulf %[[F0]], %[[FACTOR]] : f32
+// CHECK-NEXT:      arith.truncf %[[D0]] : f32 to bf16
+// CHECK-COUNT-3:   nvvm.convert.f32x2.to.f8x2 %{{.*}}, %{{.*}} {rnd = #nvvm.fp_rnd_mode<rn>, sat = #nvvm.sat_mode<satfinite>} : vector<2xi8>(f8E4M3FN)
+// CHECK-NOT:       nvvm.convert.f32x2.to.f8x2
+// CHECK:           llvm.getelementptr %[[DST]]
+// CHECK-NEXT:      llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-NOT:       llvm.store
 // CHECK:           gpu.return
 // CHECK-LABEL: gpu.func @mx_operand_1(
-// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E4M3FN)
-// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-COUNT-2:     gpu.shuffle  xor
+// CHECK-COUNT-4:     nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E4M3FN)
+// CHECK:             llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
 //
 // The GEMM kernel.
 // CHECK-LABEL: gpu.func @block_matmul_2(
@@ -188,8 +195,8 @@ func.func @quantized_k_innermost(%x: tensor<256x256xbf16>,
 // CHECK-LABEL: gpu.func @mx_operand_0(
 // CHECK-NOT:         arith.divf
 // CHECK:             arith.addi %{{.*}}, %c-15_i32{{(_[0-9]+)?}} : i32
-// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
-// CHECK-COUNT-4:     llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-COUNT-4:     nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
+// CHECK:             llvm.store %{{.*}} : vector<8xbf16>, !llvm.ptr<1>
 // Block -> (tile, group, batch); warp w reads rows w + 8 i, lane l the
 // columns 8 l .. 8 l + 7 (below 96) with one 16-byte load, into the f32
 // tile (two 16-byte stores); after the barrier, thread c reads its column

@@ -31,30 +31,34 @@ func.func @mx_gemm(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 
 // CHECK:       .target sm_90a
 //
-// The lhs operand kernel, one thread per 32-element block: 4 x 16-byte
-// loads, the amax on the magnitude bits, the RCEIL division by 448
-// (0f43E00000), per pair the hardware rounding to e4m3x2 with saturation
-// and the exact conversion back through f16x2, the pairs packed to bf16x2,
-// 4 x 16-byte stores.
+// The lhs operand kernel, a lane quad per 32-element block: one 16-byte
+// load of a lane's 8 values, their amax on the magnitude bits, the quad's
+// amax by two butterfly shuffles, the RCEIL division by 448 (0f43E00000),
+// per pair the hardware rounding to e4m3x2 with saturation and the exact
+// conversion back through f16x2, the pairs packed to bf16x2, one 16-byte
+// store.
 // CHECK-LABEL: .visible .entry mx_operand_0(
 // CHECK:       .maxntid 256, 1, 1
-// CHECK-COUNT-4: ld.global.v4.b32
+// CHECK:       ld.global.v4.b32
+// CHECK-NOT:   ld.global
 // CHECK:       and.b32 {{.*}}, 2147483647;
 // CHECK:       max.u32
+// CHECK:       shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
+// CHECK:       shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;
 // CHECK:       div.rn.f32 {{.*}}, 0f43E00000;
 // CHECK:       cvt.rn.satfinite.e4m3x2.f32
 // CHECK-NEXT:  cvt.rn.f16x2.e4m3x2
-// CHECK-COUNT-15: cvt.rn.satfinite.e4m3x2.f32
+// CHECK-COUNT-3: cvt.rn.satfinite.e4m3x2.f32
 // CHECK-NOT:   cvt.rn.satfinite
 // CHECK:       cvt.rn.bf16x2.f32
-// CHECK-COUNT-4: st.global.v4.b32
+// CHECK:       st.global.v4.b32
 // CHECK-NOT:   st.global
 // CHECK:       ret;
 // The rhs operand kernel: the same for the weight.
 // CHECK-LABEL: .visible .entry mx_operand_1(
 // CHECK:       div.rn.f32 {{.*}}, 0f43E00000;
-// CHECK-COUNT-16: cvt.rn.satfinite.e4m3x2.f32
-// CHECK-COUNT-4: st.global.v4.b32
+// CHECK-COUNT-4: cvt.rn.satfinite.e4m3x2.f32
+// CHECK:       st.global.v4.b32
 //
 // The GEMM kernel: 384 threads, 6 full and 6 empty barriers.
 // CHECK-LABEL: .visible .entry block_matmul_2(
