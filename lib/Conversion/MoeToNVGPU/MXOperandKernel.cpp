@@ -47,6 +47,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/MXOperandKernel.h"
 
+#include "moe/Conversion/MoeToNVGPU/MXRounding.h"
 #include "moe/Dialect/Moe/Utils/MXBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -83,7 +84,7 @@ class OperandEmitter {
 public:
   OperandEmitter(OpBuilder &b, Location loc, const MXOperandProblem &p)
       : b(b), loc(loc), p(p), i8T(b.getI8Type()), i32T(b.getI32Type()),
-        i64T(b.getI64Type()), f16T(b.getF16Type()), f32T(b.getF32Type()),
+        i64T(b.getI64Type()), f32T(b.getF32Type()),
         bf16T(b.getBF16Type()),
         gptrT(LLVM::LLVMPointerType::get(b.getContext(), 1)),
         codes(isMXCodeType(p.sourceType)),
@@ -195,7 +196,7 @@ private:
   OpBuilder &b;
   Location loc;
   const MXOperandProblem &p;
-  Type i8T, i32T, i64T, f16T, f32T, bf16T, gptrT;
+  Type i8T, i32T, i64T, f32T, bf16T, gptrT;
   bool codes, quantized, gathered;
   Value source, scales, ids, out, outRows;
 };
@@ -268,37 +269,26 @@ SmallVector<Value> OperandEmitter::roundWithScale(ArrayRef<Value> xs,
   MLIRContext *ctx = b.getContext();
   Type codeType = codes ? p.sourceType
                         : getMXElementType(ctx, p.quant.getElement());
-  auto pairI8T = VectorType::get({2}, i8T);
-  auto pairF16T = VectorType::get({2}, f16T);
   Value inverse;
   if (!codes)
     inverse = buildInverseScale(b, loc, scaleByte);
   // NaN for 0xFF: every value of a NaN/Inf block comes out NaN.
   Value factor = buildDecodeE8M0(b, loc, scaleByte);
   for (size_t i = 0; i < xs.size(); i += 2) {
-    Value pair;
+    std::pair<Value, Value> pair;
     if (codes) {
-      Value v = LLVM::UndefOp::create(b, loc, pairI8T);
+      Value v = LLVM::UndefOp::create(b, loc, VectorType::get({2}, i8T));
       for (int64_t j = 0; j < 2; ++j)
         v = LLVM::InsertElementOp::create(
             b, loc, v, xs[i + j],
             arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j)));
-      pair = v;
+      pair = buildDecodePairToBf16(b, loc, v, factor, factor, codeType);
     } else {
-      Value y0 = arith::MulFOp::create(b, loc, xs[i], inverse);
-      Value y1 = arith::MulFOp::create(b, loc, xs[i + 1], inverse);
-      // The first operand lands in the upper byte, element 1.
-      pair = NVVM::ConvertF32x2ToF8x2Op::create(
-          b, loc, pairI8T, y1, y0, NVVM::FPRoundingMode::RN,
-          NVVM::SaturationMode::SATFINITE, /*relu=*/false, codeType);
+      pair = buildRoundPairToBf16(b, loc, xs[i], xs[i + 1], inverse, inverse,
+                                  factor, factor, codeType);
     }
-    Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
-        b, loc, pairF16T, pair, b.getBoolAttr(false), TypeAttr::get(codeType));
-    for (int64_t j = 0; j < 2; ++j) {
-      Value v = arith::ExtFOp::create(b, loc, f32T, element(halves, j));
-      v = arith::MulFOp::create(b, loc, v, factor);
-      values.push_back(arith::TruncFOp::create(b, loc, bf16T, v));
-    }
+    values.push_back(pair.first);
+    values.push_back(pair.second);
   }
   return values;
 }
@@ -315,16 +305,7 @@ void OperandEmitter::storeRowRounded(ArrayRef<Value> xs, Value dest,
       amax = buildAmaxStep(b, loc, amax, x);
     // Lanes 4q .. 4q + 3 hold the block's 32 columns; all 32 lanes are
     // active here (callers branch around the store only).
-    Value width = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(32));
-    for (int32_t offset : {1, 2}) {
-      Value other =
-          gpu::ShuffleOp::create(
-              b, loc, amax,
-              arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(offset)),
-              width, gpu::ShuffleMode::XOR)
-              .getShuffleResult();
-      amax = buildAmaxStep(b, loc, amax, other);
-    }
+    amax = buildLaneAmax(b, loc, amax, {1, 2});
     Value scaleByte = buildScaleByte(b, loc, amax, p.quant.getElement(),
                                      p.quant.getRule());
     values = roundWithScale(xs, scaleByte);

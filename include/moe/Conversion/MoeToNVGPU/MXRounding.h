@@ -1,0 +1,48 @@
+//===- MXRounding.h - MX rounding to exact bf16 with NVVM conversions -----===//
+//
+// The pieces every sm_90a kernel that rounds values to their MX values
+// shares (the operand kernels, P1's epilogue): the hardware pair
+// conversions around the scale factors of MXBuilders.h, and a block's amax
+// across the lanes that hold it. The scale byte, its inverse and its
+// factor come from MXBuilders (buildScaleByte, buildInverseScale,
+// buildDecodeE8M0), the definition the host lowering uses; x * inverse and
+// code * factor are single IEEE fp32 multiplies by powers of two, as in
+// buildEncodeFP8 and buildDequantize, so the values are the host's.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MOE_CONVERSION_MOETONVGPU_MXROUNDING_H
+#define MOE_CONVERSION_MOETONVGPU_MXROUNDING_H
+
+#include "mlir/IR/Builders.h"
+
+#include <utility>
+
+namespace mlir::moe {
+
+/// The bf16 values of the FP8 code pair `codes` (vector<2xi8> of
+/// `codeType`, element 0 first) times `factor0` and `factor1` (f32):
+/// cvt.rn.f16x2 of the pair (exact), widened, multiplied, narrowed to bf16
+/// (exact for every product a quantizer gives).
+std::pair<Value, Value> buildDecodePairToBf16(OpBuilder &b, Location loc,
+                                              Value codes, Value factor0,
+                                              Value factor1, Type codeType);
+
+/// The MX values, as bf16, of the f32 pair (x0, x1), element i in a block
+/// whose scale byte has inverse `inverse_i` and factor `factor_i`: x_i *
+/// inverse_i rounded to `codeType` by one cvt.rn.satfinite pair conversion
+/// (each element on its own), then buildDecodePairToBf16.
+std::pair<Value, Value> buildRoundPairToBf16(OpBuilder &b, Location loc,
+                                             Value x0, Value x1,
+                                             Value inverse0, Value inverse1,
+                                             Value factor0, Value factor1,
+                                             Type codeType);
+
+/// `amax` (f32) combined by buildAmaxStep with the amax of lane
+/// `lane ^ offset`, for each of `xorOffsets` in turn: the amax of a block
+/// that those lanes hold together. Every lane of the warp must execute it.
+Value buildLaneAmax(OpBuilder &b, Location loc, Value amax,
+                    ArrayRef<int32_t> xorOffsets);
+
+} // namespace mlir::moe
+
+#endif // MOE_CONVERSION_MOETONVGPU_MXROUNDING_H

@@ -1,0 +1,65 @@
+//===- MXRounding.cpp - MX rounding to exact bf16 with NVVM conversions ---===//
+#include "moe/Conversion/MoeToNVGPU/MXRounding.h"
+
+#include "moe/Dialect/Moe/Utils/MXBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::moe;
+
+static Value i32Constant(OpBuilder &b, Location loc, int32_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+}
+
+std::pair<Value, Value> moe::buildDecodePairToBf16(OpBuilder &b, Location loc,
+                                                   Value codes, Value factor0,
+                                                   Value factor1,
+                                                   Type codeType) {
+  Type f32T = b.getF32Type(), bf16T = b.getBF16Type();
+  auto pairF16T = VectorType::get({2}, b.getF16Type());
+  Value halves = NVVM::ConvertF8x2ToF16x2Op::create(
+      b, loc, pairF16T, codes, b.getBoolAttr(false), TypeAttr::get(codeType));
+  Value factors[2] = {factor0, factor1};
+  Value out[2];
+  for (int32_t j = 0; j < 2; ++j) {
+    Value half =
+        LLVM::ExtractElementOp::create(b, loc, halves, i32Constant(b, loc, j));
+    Value v = arith::ExtFOp::create(b, loc, f32T, half);
+    v = arith::MulFOp::create(b, loc, v, factors[j]);
+    out[j] = arith::TruncFOp::create(b, loc, bf16T, v);
+  }
+  return {out[0], out[1]};
+}
+
+std::pair<Value, Value> moe::buildRoundPairToBf16(OpBuilder &b, Location loc,
+                                                  Value x0, Value x1,
+                                                  Value inverse0,
+                                                  Value inverse1, Value factor0,
+                                                  Value factor1,
+                                                  Type codeType) {
+  auto pairI8T = VectorType::get({2}, b.getI8Type());
+  Value y0 = arith::MulFOp::create(b, loc, x0, inverse0);
+  Value y1 = arith::MulFOp::create(b, loc, x1, inverse1);
+  // The first operand lands in the upper byte, element 1.
+  Value codes = NVVM::ConvertF32x2ToF8x2Op::create(
+      b, loc, pairI8T, y1, y0, NVVM::FPRoundingMode::RN,
+      NVVM::SaturationMode::SATFINITE, /*relu=*/false, codeType);
+  return buildDecodePairToBf16(b, loc, codes, factor0, factor1, codeType);
+}
+
+Value moe::buildLaneAmax(OpBuilder &b, Location loc, Value amax,
+                         ArrayRef<int32_t> xorOffsets) {
+  Value width = i32Constant(b, loc, 32);
+  for (int32_t offset : xorOffsets) {
+    Value other = gpu::ShuffleOp::create(b, loc, amax,
+                                         i32Constant(b, loc, offset), width,
+                                         gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    amax = buildAmaxStep(b, loc, amax, other);
+  }
+  return amax;
+}
