@@ -435,6 +435,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.gpuMode);
   add(options.operandsBothAxes ? "operands-both-axes" : "");
   add(options.checkpointEpilogue ? "" : "checkpoint-unpacked");
+  add(options.dGateUpEpilogue ? "" : "dgate-up-f32");
   add(options.persistentGemms ? "" : "grid-gemms");
   add(gpuFormat);
   add(text);
@@ -1564,6 +1565,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.mmaPath = options.mmaPath;
       pipelineOptions.operandsBothAxes = options.operandsBothAxes;
       pipelineOptions.checkpointEpilogue = options.checkpointEpilogue;
+      pipelineOptions.dGateUpEpilogue = options.dGateUpEpilogue;
       pipelineOptions.persistentGemms = options.persistentGemms;
     };
     if (impl->deviceArguments) {

@@ -336,6 +336,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   convert.mmaPath = mmaPath.str();
   convert.operandsBothAxes = options.operandsBothAxes;
   convert.checkpointEpilogue = options.checkpointEpilogue;
+  convert.dGateUpEpilogue = options.dGateUpEpilogue;
   convert.persistentGemms = options.persistentGemms;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);

@@ -21,6 +21,10 @@
 #   checkpoint-epilogue  the default (P1's kernel reads the bf16 gate/up
 #              checkpoint) against --checkpoint-unpacked on checkpoint
 #              layers, outputs compared bit for bit, and memcheck
+#   dgate-up   the default (P1's epilogue writes [dg|du]'s two MX
+#              roundings) against --dgate-up-f32 (f32 [dg|du] rounded by an
+#              operand kernel), outputs compared bit for bit, then memcheck
+#              and racecheck
 #   persistent  the persistent GEMM kernels (the default) against
 #              --grid-gemms (one CTA per tile) on layers with more tiles
 #              than SMs, outputs compared bit for bit, then memcheck and
@@ -90,7 +94,7 @@ kernel_times() {
 
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] &&
-  parts=(smoke matrix resident both-axes checkpoint-epilogue persistent layers sanitize
+  parts=(smoke matrix resident both-axes checkpoint-epilogue dgate-up persistent layers sanitize
          determinism kernels sass)
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 want() { printf '%s\n' "${parts[@]}" | grep -qx "$1"; }
@@ -214,6 +218,25 @@ if want persistent; then
       --layer "$racy" --check none
   done
 fi
+if want dgate-up; then
+  # P1's epilogue rounds [dg|du] along 2I (a lane quad's blocks) and along
+  # the slots (a warp pair's blocks, amaxes through shared memory) with the
+  # shared builders: the operand kernel's values, so bit for bit. Partial
+  # column tiles (I = 32, 64, 96), e5m2 and FLOOR rules, biases (f32
+  # [dg|du] kept for the bias gradient), checkpoints, geglu with clamps.
+  bitwise_against --dgate-up-f32 "dgate-up-epilogue == f32 [dg|du]" \
+    "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    T=512,H=512,I=96,E=4,K=2,B=128,quant=e5m2,rule=floor,affinity=on_h \
+    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on" \
+    T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
+    T=256,H=64,I=32,E=4,K=2,B=128,rule=floor_alt
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool dgate-up $small" compute-sanitizer \
+      --tool "$tool" --error-exitcode 1 moe-run --target=sm90a \
+      --layer "$small" --empty-experts 1 --check none
+  done
+fi
+
 if want both-axes; then
   # operands-both-axes (the default): one operand kernel writes both
   # roundings of x, dy,

@@ -157,6 +157,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "and the padded-slot moe.scale_rows of its region are not "
            "materialized; on by default: 4.2 ms less at shape 1 and 1.1 ms at "
            "shape 2 on the H200, the same bits)">,
+    Option<"dGateUpEpilogue", "dgate-up-epilogue", "bool",
+           /*default=*/"true",
+           "bf16-operands: P1's activation-backward epilogue writes the MX "
+           "values (bf16) of [dg | du] along 2I and along the slots that P2 "
+           "and P3 read, instead of f32 [dg | du] for an operand kernel to "
+           "round (the same bits)">,
     Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
            "bf16-operands: the GEMM kernels but P1's are persistent, one CTA "
            "per SM taking tiles from a per-launch atomic counter (false: one "

@@ -103,6 +103,13 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                          "on)"),
           llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<bool>
+      dGateUpEpilogue{
+          *this, "dgate-up-epilogue",
+          llvm::cl::desc("convert-moe-to-nvgpu's dgate-up-epilogue: P1's "
+                         "epilogue writes [dg | du]'s MX values for P2 and "
+                         "P3 (default on)"),
+          llvm::cl::init(true)};
+  typename PassPipelineOptions<Derived>::template Option<bool>
       persistentGemms{
           *this, "persistent-gemms",
           llvm::cl::desc("moe-gpu-kernel-config's persistent-gemms: one CTA "

@@ -33,6 +33,9 @@ constexpr int64_t kTileSlots = 2;
 struct SmemLayout {
   int64_t a, b, scaleA, scaleB, aDq, bDq, counters, barriers, numBarriers,
       bytes;
+  /// P1's epilogue rounding [dg | du] along M: each consumer warp's column
+  /// amaxes, [warp][2 * tileN] f32 (0 bytes otherwise).
+  int64_t columnAmax = 0;
 };
 
 /// A memref in shared memory (address space 3).
@@ -303,6 +306,29 @@ private:
   void storeAccumulator(Value acc, Value rowInTile, Value quad);
   /// The GatedActBwd epilogue of a consumer thread's dA fragment.
   void storeGatedActBwd(Value acc, Value rowInTile, Value quad);
+  /// A consumer thread's [dg | du] values (f32) of its two rows r and
+  /// column pairs jb (element e of a pair, half 0: dg, 1: du), with the
+  /// store guard and the f32 element index of dg of each (r, jb).
+  struct DGateUpFragment {
+    int64_t pairs = 0;
+    SmallVector<Value> values, insides, gIndices;
+    size_t at(int64_t half, int64_t r, int64_t jb, int64_t e) const {
+      return ((half * 2 + r) * pairs + jb) * 2 + e;
+    }
+  };
+  /// The epilogue's MX roundings of [dg | du] (MXGemmEpilogue) for the
+  /// column pairs jb0 .. jb0 + 3 of the fragment.
+  void roundDGateUpAlongN(const DGateUpFragment &frag, int64_t jb0);
+  void roundDGateUpAlongM(const DGateUpFragment &frag, Value quad,
+                          int64_t jb0);
+  /// The consumer warp (0 .. 4 * consumer warpgroups - 1) of this thread.
+  Value consumerWarp();
+  /// A named barrier of this consumer warp and its pair (warp ^ 1).
+  void joinWarpPair();
+  /// Stores the bf16 pair (v0, v1) of (r, jb) of `half` into `out`.
+  void storeBf16Pair(const DGateUpFragment &frag, int64_t r, int64_t jb,
+                     int64_t half, Value v0, Value v1, Value out,
+                     VectorType pairT);
   /// Producer warpgroup, once thread 0 has issued its last TMA load (the
   /// consumers have `stages` K tiles left): the tile's gate and up rows
   /// into L2, so that the epilogue's loads hit there.
@@ -327,6 +353,8 @@ private:
   Value tmapA, tmapB, scalesA, scalesB, result, blockToExpert, bias;
   // The GatedActBwd epilogue's operands and extra outputs (or null).
   Value gateUp, affinities, hOut, scaledHOut, partialsOut, tokenIds;
+  // [dg | du]'s MX values along N and along M (or null).
+  Value dGateUpAlongNOut, dGateUpAlongMOut;
   Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
   // The expert (i32) of an Expert tile.
   Value expertId;

@@ -65,6 +65,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "MXGemmEmitter.h"
+#include "moe/Conversion/MoeToNVGPU/MXRounding.h"
 #include "moe/Dialect/Moe/Utils/MXBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -119,7 +120,12 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
     // full[s], empty[s], then a persistent kernel's full and empty
     // barrier of each tile slot.
     l.numBarriers = 2 * cfg.stages + (cfg.persistent ? 2 * kTileSlots : 0);
-    l.bytes = l.barriers + l.numBarriers * 8 + 1024;
+    l.bytes = l.barriers + l.numBarriers * 8;
+    if (p.epilogue.dGateUpAlongM) {
+      l.columnAmax = llvm::alignTo(l.bytes, 16);
+      l.bytes = l.columnAmax + 4 * 4 * cfg.consumerWarpgroups * 2 * cfg.tileN;
+    }
+    l.bytes += 1024;
     return l;
   }
   l.b = l.a + cfg.stages * cfg.tileM * cfg.tileK;
@@ -598,9 +604,17 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
   bool guardCols = p.n % cfg.tileN != 0;
   int64_t partials = (p.n + cfg.tileN - 1) / cfg.tileN;
   auto vecT = VectorType::get({2}, f32T);
+  Type bf16T = b.getBF16Type();
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   Value row32 = add(m0, rowInTile);
   Value col32 = add(n0, mul(quad, 2));
+  int64_t pairs = accLen() / 4;
+  // [dg | du] of the fragment, for its MX roundings.
+  DGateUpFragment frag;
+  frag.pairs = pairs;
+  frag.values.resize(2 * 2 * pairs * 2);
+  frag.insides.resize(2 * pairs);
+  frag.gIndices.resize(2 * pairs);
   auto lane = [&](Value vec, int64_t i) {
     return LLVM::ExtractElementOp::create(b, loc, vec, i32(i));
   };
@@ -621,99 +635,128 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
     LLVM::StoreOp::create(b, loc, vec, globalElement(f32T, base, index),
                           /*alignment=*/8);
   };
-  for (int64_t r = 0; r < 2; ++r) {
+
+  // What each of the two rows needs.
+  struct Row {
+    Value inside, index, a, gateRow, hRow, partial, ckptBase, mask;
+    SmallVector<Value> gs, us;
+  };
+  Row rows[2];
+  auto setUpRow = [&](int64_t r) {
+    Row &row = rows[r];
     Value rowR = add(row32, 8 * r);
-    Value rowInside;
     if (guardRows)
-      rowInside = cmp(arith::CmpIPredicate::ult, rowR, p.m);
-    Value row = toI64(guardRows ? minu(rowR, p.m - 1) : rowR);
-    Value a = loadGlobal(f32T, globalElement(f32T, affinities, row), 4);
-    Value gateRow = mul(row, 2 * p.n);
-    Value hRow = mul(row, p.n);
-    Value partial = zero;
+      row.inside = cmp(arith::CmpIPredicate::ult, rowR, p.m);
+    row.index = toI64(guardRows ? minu(rowR, p.m - 1) : rowR);
+    row.a = loadGlobal(f32T, globalElement(f32T, affinities, row.index), 4);
+    row.gateRow = mul(row.index, 2 * p.n);
+    row.hRow = mul(row.index, p.n);
+    row.partial = zero;
     // The checkpoint's g and u of column `col`: bf16 (exactly f32), times
     // the slot's mask as moe.scale_rows multiplies it (1 or 0).
-    Value ckptBase, mask;
     if (epi.gateUpCheckpoint) {
       int64_t B = p.blockSize;
-      ckptBase = add(mul(divu(row, B), 2 * p.n * B), remu(row, B));
-      Value id = loadGlobal(i32T, globalElement(i32T, tokenIds, row), 4);
-      mask = arith::UIToFPOp::create(
+      row.ckptBase =
+          add(mul(divu(row.index, B), 2 * p.n * B), remu(row.index, B));
+      Value id =
+          loadGlobal(i32T, globalElement(i32T, tokenIds, row.index), 4);
+      row.mask = arith::UIToFPOp::create(
           b, loc, f32T,
           arith::ExtUIOp::create(b, loc, i32T,
                                  cmp(arith::CmpIPredicate::sge, id, 0)));
     }
-    Type bf16T = b.getBF16Type();
-    auto checkpointPair = [&](Value col, int64_t half) {
-      Value vec = LLVM::UndefOp::create(b, loc, vecT);
-      for (int64_t e = 0; e < 2; ++e) {
-        Value index = add(ckptBase, mul(add(col, half * p.n + e), p.blockSize));
-        Value v = loadGlobal(bf16T, globalElement(bf16T, gateUp, index), 2);
-        Value f = arith::MulFOp::create(
-            b, loc, arith::ExtFOp::create(b, loc, f32T, v), mask);
-        vec = LLVM::InsertElementOp::create(b, loc, vec, f, i32(e));
-      }
-      return vec;
-    };
-    // Every load of the row half first, so that they are all in flight
-    // together (the math waits once, not once per column pair).
-    int64_t pairs = accLen() / 4;
-    SmallVector<Value> insides, gIndices, gs, us;
-    for (int64_t jb = 0; jb < pairs; ++jb) {
-      Value colJ = add(col32, 8 * jb);
-      Value inside = rowInside;
-      if (guardCols) {
-        Value c = cmp(arith::CmpIPredicate::ult, colJ, p.n);
-        inside = inside ? andi(inside, c) : c;
-      }
-      Value col = toI64(guardCols ? minu(colJ, p.n - 2) : colJ);
-      Value gIndex = add(gateRow, col);
-      insides.push_back(inside);
-      gIndices.push_back(gIndex);
+  };
+  // The column pair of jb: its store guard and dg's element index.
+  auto column = [&](int64_t r, int64_t jb) {
+    Value colJ = add(col32, 8 * jb);
+    Value inside = rows[r].inside;
+    if (guardCols) {
+      Value c = cmp(arith::CmpIPredicate::ult, colJ, p.n);
+      inside = inside ? andi(inside, c) : c;
+    }
+    Value col = toI64(guardCols ? minu(colJ, p.n - 2) : colJ);
+    frag.insides[r * pairs + jb] = inside;
+    frag.gIndices[r * pairs + jb] = add(rows[r].gateRow, col);
+    return col;
+  };
+  // Issues the g and u loads of row r's pairs [jb0, jb1), all in flight
+  // together (the math waits once, not once per column pair).
+  auto loadRow = [&](int64_t r, int64_t jb0, int64_t jb1) {
+    Row &row = rows[r];
+    row.gs.clear();
+    row.us.clear();
+    for (int64_t jb = jb0; jb < jb1; ++jb) {
+      Value col = column(r, jb);
       if (epi.gateUpCheckpoint) {
-        gs.push_back(checkpointPair(col, 0));
-        us.push_back(checkpointPair(col, 1));
+        for (int64_t half = 0; half < 2; ++half) {
+          Value vec = LLVM::UndefOp::create(b, loc, vecT);
+          for (int64_t e = 0; e < 2; ++e) {
+            Value index = add(row.ckptBase,
+                              mul(add(col, half * p.n + e), p.blockSize));
+            Value v =
+                loadGlobal(bf16T, globalElement(bf16T, gateUp, index), 2);
+            Value f = arith::MulFOp::create(
+                b, loc, arith::ExtFOp::create(b, loc, f32T, v), row.mask);
+            vec = LLVM::InsertElementOp::create(b, loc, vec, f, i32(e));
+          }
+          (half ? row.us : row.gs).push_back(vec);
+        }
         continue;
       }
-      gs.push_back(loadGlobal(vecT, globalElement(f32T, gateUp, gIndex), 8));
-      us.push_back(loadGlobal(
+      Value gIndex = frag.gIndices[r * pairs + jb];
+      row.gs.push_back(
+          loadGlobal(vecT, globalElement(f32T, gateUp, gIndex), 8));
+      row.us.push_back(loadGlobal(
           vecT, globalElement(f32T, gateUp, add(gIndex, p.n)), 8));
     }
-    for (int64_t jb = 0; jb < pairs; ++jb) {
-      Value inside = insides[jb];
-      Value gIndex = gIndices[jb];
+  };
+  // The math of row r's pairs [jb0, jb1) and the stores of f32 [dg | du],
+  // h and a * h.
+  auto computeRow = [&](int64_t r, int64_t jb0, int64_t jb1) {
+    Row &row = rows[r];
+    for (int64_t jb = jb0; jb < jb1; ++jb) {
+      Value inside = frag.insides[r * pairs + jb];
+      Value gIndex = frag.gIndices[r * pairs + jb];
       Value uIndex = add(gIndex, p.n);
-      Value col = sub(gIndex, gateRow);
-      Value g = gs[jb], u = us[jb];
+      Value col = sub(gIndex, row.gateRow);
+      Value g = row.gs[jb - jb0], u = row.us[jb - jb0];
       GatedActGrads grads[2];
       for (int64_t e = 0; e < 2; ++e) {
         Value dA = extract(acc, 4 * jb + 2 * r + e);
         grads[e] = buildGatedActBwd(b, loc, epi.activation, epi.clamp,
-                                    lane(g, e), lane(u, e), dA, a);
+                                    lane(g, e), lane(u, e), dA, row.a);
         // The partial sum of the row's <dA, h> over this tile, in column
         // order; columns outside N add nothing.
         Value product = arith::MulFOp::create(b, loc, dA, grads[e].h);
         if (guardCols)
           product = select(inside, product, zero);
-        partial = arith::AddFOp::create(b, loc, partial, product);
+        row.partial = arith::AddFOp::create(b, loc, row.partial, product);
+        frag.values[frag.at(0, r, jb, e)] = grads[e].dGate;
+        frag.values[frag.at(1, r, jb, e)] = grads[e].dUp;
       }
-      storeIf(inside, pair(grads[0].dGate, grads[1].dGate), result, gIndex);
-      storeIf(inside, pair(grads[0].dUp, grads[1].dUp), result, uIndex);
-      Value hIndex = add(hRow, col);
+      if (result) {
+        storeIf(inside, pair(grads[0].dGate, grads[1].dGate), result, gIndex);
+        storeIf(inside, pair(grads[0].dUp, grads[1].dUp), result, uIndex);
+      }
+      Value hIndex = add(row.hRow, col);
       if (hOut)
         storeIf(inside, pair(grads[0].h, grads[1].h), hOut, hIndex);
       if (scaledHOut) {
         // moe.scale_rows: a * h.
-        Value ah0 = arith::MulFOp::create(b, loc, a, grads[0].h);
-        Value ah1 = arith::MulFOp::create(b, loc, a, grads[1].h);
+        Value ah0 = arith::MulFOp::create(b, loc, row.a, grads[0].h);
+        Value ah1 = arith::MulFOp::create(b, loc, row.a, grads[1].h);
         storeIf(inside, pair(ah0, ah1), scaledHOut, hIndex);
       }
     }
+  };
+  // The quad's four column sets hold the tile's columns: butterfly sums
+  // (each lane adds the same two terms, so all four get the same bits),
+  // stored by lane 0 of the quad.
+  auto storePartial = [&](int64_t r) {
     if (!partialsOut)
-      continue;
-    // The quad's four column sets hold the tile's columns: butterfly sums
-    // (each lane adds the same two terms, so all four get the same bits),
-    // stored by lane 0 of the quad.
+      return;
+    Row &row = rows[r];
+    Value partial = row.partial;
     for (int64_t offset : {1, 2}) {
       Value other = gpu::ShuffleOp::create(b, loc, partial, i32(offset),
                                            i32(32), gpu::ShuffleMode::XOR)
@@ -721,16 +764,185 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
       partial = arith::AddFOp::create(b, loc, partial, other);
     }
     Value first = eq(quad, 0);
-    Value inside = rowInside ? andi(rowInside, first) : first;
+    Value inside = row.inside ? andi(row.inside, first) : first;
     OpBuilder::InsertionGuard g(b);
     auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
     Value tileN = divu(toI64(n0), cfg.tileN);
-    Value index = add(mul(row, partials), tileN);
+    Value index = add(mul(row.index, partials), tileN);
     LLVM::StoreOp::create(b, loc, partial,
                           globalElement(f32T, partialsOut, index),
                           /*alignment=*/4);
+  };
+
+  if (!epi.dGateUpAlongN && !epi.dGateUpAlongM) {
+    // One row at a time, all its pairs together.
+    for (int64_t r = 0; r < 2; ++r) {
+      setUpRow(r);
+      loadRow(r, 0, pairs);
+      computeRow(r, 0, pairs);
+      storePartial(r);
+    }
+    return;
   }
+  // Rounding: 32 columns (four pairs) of both rows at a time, so that a
+  // 32-column block (along N) and a column's rows (along M) are complete
+  // while few values are live.
+  for (int64_t r = 0; r < 2; ++r)
+    setUpRow(r);
+  for (int64_t jb0 = 0; jb0 < pairs; jb0 += 4) {
+    for (int64_t r = 0; r < 2; ++r)
+      loadRow(r, jb0, jb0 + 4);
+    for (int64_t r = 0; r < 2; ++r)
+      computeRow(r, jb0, jb0 + 4);
+    if (epi.dGateUpAlongN)
+      roundDGateUpAlongN(frag, jb0);
+    if (epi.dGateUpAlongM)
+      roundDGateUpAlongM(frag, quad, jb0);
+  }
+  for (int64_t r = 0; r < 2; ++r)
+    storePartial(r);
+  // A persistent CTA's next tile overwrites the column amaxes: both warps
+  // of each pair have read them first.
+  if (epi.dGateUpAlongM && cfg.persistent)
+    joinWarpPair();
+}
+
+void KernelEmitter::roundDGateUpAlongN(const DGateUpFragment &frag,
+                                       int64_t jb0) {
+  // The 32-column block of pairs jb0 .. jb0 + 3 of the four lanes of the
+  // quad (the block's amax by two xor shuffles), in dg and du, both rows.
+  MXQuantAttr quant = p.epilogue.dGateUpAlongN;
+  Type codeType = getMXElementType(b.getContext(), quant.getElement());
+  auto pairT = VectorType::get({2}, b.getBF16Type());
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  for (int64_t half = 0; half < 2; ++half)
+    for (int64_t r = 0; r < 2; ++r) {
+      Value amax = zero;
+      for (int64_t jb = jb0; jb < jb0 + 4; ++jb)
+        for (int64_t e = 0; e < 2; ++e)
+          amax = buildAmaxStep(b, loc, amax,
+                               frag.values[frag.at(half, r, jb, e)]);
+      amax = buildLaneAmax(b, loc, amax, {1, 2});
+      Value scaleByte = buildScaleByte(b, loc, amax, quant.getElement(),
+                                       quant.getRule());
+      Value inverse = buildInverseScale(b, loc, scaleByte);
+      Value factor = buildDecodeE8M0(b, loc, scaleByte);
+      for (int64_t jb = jb0; jb < jb0 + 4; ++jb) {
+        auto [v0, v1] = buildRoundPairToBf16(
+            b, loc, frag.values[frag.at(half, r, jb, 0)],
+            frag.values[frag.at(half, r, jb, 1)], inverse, inverse, factor,
+            factor, codeType);
+        storeBf16Pair(frag, r, jb, half, v0, v1, dGateUpAlongNOut, pairT);
+      }
+    }
+}
+
+void KernelEmitter::storeBf16Pair(const DGateUpFragment &frag, int64_t r,
+                                  int64_t jb, int64_t half, Value v0, Value v1,
+                                  Value out, VectorType pairT) {
+  Value vec = LLVM::UndefOp::create(b, loc, pairT);
+  vec = LLVM::InsertElementOp::create(b, loc, vec, v0, i32(0));
+  vec = LLVM::InsertElementOp::create(b, loc, vec, v1, i32(1));
+  Value index = frag.gIndices[r * frag.pairs + jb];
+  if (half)
+    index = add(index, p.n);
+  OpBuilder::InsertionGuard g(b);
+  if (Value inside = frag.insides[r * frag.pairs + jb]) {
+    auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+  }
+  LLVM::StoreOp::create(b, loc, vec, globalElement(pairT, out, index),
+                        /*alignment=*/4);
+}
+
+Value KernelEmitter::consumerWarp() {
+  return divu(sub(tid, i32(128 * cfg.producerWarpgroups)), 32);
+}
+
+void KernelEmitter::joinWarpPair() {
+  // Named barriers 2 .. 2 + consumer warps / 2 (0 is the CTA's, 1 the
+  // producer warpgroup's).
+  NVVM::BarrierOp::create(b, loc, /*res=*/Type(),
+                          add(divu(consumerWarp(), 2), 2), i32(64),
+                          /*reductionOp=*/nullptr,
+                          /*reductionPredicate=*/Value());
+}
+
+void KernelEmitter::roundDGateUpAlongM(const DGateUpFragment &frag,
+                                       Value quad, int64_t jb0) {
+  // Blocks of 32 rows of a column, for the columns of pairs jb0 .. jb0 + 3:
+  // rows r = 0, 1 of the thread, the 8 lane rows of its warp (xor shuffles
+  // over lane bits 2..4), then the other warp of the pair (warps 2 i and
+  // 2 i + 1 of the consumers hold rows 32 i .. 32 i + 31 of the tile),
+  // whose 16-row amaxes come through shared memory: lanes 0..3 store their
+  // warp's, a named barrier joins the pair, every lane reads the partner's.
+  // Each group of pairs has its own words, so one barrier per group does.
+  MXQuantAttr quant = p.epilogue.dGateUpAlongM;
+  Type codeType = getMXElementType(b.getContext(), quant.getElement());
+  auto pairT = VectorType::get({2}, b.getBF16Type());
+  auto vecT = VectorType::get({2}, f32T);
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  Value warp = consumerWarp();
+  Value lane = remu(tid, 32);
+  int64_t warpWords = 2 * cfg.tileN;
+  auto amaxAddress = [&](Value w, int64_t half, int64_t jb) {
+    Value word = add(mul(toI64(w), warpWords),
+                     add(toI64(mul(quad, 2)), half * cfg.tileN + 8 * jb));
+    return smemPtr(smemAddr(add(mul(word, 4), lay.columnAmax)));
+  };
+  // amax[(half * 4 + jb - jb0) * 2 + e]
+  Value amax[16];
+  auto slot = [&](int64_t half, int64_t jb, int64_t e) {
+    return (half * 4 + jb - jb0) * 2 + e;
+  };
+  for (int64_t half = 0; half < 2; ++half)
+    for (int64_t jb = jb0; jb < jb0 + 4; ++jb)
+      for (int64_t e = 0; e < 2; ++e) {
+        Value m = zero;
+        for (int64_t r = 0; r < 2; ++r)
+          m = buildAmaxStep(b, loc, m, frag.values[frag.at(half, r, jb, e)]);
+        amax[slot(half, jb, e)] = buildLaneAmax(b, loc, m, {4, 8, 16});
+      }
+  {
+    OpBuilder::InsertionGuard g(b);
+    auto ifOp = scf::IfOp::create(b, loc, cmp(arith::CmpIPredicate::ult, lane, 4),
+                                  /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    for (int64_t half = 0; half < 2; ++half)
+      for (int64_t jb = jb0; jb < jb0 + 4; ++jb) {
+        Value vec = LLVM::UndefOp::create(b, loc, vecT);
+        for (int64_t e = 0; e < 2; ++e)
+          vec = LLVM::InsertElementOp::create(b, loc, vec,
+                                              amax[slot(half, jb, e)], i32(e));
+        LLVM::StoreOp::create(b, loc, vec, amaxAddress(warp, half, jb),
+                              /*alignment=*/8);
+      }
+  }
+  joinWarpPair();
+  Value partner = xori(warp, i32(1));
+  for (int64_t half = 0; half < 2; ++half)
+    for (int64_t jb = jb0; jb < jb0 + 4; ++jb) {
+      Value other = LLVM::LoadOp::create(b, loc, vecT,
+                                         amaxAddress(partner, half, jb), 8);
+      Value inverse[2], factor[2];
+      for (int64_t e = 0; e < 2; ++e) {
+        Value m = buildAmaxStep(
+            b, loc, amax[slot(half, jb, e)],
+            LLVM::ExtractElementOp::create(b, loc, other, i32(e)));
+        Value scaleByte = buildScaleByte(b, loc, m, quant.getElement(),
+                                         quant.getRule());
+        inverse[e] = buildInverseScale(b, loc, scaleByte);
+        factor[e] = buildDecodeE8M0(b, loc, scaleByte);
+      }
+      for (int64_t r = 0; r < 2; ++r) {
+        auto [v0, v1] = buildRoundPairToBf16(
+            b, loc, frag.values[frag.at(half, r, jb, 0)],
+            frag.values[frag.at(half, r, jb, 1)], inverse[0], inverse[1],
+            factor[0], factor[1], codeType);
+        storeBf16Pair(frag, r, jb, half, v0, v1, dGateUpAlongMOut, pairT);
+      }
+    }
 }
 
 void KernelEmitter::emitEpiloguePrefetch(bool singleThread) {
@@ -1244,6 +1456,21 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       gateUp = entry.getArgument(4);
       affinities = entry.getArgument(5);
       unsigned next = 6;
+      // Argument 2 is the first of [dg | du] (f32), its MX values along N
+      // and along M that the kernel writes; the others follow affinities.
+      const MXGemmEpilogue &e = p.epilogue;
+      SmallVector<Value *, 3> dGateUpOuts;
+      if (!e.writeDGateUp)
+        result = Value();
+      else
+        dGateUpOuts.push_back(&result);
+      if (e.dGateUpAlongN)
+        dGateUpOuts.push_back(&dGateUpAlongNOut);
+      if (e.dGateUpAlongM)
+        dGateUpOuts.push_back(&dGateUpAlongMOut);
+      *dGateUpOuts.front() = entry.getArgument(2);
+      for (Value *out : llvm::drop_begin(dGateUpOuts))
+        *out = entry.getArgument(next++);
       if (p.epilogue.writeH)
         hOut = entry.getArgument(next++);
       if (p.epilogue.writeScaledH)
@@ -1677,9 +1904,13 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   if (bf16Operands)
     args.resize(problem.biasType ? 5 : 4);
   const MXGemmEpilogue &epilogue = problem.epilogue;
+  // gate_up, affinities, the [dg | du] outputs beyond the first, h, a * h,
+  // partials, token ids.
   if (epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd)
-    args.append(2 + epilogue.writeH + epilogue.writeScaledH +
-                    epilogue.writePartials + epilogue.gateUpCheckpoint,
+    args.append(2 + epilogue.writeDGateUp + bool(epilogue.dGateUpAlongN) +
+                    bool(epilogue.dGateUpAlongM) - 1 + epilogue.writeH +
+                    epilogue.writeScaledH + epilogue.writePartials +
+                    epilogue.gateUpCheckpoint,
                 gptr);
   // A persistent kernel's tile counter comes last.
   if (cfg.persistent)

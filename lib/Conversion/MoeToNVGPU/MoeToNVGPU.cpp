@@ -223,12 +223,30 @@ matchCheckpointGateUp(GatedActBwdOp act, const KernelGroup &group,
 /// launches them.
 class GemmLowering {
 public:
+  /// How a Bf16Operands GEMM asks prepareOperand for an operand: the GEMM,
+  /// the contraction axis and whether it wants it transposed.
+  struct OperandRequest {
+    Operation *gemm;
+    int64_t kAxis;
+    bool transpose;
+  };
+  /// The mx_quantize ops of P1's [dg | du] (`act`'s) whose codes and scales
+  /// only one Bf16Operands GEMM of the block reads, as the epilogue can
+  /// write them: along N (the GEMM's operand K-major as stored) and along M
+  /// in place; `keepF32` when something else reads [dg | du].
+  struct DGateUpRoundings {
+    MXQuantizeOp alongN, alongM;
+    OperandRequest requestN, requestM;
+    bool keepF32 = false;
+  };
+
   GemmLowering(OpBuilder &b, gpu::GPUModuleOp kernels,
                const TargetInfo &target,
                const DenseMap<Operation *, GemmConfigAttr> &configs,
-               bool bothAxes, bool checkpointEpilogue)
+               bool bothAxes, bool checkpointEpilogue, bool dGateUpEpilogue)
       : b(b), kernels(kernels), target(target), configs(configs),
-        bothAxes(bothAxes), checkpointEpilogue(checkpointEpilogue) {}
+        bothAxes(bothAxes), checkpointEpilogue(checkpointEpilogue),
+        dGateUpEpilogue(dGateUpEpilogue) {}
 
   /// A fresh kernel name `prefix`<n>.
   std::string freshName(StringRef prefix) {
@@ -246,12 +264,18 @@ public:
   LogicalResult lowerGatedActEpilogue(
       Operation *op, const MXGemmProblem &problem, const MXGemmConfig &cfg,
       Value lhs, Value rhs, Value blocks, GatedActEpilogue epi,
-      const std::optional<CheckpointGateUp> &checkpoint);
+      const std::optional<CheckpointGateUp> &checkpoint,
+      const DGateUpRoundings &roundings);
   /// `op` on the Bf16Operands path, with the kernel of `config`; with the
   /// ops of its moe.fused region (`group`, may be null), the kernel also
   /// computes the epilogue it finds there.
   LogicalResult lowerBf16Operands(Operation *op, GemmConfigAttr config,
                                   const KernelGroup *group);
+
+  /// Tensors that stood in for P1's f32 [dg | du] where only its MX
+  /// roundings, which the epilogue wrote, are read: dead once the GEMMs
+  /// that read those are lowered.
+  SmallVector<Operation *> placeholders;
 
 private:
   /// The GEMM operand `data` (with `scales` for codes) as the Bf16Operands
@@ -260,15 +284,15 @@ private:
   FailureOr<Value> prepareOperand(Operation *op, Value data, Value scales,
                                   int64_t kAxis, bool transpose = true);
 
-  /// How a Bf16Operands GEMM asks prepareOperand for the operand that the
-  /// codes `codes` give it: the GEMM, the contraction axis and whether it
-  /// wants it transposed. None when no such GEMM reads them.
-  struct OperandRequest {
-    Operation *gemm;
-    int64_t kAxis;
-    bool transpose;
-  };
+  /// The request of a Bf16Operands GEMM for the operand that the codes
+  /// `codes` give it, or none when no such GEMM reads them.
   std::optional<OperandRequest> requestOf(Value codes);
+  /// The mx_quantize ops of P1's [dg | du] that its epilogue can write
+  /// (DGateUpRoundings).
+  DGateUpRoundings matchDGateUpRoundings(GatedActBwdOp act,
+                                         const MXGemmProblem &problem,
+                                         Block *block);
+
   /// With bothAxes: the other request of the values `quantize` rounds, when
   /// one of the two is along the columns and the other along the rows in
   /// place (`self` is this one's): an mx_quantize of the same values (or of
@@ -285,6 +309,8 @@ private:
   bool bothAxes;
   /// P1's epilogue reads the bf16 gate/up checkpoint itself.
   bool checkpointEpilogue;
+  /// P1's epilogue writes the MX roundings of [dg | du] that GEMMs read.
+  bool dGateUpEpilogue;
   unsigned next = 0;
   DenseMap<std::tuple<Value, Value, int64_t, int64_t>, Value> prepared;
 };
@@ -397,6 +423,42 @@ GemmLowering::bothAxesPartner(MXQuantizeOp quantize,
   return std::nullopt;
 }
 
+GemmLowering::DGateUpRoundings
+GemmLowering::matchDGateUpRoundings(GatedActBwdOp act,
+                                    const MXGemmProblem &problem,
+                                    Block *block) {
+  DGateUpRoundings found;
+  Value dGateUp = act.getDGateUp();
+  for (Operation *user : dGateUp.getUsers()) {
+    auto quantize = dyn_cast<MXQuantizeOp>(user);
+    std::optional<OperandRequest> request;
+    if (quantize && quantize.getQuant().isQuantized() &&
+        quantize.getCodes().hasOneUse() && quantize.getScales().hasOneUse() &&
+        *quantize.getCodes().getUsers().begin() ==
+            *quantize.getScales().getUsers().begin())
+      request = requestOf(quantize.getCodes());
+    if (!request || request->gemm->getBlock() != block) {
+      found.keepF32 = true;
+      continue;
+    }
+    // Along N: 32-column blocks inside dg or du (N a multiple of 32), in
+    // the layout [dg | du] has. Along M: 32-slot blocks, read in place.
+    int64_t axis = quantize.getAxis();
+    if (axis == 1 && request->kAxis == 1 && !found.alongN &&
+        problem.n % 32 == 0) {
+      found.alongN = quantize;
+      found.requestN = *request;
+    } else if (axis == 0 && request->kAxis == 0 && !request->transpose &&
+               !found.alongM && problem.m % 32 == 0) {
+      found.alongM = quantize;
+      found.requestM = *request;
+    } else {
+      found.keepF32 = true;
+    }
+  }
+  return found;
+}
+
 FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
                                               Value scales, int64_t kAxis,
                                               bool transpose) {
@@ -492,6 +554,7 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   MXGemmConfig cfg = getMXGemmConfig(config, target);
   std::optional<GatedActEpilogue> epi;
   std::optional<CheckpointGateUp> checkpoint;
+  DGateUpRoundings roundings;
   if (auto gemm = dyn_cast<BlockMatmulOp>(op); gemm && group)
     epi = matchGatedActEpilogue(gemm, *group);
   if (epi) {
@@ -508,6 +571,14 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     if (checkpointEpilogue)
       checkpoint = matchCheckpointGateUp(epi->act, *group, problem.blockSize);
     e.gateUpCheckpoint = checkpoint.has_value();
+    if (dGateUpEpilogue) {
+      roundings = matchDGateUpRoundings(epi->act, problem, op->getBlock());
+      if (roundings.alongN)
+        e.dGateUpAlongN = roundings.alongN.getQuant();
+      if (roundings.alongM)
+        e.dGateUpAlongM = roundings.alongM.getQuant();
+      e.writeDGateUp = roundings.keepF32 || (!e.dGateUpAlongN && !e.dGateUpAlongM);
+    }
   }
   FailureOr<Value> lhs, rhs;
   Value bias, blocks;
@@ -545,7 +616,7 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   b.setInsertionPoint(op);
   if (epi)
     return lowerGatedActEpilogue(op, problem, cfg, *lhs, *rhs, blocks, *epi,
-                                 checkpoint);
+                                 checkpoint, roundings);
   MXGemmLaunch launch =
       buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg,
                         target);
@@ -569,7 +640,8 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
 LogicalResult GemmLowering::lowerGatedActEpilogue(
     Operation *op, const MXGemmProblem &problem, const MXGemmConfig &cfg,
     Value lhs, Value rhs, Value blocks, GatedActEpilogue epi,
-    const std::optional<CheckpointGateUp> &checkpoint) {
+    const std::optional<CheckpointGateUp> &checkpoint,
+    const DGateUpRoundings &roundings) {
   // The launch goes where the activation backward was: its operands (the
   // slot affinities come after the GEMM in the region) are defined there.
   Location loc = epi.act.getLoc();
@@ -577,10 +649,11 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   MXGemmLaunch launch = buildMXGemmKernel(
       b, loc, kernels, freshName("block_matmul_act_"), problem, cfg, target);
   // Host arguments: lhs, rhs, block_to_expert, gate_up (or the
-  // checkpoint), affinities (, token ids), then the results [dg | du]
-  // (, h) (, a * h) (, partials). Kernel arguments: tmapA, tmapB, dgu,
-  // blockToExpert, gateUp, affinities (, h) (, a * h) (, partials)
-  // (, token ids).
+  // checkpoint), affinities (, token ids), then the results: [dg | du] as
+  // f32 and / or its MX values along N and along M (at least one), (, h)
+  // (, a * h) (, partials). Kernel arguments: tmapA, tmapB, the first of
+  // the [dg | du] results, blockToExpert, gateUp, affinities, the other
+  // [dg | du] results (, h) (, a * h) (, partials) (, token ids).
   SmallVector<Value> operands = {
       lhs, rhs, blocks,
       checkpoint ? checkpoint->checkpoint : epi.act.getGateUp(),
@@ -589,8 +662,17 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
     operands.push_back(checkpoint->tokenIds);
   int64_t firstResult = operands.size();
   LaunchRecord record = gemmRecord(launch, 0, 1, {firstResult, 2, 3, 4});
-  SmallVector<Type> resultTypes = {epi.act.getDGateUp().getType()};
   const MXGemmEpilogue &e = problem.epilogue;
+  auto dGateUpType = cast<RankedTensorType>(epi.act.getDGateUp().getType());
+  auto roundedType =
+      RankedTensorType::get(dGateUpType.getShape(), b.getBF16Type());
+  SmallVector<Type> resultTypes;
+  if (e.writeDGateUp)
+    resultTypes.push_back(dGateUpType);
+  if (e.dGateUpAlongN)
+    resultTypes.push_back(roundedType);
+  if (e.dGateUpAlongM)
+    resultTypes.push_back(roundedType);
   auto hType = cast<RankedTensorType>(epi.act.getH().getType());
   if (e.writeH)
     resultTypes.push_back(hType);
@@ -607,7 +689,27 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   SmallVector<Value> results =
       emitLaunch(b, loc, record, operands, resultTypes);
   unsigned next = 0;
-  epi.act.getDGateUp().replaceAllUsesWith(results[next++]);
+  Value dGateUp;
+  if (e.writeDGateUp) {
+    dGateUp = results[next++];
+  } else {
+    // Only the roundings below read [dg | du]; their mx_quantize ops go
+    // once their GEMMs are lowered, and this stand-in with them.
+    dGateUp = tensor::EmptyOp::create(b, loc, dGateUpType.getShape(),
+                                      dGateUpType.getElementType());
+    placeholders.push_back(dGateUp.getDefiningOp());
+  }
+  epi.act.getDGateUp().replaceAllUsesWith(dGateUp);
+  // The GEMMs that read the roundings take the epilogue's values.
+  auto provide = [&](MXQuantizeOp quantize, const OperandRequest &request) {
+    prepared[std::make_tuple(quantize.getCodes(), quantize.getScales(),
+                             request.kAxis, int64_t(request.transpose))] =
+        results[next++];
+  };
+  if (e.dGateUpAlongN)
+    provide(roundings.alongN, roundings.requestN);
+  if (e.dGateUpAlongM)
+    provide(roundings.alongM, roundings.requestM);
   if (e.writeH)
     epi.act.getH().replaceAllUsesWith(results[next++]);
   if (e.writeScaledH) {
@@ -696,7 +798,7 @@ struct ConvertMoeToNVGPUPass
     OpBuilder b(&getContext());
     GemmLowering lowering(b, getOrCreateKernelModule(b, module),
                           choice->target, configs, operandsBothAxes,
-                          checkpointEpilogue);
+                          checkpointEpilogue, dGateUpEpilogue);
     for (Operation *op : gemms) {
       GemmConfigAttr config = configs.lookup(op);
       if (failed(config.getMma() == MXMmaPath::Bf16Operands
@@ -717,6 +819,13 @@ struct ConvertMoeToNVGPUPass
     for (GatherRowsOp op : gathers)
       if (op->use_empty())
         op->erase();
+    for (Operation *op : lowering.placeholders) {
+      if (!op->use_empty()) {
+        op->emitOpError() << "stands in for [dg | du], which is still read";
+        return signalPassFailure();
+      }
+      op->erase();
+    }
   }
 };
 

@@ -67,6 +67,18 @@ struct MXGemmEpilogue {
   /// and 0 for a padded one (the moe.unpack_checkpoint and moe.scale_rows
   /// the kernel replaces); the kernel then also takes the slots' token ids.
   bool gateUpCheckpoint = false;
+  /// [dg | du] as f32 (c). False when the GEMMs that read it take only its
+  /// MX values, which the kernel then writes itself (below): c is then the
+  /// first of them.
+  bool writeDGateUp = true;
+  /// [dg | du]'s MX values as bf16 [M, 2N] (exact: quantized, then
+  /// dequantized), for a GEMM that contracts over them, or null when not
+  /// written. Along N: blocks of 32 consecutive columns of a row (P2,
+  /// contracting over 2N); a lane quad holds a block's 8 column pairs. Along
+  /// M: blocks of 32 consecutive rows (slots) of a column (P3, contracting
+  /// over the slots); two warps hold a block, whose amax they exchange
+  /// through shared memory.
+  MXQuantAttr dGateUpAlongN, dGateUpAlongM;
 };
 
 /// The static problem of one MX GEMM.
