@@ -852,7 +852,7 @@ void KernelEmitter::storeBf16Pair(const DGateUpFragment &frag, int64_t r,
     auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
   }
-  LLVM::StoreOp::create(b, loc, vec, globalElement(pairT, out, index),
+  LLVM::StoreOp::create(b, loc, vec, globalElement(b.getBF16Type(), out, index),
                         /*alignment=*/4);
 }
 
