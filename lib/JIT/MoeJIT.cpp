@@ -435,7 +435,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.gpuMode);
   add(options.operandsBothAxes ? "operands-both-axes" : "");
   add(options.checkpointEpilogue ? "" : "checkpoint-unpacked");
-  add(options.dGateUpEpilogue ? "" : "dgate-up-f32");
+  add(options.dGateUpEpilogue ? "dgate-up-epilogue" : "");
   add(options.persistentGemms ? "" : "grid-gemms");
   add(gpuFormat);
   add(text);

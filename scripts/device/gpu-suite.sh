@@ -21,8 +21,8 @@
 #   checkpoint-epilogue  the default (P1's kernel reads the bf16 gate/up
 #              checkpoint) against --checkpoint-unpacked on checkpoint
 #              layers, outputs compared bit for bit, and memcheck
-#   dgate-up   the default (P1's epilogue writes [dg|du]'s two MX
-#              roundings) against --dgate-up-f32 (f32 [dg|du] rounded by an
+#   dgate-up   --dgate-up-epilogue (P1's epilogue writes [dg|du]'s two MX
+#              roundings) against the default (f32 [dg|du] rounded by an
 #              operand kernel), outputs compared bit for bit, then memcheck
 #              and racecheck
 #   persistent  the persistent GEMM kernels (the default) against
@@ -224,7 +224,7 @@ if want dgate-up; then
   # shared builders: the operand kernel's values, so bit for bit. Partial
   # column tiles (I = 32, 64, 96), e5m2 and FLOOR rules, biases (f32
   # [dg|du] kept for the bias gradient), checkpoints, geglu with clamps.
-  bitwise_against --dgate-up-f32 "dgate-up-epilogue == f32 [dg|du]" \
+  bitwise_against --dgate-up-epilogue "dgate-up-epilogue == f32 [dg|du]" \
     "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
     T=512,H=512,I=96,E=4,K=2,B=128,quant=e5m2,rule=floor,affinity=on_h \
     "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on" \
@@ -233,7 +233,7 @@ if want dgate-up; then
   for tool in memcheck racecheck; do
     run "compute-sanitizer $tool dgate-up $small" compute-sanitizer \
       --tool "$tool" --error-exitcode 1 moe-run --target=sm90a \
-      --layer "$small" --empty-experts 1 --check none
+      --dgate-up-epilogue --layer "$small" --empty-experts 1 --check none
   done
 fi
 

@@ -63,10 +63,11 @@
 // OPS-NOT:     llvm.call @exp
 // OPS:         llvm.call @block_matmul_act_5_launch(
 // OPS-NOT:     llvm.call @exp
-// OPS:         llvm.call @block_matmul_6_launch(
-// OPS:         llvm.call @expert_matmul_7_launch(
-// OPS:         llvm.call @mx_operand_8_launch(
-// OPS:         llvm.call @expert_matmul_9_launch(
+// OPS:         llvm.call @mx_operand_6_launch(
+// OPS:         llvm.call @block_matmul_7_launch(
+// OPS:         llvm.call @expert_matmul_8_launch(
+// OPS:         llvm.call @mx_operand_9_launch(
+// OPS:         llvm.call @expert_matmul_10_launch(
 // OPS-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
 // OPS:       gpu.binary @moe_kernels
 // OPS-SAME:    cvt.rn.satfinite.e4m3x2.f32

@@ -17,10 +17,9 @@
 // The entry: every allocation, kernel and free on the stream argument,
 // the GEMMs in program order among the elementwise kernels, each after the
 // operand kernels that round its two operands (one kernel writes both
-// roundings of x, dy and the gate/up weight, for the two GEMMs that take
-// them: operands-both-axes; P1's kernel computes the activation backward
-// of its moe.fused region and writes both roundings of [dg|du] for P2 and
-// P3: dgate-up-epilogue), no host math.
+// roundings of x, dy, the gate/up weight and [dg|du], for the two GEMMs
+// that take them: operands-both-axes; P1's kernel computes the activation
+// backward of its moe.fused region), no host math.
 // CHECK-LABEL: llvm.func @moe_layer_bwd(
 // CHECK-SAME:      %[[S:[^:]*]]: !llvm.ptr) attributes {llvm.emit_c_interface} {
 // CHECK-NOT:     llvm.call @exp
@@ -48,22 +47,24 @@
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_act_5
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_6
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_6
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@expert_matmul_7
-// CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_8
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_7
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@expert_matmul_9
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@expert_matmul_8
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_9
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@expert_matmul_10
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK-NOT:     llvm.call @mgpuEvent
 // CHECK:         llvm.call @mgpuMemFree(%{{.*}}, %[[S]])

@@ -158,11 +158,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "materialized; on by default: 4.2 ms less at shape 1 and 1.1 ms at "
            "shape 2 on the H200, the same bits)">,
     Option<"dGateUpEpilogue", "dgate-up-epilogue", "bool",
-           /*default=*/"true",
+           /*default=*/"false",
            "bf16-operands: P1's activation-backward epilogue writes the MX "
            "values (bf16) of [dg | du] along 2I and along the slots that P2 "
            "and P3 read, instead of f32 [dg | du] for an operand kernel to "
-           "round (the same bits)">,
+           "round (the same bits; off by default: P1 measured ~6 ms slower "
+           "at shape 1 on the H200, 2026-12-02)">,
     Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
            "bf16-operands: the GEMM kernels but P1's are persistent, one CTA "
            "per SM taking tiles from a per-launch atomic counter (false: one "

@@ -332,8 +332,9 @@ struct CompileOptions {
   bool checkpointEpilogue = true;
   /// GPU targets, bf16-operands: P1's epilogue writes the MX values of
   /// [dg | du] that P2 and P3 read instead of f32 [dg | du] for an operand
-  /// kernel (convert-moe-to-nvgpu's dgate-up-epilogue; the same bits).
-  bool dGateUpEpilogue = true;
+  /// kernel (convert-moe-to-nvgpu's dgate-up-epilogue; the same bits; off:
+  /// it measured slower on the H200).
+  bool dGateUpEpilogue = false;
   /// GPU targets, bf16-operands: the GEMMs but P1's run one CTA per SM
   /// taking tiles from an atomic counter (moe-gpu-kernel-config's
   /// persistent-gemms); off: one CTA per tile.

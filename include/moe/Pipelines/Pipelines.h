@@ -107,8 +107,8 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
           *this, "dgate-up-epilogue",
           llvm::cl::desc("convert-moe-to-nvgpu's dgate-up-epilogue: P1's "
                          "epilogue writes [dg | du]'s MX values for P2 and "
-                         "P3 (default on)"),
-          llvm::cl::init(true)};
+                         "P3 (default off)"),
+          llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<bool>
       persistentGemms{
           *this, "persistent-gemms",

@@ -1,4 +1,5 @@
-// dgate-up-epilogue (on by default): P2 reads [dg | du] MX-rounded along
+// dgate-up-epilogue (off by default: P1 measured slower on the H200,
+// docs/results/2026-12-02-dgate-up-epilogue.md): P2 reads [dg | du] MX-rounded along
 // 2I and P3 along the slots. P1's epilogue holds [dg | du] in registers, so
 // it writes those two bf16 roundings itself and the f32 [dg | du] is never
 // written or read by an operand kernel. Along 2I, a 32-column block is the
@@ -8,16 +9,17 @@
 // two warps swap their amaxes through shared memory, joined by a named
 // barrier of 64 threads. The scale byte and the rounding come from the
 // shared builders (MXBuilders, MXRounding), so the bits equal the operand
-// kernel's (checked bit for bit on the H200: gpu-suite.sh dgate-up).
+// kernel's (checked bit for bit on the H200: gpu-suite.sh dgate-up,
+// docs/results/2026-12-02-gpu-suite-dgate-up.log).
 // The example layer: S = 896 slots, I = 128, [dg | du] 896 x 256.
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="dgate-up-epilogue=false" | FileCheck %s --check-prefix=OFF
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="dgate-up-epilogue=true" | FileCheck %s
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=OFF
 // With biases the gate/up bias gradient sums the f32 [dg | du] over the
 // slots (moe.expert_sum): the kernel writes it too, beside the roundings.
 // RUN: %moe_obj/bin/moe-run --layer T=64,H=64,I=32,E=4,K=2,B=128,bias=on --print-layer-ir > %t.bias.mlir
-// RUN: moe-opt %t.bias.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=BIAS
+// RUN: moe-opt %t.bias.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="dgate-up-epilogue=true" | FileCheck %s --check-prefix=BIAS
 // REQUIRES: ptxas
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root dgate-up-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: FileCheck %s --check-prefix=CVT < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS

@@ -1,5 +1,5 @@
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="dgate-up-epilogue=false" | FileCheck %s
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="operands-both-axes=false dgate-up-epilogue=false" | FileCheck %s --check-prefix=SINGLE
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="operands-both-axes=false" | FileCheck %s --check-prefix=SINGLE
 
 // operands-both-axes: the values that two GEMMs take quantized along
 // different axes, one along its columns (K contiguous) and one along its
