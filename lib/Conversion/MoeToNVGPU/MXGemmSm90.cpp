@@ -906,8 +906,9 @@ void KernelEmitter::roundDGateUpAlongM(const DGateUpFragment &frag,
       }
   {
     OpBuilder::InsertionGuard g(b);
-    auto ifOp = scf::IfOp::create(b, loc, cmp(arith::CmpIPredicate::ult, lane, 4),
-                                  /*withElseRegion=*/false);
+    auto ifOp =
+        scf::IfOp::create(b, loc, cmp(arith::CmpIPredicate::ult, lane, 4),
+                          /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
     for (int64_t half = 0; half < 2; ++half)
       for (int64_t jb = jb0; jb < jb0 + 4; ++jb) {

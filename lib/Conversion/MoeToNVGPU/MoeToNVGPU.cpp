@@ -571,13 +571,16 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     if (checkpointEpilogue)
       checkpoint = matchCheckpointGateUp(epi->act, *group, problem.blockSize);
     e.gateUpCheckpoint = checkpoint.has_value();
-    if (dGateUpEpilogue) {
+    // The epilogue rounds 32 columns (four column pairs of each lane) at a
+    // time.
+    if (dGateUpEpilogue && cfg.mmaN % 32 == 0) {
       roundings = matchDGateUpRoundings(epi->act, problem, op->getBlock());
       if (roundings.alongN)
         e.dGateUpAlongN = roundings.alongN.getQuant();
       if (roundings.alongM)
         e.dGateUpAlongM = roundings.alongM.getQuant();
-      e.writeDGateUp = roundings.keepF32 || (!e.dGateUpAlongN && !e.dGateUpAlongM);
+      e.writeDGateUp =
+          roundings.keepF32 || (!e.dGateUpAlongN && !e.dGateUpAlongM);
     }
   }
   FailureOr<Value> lhs, rhs;
