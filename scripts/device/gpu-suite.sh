@@ -32,6 +32,9 @@
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
+#   p1-prof    ncu of P1's kernel (block_matmul_act) at reference shape 2,
+#              default and --dgate-up-epilogue: duration, instructions,
+#              DRAM bytes and the warp stall reasons, one table row each
 #   sass       the SASS instruction mix of the embedded example's kernels on
 #              both MMA paths (cuobjdump): the tensor-core instructions
 #   refcheck   the torch reference on the GPU against moe-ref, and the
@@ -347,6 +350,45 @@ if want kernels; then
     --layer "$layer"
   kernel_times "fp8 $layer" moe-run --target=sm90a --mma-path fp8 \
     --tolerance 1 --layer "$layer"
+fi
+
+if want p1-prof; then
+  # Where P1's epilogue spends its time: the stall reasons per issued
+  # instruction of the whole kernel, for the default epilogue and the one
+  # that rounds [dg|du] itself (docs/results/2026-12-02-dgate-up-epilogue.md).
+  metrics=gpu__time_duration.sum,smsp__inst_executed.sum
+  metrics+=,dram__bytes_read.sum,dram__bytes_write.sum
+  for reason in barrier long_scoreboard short_scoreboard mio_throttle \
+      lg_throttle math_pipe_throttle wait not_selected no_instruction \
+      branch_resolving membar; do
+    metrics+=,smsp__average_warps_issue_stalled_${reason}_per_issue_active.ratio
+  done
+  for form in default --dgate-up-epilogue; do
+    args=(); [ "$form" = default ] || args=("$form")
+    if ncu --clock-control none --kernel-name regex:block_matmul_act \
+         --launch-count 1 --metrics "$metrics" --csv moe-run --target=sm90a \
+         "${args[@]}" --layer T=24576,H=1536,I=256,E=128,K=8,B=128 \
+         --check none >"$out/p1.csv" 2>"$out/p1.err"; then
+      summary=$(python3 - "$out/p1.csv" <<'PY'
+import csv, sys
+# moe-run's own lines come first; the CSV starts at ncu's header row.
+rows = list(csv.reader(open(sys.argv[1])))
+start = next(i for i, r in enumerate(rows) if "Metric Name" in r)
+head = rows[start]
+data = [r for r in rows[start + 1:] if len(r) == len(head)]
+name, value = head.index("Metric Name"), head.index("Metric Value")
+short = lambda m: (m.replace("smsp__average_warps_issue_stalled_", "stall_")
+                    .replace("_per_issue_active.ratio", ""))
+print(" ".join("%s=%s" % (short(r[name]), r[value]) for r in data))
+PY
+)
+      echo "p1-prof $form: $summary"
+      record "ncu P1 shape 2 $form" "PASS ($summary)"
+    else
+      cat "$out/p1.err"
+      record "ncu P1 shape 2 $form" FAIL
+    fi
+  done
 fi
 
 if want sass; then
