@@ -325,10 +325,13 @@ private:
   Value consumerWarp();
   /// A named barrier of this consumer warp and its pair (warp ^ 1).
   void joinWarpPair();
-  /// Stores the bf16 pair (v0, v1) of (r, jb) of `half` into `out`.
-  void storeBf16Pair(const DGateUpFragment &frag, int64_t r, int64_t jb,
-                     int64_t half, Value v0, Value v1, Value out,
-                     VectorType pairT);
+  /// Rounds the pair (r, jb) of `half` (element e with inverse[e] and
+  /// factor[e] of its block's scale) to its MX values of `quant` and stores
+  /// them as bf16 into `out` ([M, 2N], the layout of [dg | du]).
+  void roundAndStorePair(const DGateUpFragment &frag, int64_t half, int64_t r,
+                         int64_t jb, std::array<Value, 2> inverse,
+                         std::array<Value, 2> factor, MXQuantAttr quant,
+                         Value out);
   /// Producer warpgroup, once thread 0 has issued its last TMA load (the
   /// consumers have `stages` K tiles left): the tile's gate and up rows
   /// into L2, so that the epilogue's loads hit there.

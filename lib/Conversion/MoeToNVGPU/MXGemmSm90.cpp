@@ -813,8 +813,6 @@ void KernelEmitter::roundDGateUpAlongN(const DGateUpFragment &frag,
   // The 32-column block of pairs jb0 .. jb0 + 3 of the four lanes of the
   // quad (the block's amax by two xor shuffles), in dg and du, both rows.
   MXQuantAttr quant = p.epilogue.dGateUpAlongN;
-  Type codeType = getMXElementType(b.getContext(), quant.getElement());
-  auto pairT = VectorType::get({2}, b.getBF16Type());
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   for (int64_t half = 0; half < 2; ++half)
     for (int64_t r = 0; r < 2; ++r) {
@@ -824,24 +822,25 @@ void KernelEmitter::roundDGateUpAlongN(const DGateUpFragment &frag,
           amax = buildAmaxStep(b, loc, amax,
                                frag.values[frag.at(half, r, jb, e)]);
       amax = buildLaneAmax(b, loc, amax, {1, 2});
-      Value scaleByte = buildScaleByte(b, loc, amax, quant.getElement(),
-                                       quant.getRule());
-      Value inverse = buildInverseScale(b, loc, scaleByte);
-      Value factor = buildDecodeE8M0(b, loc, scaleByte);
-      for (int64_t jb = jb0; jb < jb0 + 4; ++jb) {
-        auto [v0, v1] = buildRoundPairToBf16(
-            b, loc, frag.values[frag.at(half, r, jb, 0)],
-            frag.values[frag.at(half, r, jb, 1)], inverse, inverse, factor,
-            factor, codeType);
-        storeBf16Pair(frag, r, jb, half, v0, v1, dGateUpAlongNOut, pairT);
-      }
+      auto [inverse, factor] = buildBlockScale(b, loc, amax, quant);
+      for (int64_t jb = jb0; jb < jb0 + 4; ++jb)
+        roundAndStorePair(frag, half, r, jb, {inverse, inverse},
+                          {factor, factor}, quant, dGateUpAlongNOut);
     }
 }
 
-void KernelEmitter::storeBf16Pair(const DGateUpFragment &frag, int64_t r,
-                                  int64_t jb, int64_t half, Value v0, Value v1,
-                                  Value out, VectorType pairT) {
-  Value vec = LLVM::UndefOp::create(b, loc, pairT);
+void KernelEmitter::roundAndStorePair(const DGateUpFragment &frag,
+                                      int64_t half, int64_t r, int64_t jb,
+                                      std::array<Value, 2> inverse,
+                                      std::array<Value, 2> factor,
+                                      MXQuantAttr quant, Value out) {
+  Type codeType = getMXElementType(b.getContext(), quant.getElement());
+  auto [v0, v1] = buildRoundPairToBf16(
+      b, loc, frag.values[frag.at(half, r, jb, 0)],
+      frag.values[frag.at(half, r, jb, 1)], inverse[0], inverse[1], factor[0],
+      factor[1], codeType);
+  Type bf16T = b.getBF16Type();
+  Value vec = LLVM::UndefOp::create(b, loc, VectorType::get({2}, bf16T));
   vec = LLVM::InsertElementOp::create(b, loc, vec, v0, i32(0));
   vec = LLVM::InsertElementOp::create(b, loc, vec, v1, i32(1));
   Value index = frag.gIndices[r * frag.pairs + jb];
@@ -852,7 +851,7 @@ void KernelEmitter::storeBf16Pair(const DGateUpFragment &frag, int64_t r,
     auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
   }
-  LLVM::StoreOp::create(b, loc, vec, globalElement(b.getBF16Type(), out, index),
+  LLVM::StoreOp::create(b, loc, vec, globalElement(bf16T, out, index),
                         /*alignment=*/4);
 }
 
@@ -879,8 +878,6 @@ void KernelEmitter::roundDGateUpAlongM(const DGateUpFragment &frag,
   // warp's, a named barrier joins the pair, every lane reads the partner's.
   // Each group of pairs has its own words, so one barrier per group does.
   MXQuantAttr quant = p.epilogue.dGateUpAlongM;
-  Type codeType = getMXElementType(b.getContext(), quant.getElement());
-  auto pairT = VectorType::get({2}, b.getBF16Type());
   auto vecT = VectorType::get({2}, f32T);
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   Value warp = consumerWarp();
@@ -926,23 +923,16 @@ void KernelEmitter::roundDGateUpAlongM(const DGateUpFragment &frag,
     for (int64_t jb = jb0; jb < jb0 + 4; ++jb) {
       Value other = LLVM::LoadOp::create(b, loc, vecT,
                                          amaxAddress(partner, half, jb), 8);
-      Value inverse[2], factor[2];
+      std::array<Value, 2> inverse, factor;
       for (int64_t e = 0; e < 2; ++e) {
         Value m = buildAmaxStep(
             b, loc, amax[slot(half, jb, e)],
             LLVM::ExtractElementOp::create(b, loc, other, i32(e)));
-        Value scaleByte = buildScaleByte(b, loc, m, quant.getElement(),
-                                         quant.getRule());
-        inverse[e] = buildInverseScale(b, loc, scaleByte);
-        factor[e] = buildDecodeE8M0(b, loc, scaleByte);
+        std::tie(inverse[e], factor[e]) = buildBlockScale(b, loc, m, quant);
       }
-      for (int64_t r = 0; r < 2; ++r) {
-        auto [v0, v1] = buildRoundPairToBf16(
-            b, loc, frag.values[frag.at(half, r, jb, 0)],
-            frag.values[frag.at(half, r, jb, 1)], inverse[0], inverse[1],
-            factor[0], factor[1], codeType);
-        storeBf16Pair(frag, r, jb, half, v0, v1, dGateUpAlongMOut, pairT);
-      }
+      for (int64_t r = 0; r < 2; ++r)
+        roundAndStorePair(frag, half, r, jb, inverse, factor, quant,
+                          dGateUpAlongMOut);
     }
 }
 
@@ -1908,8 +1898,7 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   // gate_up, affinities, the [dg | du] outputs beyond the first, h, a * h,
   // partials, token ids.
   if (epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd)
-    args.append(2 + epilogue.writeDGateUp + bool(epilogue.dGateUpAlongN) +
-                    bool(epilogue.dGateUpAlongM) - 1 + epilogue.writeH +
+    args.append(2 + epilogue.dGateUpOutputs() - 1 + epilogue.writeH +
                     epilogue.writeScaledH + epilogue.writePartials +
                     epilogue.gateUpCheckpoint,
                 gptr);

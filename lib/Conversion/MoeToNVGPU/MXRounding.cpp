@@ -51,6 +51,14 @@ std::pair<Value, Value> moe::buildRoundPairToBf16(OpBuilder &b, Location loc,
   return buildDecodePairToBf16(b, loc, codes, factor0, factor1, codeType);
 }
 
+std::pair<Value, Value> moe::buildBlockScale(OpBuilder &b, Location loc,
+                                             Value amax, MXQuantAttr quant) {
+  Value scaleByte =
+      buildScaleByte(b, loc, amax, quant.getElement(), quant.getRule());
+  return {buildInverseScale(b, loc, scaleByte),
+          buildDecodeE8M0(b, loc, scaleByte)};
+}
+
 Value moe::buildLaneAmax(OpBuilder &b, Location loc, Value amax,
                          ArrayRef<int32_t> xorOffsets) {
   Value width = i32Constant(b, loc, 32);

@@ -79,6 +79,11 @@ struct MXGemmEpilogue {
   /// over the slots); two warps hold a block, whose amax they exchange
   /// through shared memory.
   MXQuantAttr dGateUpAlongN, dGateUpAlongM;
+
+  /// The [dg | du] outputs of a GatedActBwd kernel: f32 and the roundings.
+  int64_t dGateUpOutputs() const {
+    return writeDGateUp + bool(dGateUpAlongN) + bool(dGateUpAlongM);
+  }
 };
 
 /// The static problem of one MX GEMM.

@@ -13,6 +13,8 @@
 #ifndef MOE_CONVERSION_MOETONVGPU_MXROUNDING_H
 #define MOE_CONVERSION_MOETONVGPU_MXROUNDING_H
 
+#include "moe/Dialect/Moe/IR/MoeDialect.h"
+
 #include "mlir/IR/Builders.h"
 
 #include <utility>
@@ -36,6 +38,12 @@ std::pair<Value, Value> buildRoundPairToBf16(OpBuilder &b, Location loc,
                                              Value inverse0, Value inverse1,
                                              Value factor0, Value factor1,
                                              Type codeType);
+
+/// The inverse 2^(127 - byte) and the factor 2^(byte - 127) (f32) of the
+/// scale byte that `quant`'s element and rule give a block whose amax is
+/// `amax` (buildScaleByte, buildInverseScale, buildDecodeE8M0).
+std::pair<Value, Value> buildBlockScale(OpBuilder &b, Location loc, Value amax,
+                                        MXQuantAttr quant);
 
 /// `amax` (f32) combined by buildAmaxStep with the amax of lane
 /// `lane ^ offset`, for each of `xorOffsets` in turn: the amax of a block
