@@ -218,8 +218,10 @@ private:
   /// Issues the TMA loads of K tile `t` (index) into stage `s`, expecting
   /// their bytes on full[s]. Thread 0 only.
   void loadTile(Value t, Value s);
-  /// Sets kBegin and kTiles: the whole K range (Block), or the slots of the
-  /// grid's expert, counted by every thread of the CTA (Expert).
+  /// Sets kBegin and kTiles: the whole K range (Block; none for a padding
+  /// tile with skipPadding), or the slots of the grid's expert, counted by
+  /// every thread of the CTA (Expert; with skipPadding up to its last K
+  /// tile that starts at a token).
   void emitContractionRange();
 
   // Persistent kernels (cfg.persistent): CTA c computes output tile c
@@ -233,8 +235,9 @@ private:
   // through the TMA ring (ringBase), whose stage and phase continue from
   // one output tile to the next.
   /// Expert: every thread of the CTA fills the shared table of each
-  /// expert's first block and block count (integer atomics: the same
-  /// table whatever the order).
+  /// expert's first block and block count, and with skipPadding its K
+  /// tiles that start at a token (integer atomics: the same table
+  /// whatever the order).
   void emitExpertTable();
   /// Sets m0, n0, expertId, kBegin and kTiles of output tile `w` (i32):
   /// N fastest, then M, then the expert.
@@ -246,9 +249,11 @@ private:
   Value receiveTile(Value j);
   /// Shared address of the ring of tile ids.
   int64_t tileIdsOffset() const {
-    return lay.counters +
-           (p.kind == MXGemmKind::Expert ? 8 * p.numExperts : 0);
+    return lay.counters + p.expertTableBytes();
   }
+  /// skipPadding: how many of `block`'s (i64) K tiles (i32) start at a slot that
+  /// holds a token (tokens fill a block from its first slot).
+  Value tokenTiles(Value block);
   /// Sets rowB0, the tile's first rhs row (after m0, n0 are set).
   void setRhsRow0();
   /// The single-thread TMA producer of a persistent bf16-operands kernel.
@@ -356,6 +361,8 @@ private:
   Value tmapA, tmapB, scalesA, scalesB, result, blockToExpert, bias;
   // The GatedActBwd epilogue's operands and extra outputs (or null).
   Value gateUp, affinities, hOut, scaledHOut, partialsOut, tokenIds;
+  // The slots' token ids of a skipPadding kernel (or null).
+  Value tokens;
   // [dg | du]'s MX values along N and along M (or null).
   Value dGateUpAlongNOut, dGateUpAlongMOut;
   Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;

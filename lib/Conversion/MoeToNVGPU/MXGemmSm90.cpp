@@ -109,13 +109,13 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
     l.b = l.a + cfg.stages * cfg.tileM * kSwizzleBytes;
     l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
         l.b + cfg.stages * cfg.tileN * kSwizzleBytes;
-    // Two i32 counters (the expert's blocks), or a persistent kernel's
-    // table of every expert's first block and block count (Expert) and
-    // its ring of tile ids.
+    // Three i32 counters (the expert's first block, blocks and token K
+    // tiles), or a persistent kernel's table of every expert's (Expert)
+    // and its ring of tile ids.
     int64_t counterBytes =
-        cfg.persistent ? (p.kind == MXGemmKind::Expert ? 8 * p.numExperts : 0) +
-                             llvm::alignTo(4 * kTileSlots, 16)
-                       : 16;
+        cfg.persistent
+            ? p.expertTableBytes() + llvm::alignTo(4 * kTileSlots, 16)
+            : 16;
     l.barriers = l.counters + llvm::alignTo(counterBytes, 16);
     // full[s], empty[s], then a persistent kernel's full and empty
     // barrier of each tile slot.
@@ -257,10 +257,30 @@ void KernelEmitter::loadTile(Value t, Value s) {
   loadMajor(stageB, tmapB, tileBT, n0, i32ToIndex(rowB0), cfg.tileN);
 }
 
+Value KernelEmitter::tokenTiles(Value block) {
+  Value count = i32(0);
+  for (int64_t j = 0; j < p.blockSize / cfg.tileK; ++j) {
+    Value slot = add(mul(block, p.blockSize), j * cfg.tileK);
+    Value token = loadGlobal(i32T, globalElement(i32T, tokens, slot), 4);
+    count = add(count, arith::ExtUIOp::create(
+                           b, loc, i32T,
+                           cmp(arith::CmpIPredicate::sge, token, i32(0))));
+  }
+  return count;
+}
+
 void KernelEmitter::emitContractionRange() {
   if (p.kind == MXGemmKind::Block) {
     kBegin = idx(0);
     kTiles = idx((p.k + cfg.tileK - 1) / cfg.tileK);
+    if (p.skipPadding) {
+      // The tile's rows lie in one block (tileM divides B): if its first
+      // slot is padding, so are the rest.
+      Value token = loadGlobal(i32T, globalElement(i32T, tokens, toI64(m0)), 4);
+      kTiles = arith::SelectOp::create(
+          b, loc, cmp(arith::CmpIPredicate::slt, token, i32(0)), idx(0),
+          kTiles);
+    }
     return;
   }
   // Blocks come grouped by expert in increasing order (the runtime checks
@@ -271,35 +291,53 @@ void KernelEmitter::emitContractionRange() {
   // The grid's z is the expert.
   expertId = indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::z));
   Value expert = expertId;
+  // (blocks below, own blocks, own K tiles that start at a token)
   auto loop = scf::ForOp::create(b, loc, i32ToIndex(tid), idx(p.numBlocks),
                                  idx(cfg.threads()),
-                                 ValueRange{i32(0), i32(0)});
+                                 ValueRange{i32(0), i32(0), i32(0)});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value owner = loadGlobal(
-        i32T,
-        globalElement(i32T, blockToExpert, indexToI64(loop.getInductionVar())),
-        4);
+    Value block = indexToI64(loop.getInductionVar());
+    Value owner =
+        loadGlobal(i32T, globalElement(i32T, blockToExpert, block), 4);
     Value below = arith::ExtUIOp::create(
         b, loc, i32T, cmp(arith::CmpIPredicate::ult, owner, expert));
-    Value own = arith::ExtUIOp::create(
-        b, loc, i32T, cmp(arith::CmpIPredicate::eq, owner, expert));
+    Value isOwn = cmp(arith::CmpIPredicate::eq, owner, expert);
+    Value own = arith::ExtUIOp::create(b, loc, i32T, isOwn);
+    Value ownTiles = loop.getRegionIterArg(2);
+    if (p.skipPadding) {
+      auto ifOp = scf::IfOp::create(b, loc, i32T, isOwn,
+                                    /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, loc, add(ownTiles, tokenTiles(block)));
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, ownTiles);
+      b.setInsertionPointAfter(ifOp);
+      ownTiles = ifOp.getResult(0);
+    }
     scf::YieldOp::create(b, loc,
                          ValueRange{add(loop.getRegionIterArg(0), below),
-                                    add(loop.getRegionIterArg(1), own)});
+                                    add(loop.getRegionIterArg(1), own),
+                                    ownTiles});
   }
-  Value counter0 = smemPtr(smemAddr(i64(lay.counters)));
-  Value counter1 = smemPtr(smemAddr(i64(lay.counters + 4)));
-  for (auto [counter, share] :
-       {std::pair(counter0, loop.getResult(0)),
-        std::pair(counter1, loop.getResult(1))})
-    LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, counter, share,
+  int64_t numCounters = p.skipPadding ? 3 : 2;
+  Value counters[3];
+  for (int64_t c = 0; c < numCounters; ++c)
+    counters[c] = smemPtr(smemAddr(i64(lay.counters + 4 * c)));
+  for (int64_t c = 0; c < numCounters; ++c)
+    LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, counters[c],
+                              loop.getResult(c),
                               LLVM::AtomicOrdering::monotonic);
   gpu::BarrierOp::create(b, loc);
-  Value firstBlock = LLVM::LoadOp::create(b, loc, i32T, counter0, 4);
-  Value blocks = LLVM::LoadOp::create(b, loc, i32T, counter1, 4);
+  Value firstBlock = LLVM::LoadOp::create(b, loc, i32T, counters[0], 4);
   kBegin = i32ToIndex(mul(firstBlock, p.blockSize));
+  if (p.skipPadding) {
+    kTiles = i32ToIndex(LLVM::LoadOp::create(b, loc, i32T, counters[2], 4));
+    return;
+  }
+  Value blocks = LLVM::LoadOp::create(b, loc, i32T, counters[1], 4);
   kTiles = i32ToIndex(mul(blocks, p.blockSize / cfg.tileK));
 }
 
@@ -310,7 +348,9 @@ Value KernelEmitter::resultBase() {
 }
 
 void KernelEmitter::emitExpertTable() {
-  // counts[e] at counters + 4 e, first[e] at counters + 4 (E + e).
+  // counts[e] at counters + 4 e, first[e] at counters + 4 (E + e), and
+  // with skipPadding the K tiles that start at a token at counters +
+  // 4 (2 E + e).
   int64_t E = p.numExperts;
   auto entry = [&](int64_t table, Value e) {
     return smemPtr(smemAddr(add(i64(lay.counters + 4 * table * E),
@@ -325,6 +365,8 @@ void KernelEmitter::emitExpertTable() {
   };
   strided(E, [&](Value e) {
     LLVM::StoreOp::create(b, loc, i32(0), entry(0, e), 4);
+    if (p.skipPadding)
+      LLVM::StoreOp::create(b, loc, i32(0), entry(2, e), 4);
   });
   gpu::BarrierOp::create(b, loc);
   // Blocks come grouped by expert in increasing order (the runtime checks
@@ -339,6 +381,11 @@ void KernelEmitter::emitExpertTable() {
     LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
                               entry(0, i32ToIndex(owner)), i32(1),
                               LLVM::AtomicOrdering::monotonic);
+    if (p.skipPadding)
+      LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
+                                entry(2, i32ToIndex(owner)),
+                                tokenTiles(indexToI64(block)),
+                                LLVM::AtomicOrdering::monotonic);
   });
   gpu::BarrierOp::create(b, loc);
   strided(E, [&](Value e) {
@@ -374,6 +421,10 @@ void KernelEmitter::decodeTile(Value w) {
       b, loc, i32T, smemPtr(smemAddr(add(at, i64(lay.counters + 4 * E)))), 4);
   kBegin = i32ToIndex(mul(first, p.blockSize));
   kTiles = i32ToIndex(mul(count, p.blockSize / cfg.tileK));
+  if (p.skipPadding)
+    kTiles = i32ToIndex(LLVM::LoadOp::create(
+        b, loc, i32T,
+        smemPtr(smemAddr(add(at, i64(lay.counters + 8 * E)))), 4));
 }
 
 void KernelEmitter::publishTile(Value j, Value w) {
@@ -1376,7 +1427,8 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     }
     return acc;
   };
-  auto compute = [&] {
+  // The accumulator of the tile's K tiles.
+  auto mainloop = [&]() -> Value {
     Value acc = tile(idx(0), LLVM::UndefOp::create(b, loc, accT), true);
     auto loop = scf::ForOp::create(b, loc, idx(1), kTiles, idx(1),
                                    ValueRange{acc});
@@ -1394,19 +1446,24 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       Value last = remu(sub(add(ringBase, kTiles), idx(1)), SD);
       arrive(add(last, emptyBase));
     }
-    storeAccumulator(loop.getResult(0), rowInTile, quad);
+    return loop.getResult(0);
   };
   auto outputTile = [&] {
-    if (p.kind == MXGemmKind::Block)
-      return compute();
-    // An expert without blocks: its result is zero.
-    auto ifOp = scf::IfOp::create(b, loc, eq(indexToI64(kTiles), 0),
+    if (p.kind == MXGemmKind::Block && !p.skipPadding)
+      return storeAccumulator(mainloop(), rowInTile, quad);
+    // An expert without blocks (or tokens), a block of padding: no K tiles,
+    // a zero accumulator. One epilogue for both.
+    auto ifOp = scf::IfOp::create(b, loc, accT, eq(indexToI64(kTiles), 0),
                                   /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    storeAccumulator(LLVM::ZeroOp::create(b, loc, accT), rowInTile, quad);
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    compute();
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, loc,
+                           Value(LLVM::ZeroOp::create(b, loc, accT)));
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, mainloop());
+    }
+    storeAccumulator(ifOp.getResult(0), rowInTile, quad);
   };
   if (!cfg.persistent)
     return outputTile();
@@ -1480,6 +1537,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
 
   if (cfg.persistent)
     tileCounter = entry.getArguments().back();
+  if (p.skipPadding)
+    tokens = entry.getArgument(entry.getNumArguments() - 1 - cfg.persistent);
   tid = indexToI32(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   // One tile per CTA: the grid is (N tiles, M tiles, experts). A
   // persistent kernel sets these per tile (decodeTile).
@@ -1553,7 +1612,7 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       initBarrier(2 * S + kTileSlots + d, consumerThreads);
     }
     if (p.kind == MXGemmKind::Expert && !cfg.persistent)
-      for (int64_t c = 0; c < 2; ++c)
+      for (int64_t c = 0; c < 3; ++c)
         LLVM::StoreOp::create(b, loc, i32(0),
                               smemPtr(smemAddr(i64(lay.counters + 4 * c))),
                               4);
@@ -1902,7 +1961,9 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                     epilogue.writeScaledH + epilogue.writePartials +
                     epilogue.gateUpCheckpoint,
                 gptr);
-  // A persistent kernel's tile counter comes last.
+  // The token ids, then a persistent kernel's tile counter.
+  if (problem.skipPadding)
+    args.push_back(gptr);
   if (cfg.persistent)
     args.push_back(gptr);
   auto type = FunctionType::get(ctx, args, {});

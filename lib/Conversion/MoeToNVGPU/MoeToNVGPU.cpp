@@ -57,6 +57,13 @@ namespace mlir::moe {
 using namespace mlir;
 using namespace mlir::moe;
 
+/// The token ids of a block_matmul or expert_matmul (or null).
+static Value tokensOf(Operation *op) {
+  if (auto gemm = dyn_cast<BlockMatmulOp>(op))
+    return gemm.getTokenPositionToId();
+  return cast<ExpertMatmulOp>(op).getTokenPositionToId();
+}
+
 namespace {
 
 constexpr StringLiteral kKernelModule = "moe_kernels";
@@ -623,15 +630,20 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   MXGemmLaunch launch =
       buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg,
                         target);
-  // Host arguments: lhs, rhs, block_to_expert (, bias), result. Kernel
-  // arguments: tmapA, tmapB, then the global pointers c, blockToExpert
-  // (, bias).
+  // Host arguments: lhs, rhs, block_to_expert (, bias) (, token ids),
+  // result. Kernel arguments: tmapA, tmapB, then the global pointers c,
+  // blockToExpert (, bias) (, token ids).
   SmallVector<Value> operands = {*lhs, *rhs, blocks};
-  int64_t resultArg = bias ? 4 : 3;
+  Value tokens = problem.skipPadding ? tokensOf(op) : Value();
+  int64_t resultArg = 3 + bool(bias) + bool(tokens);
   LaunchRecord record = gemmRecord(launch, 0, 1, {resultArg, 2});
   if (bias) {
     operands.push_back(bias);
     record.pointerArgs.push_back(3);
+  }
+  if (tokens) {
+    record.pointerArgs.push_back(operands.size());
+    operands.push_back(tokens);
   }
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
@@ -652,17 +664,21 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   MXGemmLaunch launch = buildMXGemmKernel(
       b, loc, kernels, freshName("block_matmul_act_"), problem, cfg, target);
   // Host arguments: lhs, rhs, block_to_expert, gate_up (or the
-  // checkpoint), affinities (, token ids), then the results: [dg | du] as
-  // f32 and / or its MX values along N and along M (at least one), (, h)
-  // (, a * h) (, partials). Kernel arguments: tmapA, tmapB, the first of
-  // the [dg | du] results, blockToExpert, gateUp, affinities, the other
-  // [dg | du] results (, h) (, a * h) (, partials) (, token ids).
+  // checkpoint), affinities (, token ids) (, token ids of skipPadding),
+  // then the results: [dg | du] as f32 and / or its MX values along N and
+  // along M (at least one), (, h) (, a * h) (, partials). Kernel
+  // arguments: tmapA, tmapB, the first of the [dg | du] results,
+  // blockToExpert, gateUp, affinities, the other [dg | du] results (, h)
+  // (, a * h) (, partials) (, token ids) (, token ids of skipPadding).
   SmallVector<Value> operands = {
       lhs, rhs, blocks,
       checkpoint ? checkpoint->checkpoint : epi.act.getGateUp(),
       epi.act.getSlotAffinities()};
   if (checkpoint)
     operands.push_back(checkpoint->tokenIds);
+  Value tokens = problem.skipPadding ? tokensOf(op) : Value();
+  if (tokens)
+    operands.push_back(tokens);
   int64_t firstResult = operands.size();
   LaunchRecord record = gemmRecord(launch, 0, 1, {firstResult, 2, 3, 4});
   const MXGemmEpilogue &e = problem.epilogue;
@@ -689,6 +705,8 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
     record.pointerArgs.push_back(firstResult + i);
   if (checkpoint)
     record.pointerArgs.push_back(5);
+  if (tokens)
+    record.pointerArgs.push_back(firstResult - 1);
   SmallVector<Value> results =
       emitLaunch(b, loc, record, operands, resultTypes);
   unsigned next = 0;
@@ -864,13 +882,15 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
   auto codes = [&](Type type) {
     return path == MXMmaPath::Bf16Operands ? Type() : type;
   };
+  // The bf16-operands kernels skip padding when they get the token ids.
+  bool skipPadding = path == MXMmaPath::Bf16Operands && tokensOf(op);
   if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
     ArrayRef<int64_t> rhs = gemm.getRhs().getType().getShape();
     bool transposed = gemm.getTransposeRhs();
     Type biasType;
     if (Value bias = gemm.getBias())
       biasType = cast<ShapedType>(bias.getType()).getElementType();
-    return {MXGemmKind::Block,
+    MXGemmProblem problem = {MXGemmKind::Block,
             gemm.getLhs().getType().getDimSize(0),
             transposed ? rhs[2] : rhs[1],
             transposed ? rhs[1] : rhs[2],
@@ -880,10 +900,12 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
             codes(mxElementType(gemm)),
             path,
             biasType};
+    problem.skipPadding = skipPadding;
+    return problem;
   }
   auto expert = cast<ExpertMatmulOp>(op);
   ArrayRef<int64_t> result = expert.getType().getShape();
-  return {MXGemmKind::Expert,
+  MXGemmProblem problem = {MXGemmKind::Expert,
           result[1],
           result[2],
           expert.getLhs().getType().getDimSize(0),
@@ -893,4 +915,6 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
           codes(mxElementType(expert)),
           path,
           Type()};
+  problem.skipPadding = skipPadding;
+  return problem;
 }

@@ -21,16 +21,16 @@
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // CHECK-NOT:   moe.scale_rows
-// CHECK:       call @block_matmul_act_2_launch({{.*}}) : (memref<384x256xbf16>, memref<2x128x256xbf16>, memref<3xi32>, memref<3x2x128x128xbf16>, memref<384xf32>, memref<384xi32>, memref<384x256xf32>, memref<384x128xf32>, memref<384x1xf32>) -> ()
+// CHECK:       call @block_matmul_act_2_launch({{.*}}) : (memref<384x256xbf16>, memref<2x128x256xbf16>, memref<3xi32>, memref<3x2x128x128xbf16>, memref<384xf32>, memref<384xi32>, memref<384xi32>, memref<384x256xf32>, memref<384x128xf32>, memref<384x1xf32>) -> ()
 // CHECK:       func.func private @block_matmul_act_2_launch(
-// CHECK-SAME:    pointers = [6, 2, 3, 4, 7, 8, 5], results = 3>
+// CHECK-SAME:    pointers = [7, 2, 3, 4, 8, 9, 5, 6], results = 3>
 
 // OFF:         moe.unpack_checkpoint %{{.*}} : tensor<3x2x128x128xbf16> -> tensor<384x256xf32>
 // OFF:         moe.scale_rows
 // OFF:         call @block_matmul_act_2_launch({{.*}}) : (memref<384x256xbf16>, memref<2x128x256xbf16>, memref<3xi32>, memref<384x256xf32>, memref<384xf32>,
 
 // PTX-LABEL:   .entry block_matmul_act_2(
-// PTX-COUNT-9:   .param .u64 .ptr
+// PTX-COUNT-10:  .param .u64 .ptr
 // PTX:           cp.async.bulk.prefetch.L2.global [[[P:%rd[0-9]+]]], [[S:%r[0-9]+]];
 // PTX-NEXT:      cp.async.bulk.prefetch.L2.global [[[P]]+32768], [[S]];
 // The slot's mask as moe.scale_rows multiplies it: 1.0 for a token id >= 0,

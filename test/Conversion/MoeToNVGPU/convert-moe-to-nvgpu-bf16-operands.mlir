@@ -356,7 +356,8 @@ func.func @n_major_rhs(%x: tensor<256x256xbf16>, %w: tensor<2x256x96xbf16>,
 //
 // The expert GEMM: every thread counts the blocks of lower experts and of
 // its grid z expert (shared-memory atomics); an expert without blocks
-// stores zeros, the others run the K tiles of their slots.
+// takes a zero accumulator, the others run the K tiles of their slots; one
+// epilogue stores either.
 // CHECK-LABEL: gpu.func @expert_matmul_2(
 // CHECK-SAME:      %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %[[C:[^:]*]]: !llvm.ptr<1>, %[[BLKP:[^:]*]]: !llvm.ptr<1>) kernel
 // CHECK:           gpu.barrier
@@ -370,15 +371,18 @@ func.func @n_major_rhs(%x: tensor<256x256xbf16>, %w: tensor<2x256x96xbf16>,
 // CHECK:           nvgpu.tma.async.load
 // CHECK:           nvvm.setmaxregister increase 232
 // CHECK:           %[[NONE:.*]] = arith.cmpi eq, %{{.*}}, %c0_i64 : i64
-// CHECK-NEXT:      scf.if %[[NONE]] {
+// CHECK-NEXT:      %[[ACC:.*]] = scf.if %[[NONE]] -> (!llvm.struct<(f32,
 // CHECK-NEXT:        %[[ZERO:.*]] = llvm.mlir.zero : !llvm.struct<(f32,
-// CHECK:             llvm.extractvalue %[[ZERO]][0]
-// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// CHECK-NEXT:        scf.yield %[[ZERO]]
 // CHECK-NEXT:      } else {
 // CHECK:             nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
 // CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// CHECK-NOT:         llvm.store
+// CHECK:             scf.yield
 // CHECK-NEXT:      }
+// CHECK:           llvm.extractvalue %[[ACC]][0]
+// CHECK-COUNT-32:  llvm.store %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<1>
+// CHECK-NOT:       llvm.store
 func.func @expert_f32_and_codes(%h: tensor<256x128xf32>,
                                 %dq: tensor<256x128xf8E4M3FN>,
                                 %ds: tensor<8x128xf8E8M0FNU>,

@@ -29,7 +29,7 @@
 // column amaxes x 4 bytes) than the f32 form. No operand kernel rounds an
 // f32 [dg | du]; P2 reads the first rounding, P3 the second.
 // CHECK-NOT:   memref<896x256xf32>, memref<896x256xbf16>
-// CHECK:       call @block_matmul_act_5_launch(%{{.*}}, %[[ALONG_N:.*]], %[[ALONG_M:.*]], %{{.*}}, %{{.*}}) : (memref<896x256xbf16>, memref<4x128x256xbf16>, memref<7xi32>, memref<896x256xf32>, memref<896xf32>, memref<896x256xbf16>, memref<896x256xbf16>, memref<896x128xf32>, memref<896x1xf32>) -> ()
+// CHECK:       call @block_matmul_act_5_launch(%{{.*}}, %[[ALONG_N:.*]], %[[ALONG_M:.*]], %{{.*}}, %{{.*}}) : (memref<896x256xbf16>, memref<4x128x256xbf16>, memref<7xi32>, memref<896x256xf32>, memref<896xf32>, memref<896xi32>, memref<896x256xbf16>, memref<896x256xbf16>, memref<896x128xf32>, memref<896x1xf32>) -> ()
 // CHECK:       %[[N:.*]] = bufferization.to_tensor %[[ALONG_N]]
 // CHECK:       %[[M:.*]] = bufferization.to_tensor %[[ALONG_M]]
 // CHECK:       %[[NB:.*]] = bufferization.to_buffer %[[N]] read_only
@@ -39,18 +39,18 @@
 // CHECK-NOT:   memref<896x256xf32>, memref<896x256xbf16>
 // CHECK:       func.func private @block_matmul_act_5_launch(
 // CHECK-SAME:    dynamic_shared_memory = 205936,
-// CHECK-SAME:    pointers = [5, 2, 3, 4, 6, 7, 8], results = 4>
+// CHECK-SAME:    pointers = [6, 2, 3, 4, 7, 8, 9, 5], results = 4>
 
-// OFF:         call @block_matmul_act_5_launch({{.*}}) : (memref<896x256xbf16>, memref<4x128x256xbf16>, memref<7xi32>, memref<896x256xf32>, memref<896xf32>, memref<896x256xf32>, memref<896x128xf32>, memref<896x1xf32>) -> ()
+// OFF:         call @block_matmul_act_5_launch({{.*}}) : (memref<896x256xbf16>, memref<4x128x256xbf16>, memref<7xi32>, memref<896x256xf32>, memref<896xf32>, memref<896xi32>, memref<896x256xf32>, memref<896x128xf32>, memref<896x1xf32>) -> ()
 // OFF:         call @mx_operand_6_launch(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<896x256xf32>, memref<896x256xbf16>, memref<896x256xbf16>) -> ()
 // OFF:         func.func private @block_matmul_act_5_launch(
 // OFF-SAME:      dynamic_shared_memory = 197744,
 
-// BIAS:        call @block_matmul_act_5_launch({{.*}}) : (memref<512x64xbf16>, memref<4x32x64xbf16>, memref<4xi32>, memref<512x64xf32>, memref<512xf32>, memref<512x64xf32>, memref<512x64xbf16>, memref<512x64xbf16>, memref<512x32xf32>, memref<512x1xf32>) -> ()
+// BIAS:        call @block_matmul_act_5_launch({{.*}}) : (memref<512x64xbf16>, memref<4x32x64xbf16>, memref<4xi32>, memref<512x64xf32>, memref<512xf32>, memref<512xi32>, memref<512x64xf32>, memref<512x64xbf16>, memref<512x64xbf16>, memref<512x32xf32>, memref<512x1xf32>) -> ()
 // BIAS-NEXT:   %[[F32:.*]] = bufferization.to_tensor
 // BIAS:        moe.expert_sum %[[F32]]
 // BIAS:        func.func private @block_matmul_act_5_launch(
-// BIAS-SAME:     pointers = [5, 2, 3, 4, 6, 7, 8, 9], results = 5>
+// BIAS-SAME:     pointers = [6, 2, 3, 4, 7, 8, 9, 10, 5], results = 5>
 
 // In the kernel, per 32 columns: a * h stored as f32 pairs; along 2I, for
 // dg and du of both rows, the quad's amax, then the pairs rounded and stored

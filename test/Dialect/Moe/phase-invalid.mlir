@@ -418,6 +418,16 @@ func.func @f(%x: tensor<96x32xbf16>, %w: tensor<2x96x32xbf16>, %blk: tensor<2xi3
 
 // -----
 
+func.func @f(%x: tensor<64x32xbf16>, %w: tensor<2x96x32xbf16>, %blk: tensor<2xi32>, %tok: tensor<96xi32>) {
+  // expected-error @+1 {{'moe.block_matmul' op token_position_to_id must be an i32 tensor [S] = [64], got 'tensor<96xi32>'}}
+  %r = moe.block_matmul lhs(%x : tensor<64x32xbf16>)
+      rhs(%w : tensor<2x96x32xbf16>) experts(%blk : tensor<2xi32>)
+      tokens(%tok : tensor<96xi32>) {block_size = 32 : i64} -> tensor<64x96xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<64x32xbf16>, %w: tensor<2x96x64xbf16>, %blk: tensor<2xi32>) {
   // expected-error @+1 {{'moe.block_matmul' op rhs contraction size 64 must equal lhs's K = 32}}
   %r = moe.block_matmul lhs(%x : tensor<64x32xbf16>)
@@ -496,6 +506,16 @@ func.func @f(%x: tensor<64x32xbf16>, %w: tensor<2x96x32xbf16>, %blk: tensor<2xi3
 //===----------------------------------------------------------------------===//
 // moe.expert_matmul
 //===----------------------------------------------------------------------===//
+
+func.func @f(%x: tensor<64x32xbf16>, %y: tensor<64x96xbf16>, %blk: tensor<2xi32>, %tok: tensor<64xf32>) {
+  // expected-error @+1 {{'moe.expert_matmul' op token_position_to_id must be an i32 tensor [S] = [64], got 'tensor<64xf32>'}}
+  %r = moe.expert_matmul lhs(%x : tensor<64x32xbf16>)
+      rhs(%y : tensor<64x96xbf16>) experts(%blk : tensor<2xi32>)
+      tokens(%tok : tensor<64xf32>) {block_size = 32 : i64} -> tensor<2x32x96xf32>
+  return
+}
+
+// -----
 
 func.func @f(%x: tensor<64x32xbf16>, %y: tensor<64x96xbf16>, %blk: tensor<1x2xi32>) {
   // expected-error @+1 {{'moe.expert_matmul' op block_to_expert must be a static 1-D tensor [N], got 'tensor<1x2xi32>'}}

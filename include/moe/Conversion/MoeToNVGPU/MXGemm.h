@@ -113,6 +113,19 @@ struct MXGemmProblem {
   Type biasType;
   /// What the kernel does with its accumulator.
   MXGemmEpilogue epilogue = {};
+  /// The kernel takes the slots' token ids (the op's token_position_to_id,
+  /// -1 for padding) and skips padding (Bf16Operands path): a Block tile
+  /// whose first slot is padding gets no K tiles and stores the epilogue of
+  /// a zero accumulator; an Expert tile's contraction ends after the last
+  /// K tile of its expert that starts at a token.
+  bool skipPadding = false;
+
+  /// Bytes of a persistent Expert kernel's shared table: each expert's
+  /// block count and first block, and with skipPadding its K tiles.
+  int64_t expertTableBytes() const {
+    return kind == MXGemmKind::Expert ? (skipPadding ? 12 : 8) * numExperts
+                                      : 0;
+  }
 };
 
 /// What the host needs to launch a built kernel.
@@ -140,7 +153,8 @@ struct MXGemmProblem {
 /// with gateUpCheckpoint, gateUp is the bf16 checkpoint and the i32 token
 /// ids of the slots come last.
 ///
-/// A persistent kernel (MXGemmConfig::persistent) takes one more
+/// With skipPadding the slots' i32 token ids follow (!llvm.ptr<1>). A
+/// persistent kernel (MXGemmConfig::persistent) takes one more
 /// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
 struct MXGemmLaunch {
   gpu::GPUFuncOp kernel;

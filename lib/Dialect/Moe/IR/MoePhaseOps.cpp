@@ -300,6 +300,10 @@ LogicalResult BlockMatmulOp::verify() {
   if (getBias() && failed(expectTensor(*this, getBias(), "bias", "[E, Nout]",
                                        {E, N}, Elem::BF16OrF32)))
     return failure();
+  if (getTokenPositionToId() &&
+      failed(expectTensor(*this, getTokenPositionToId(),
+                          "token_position_to_id", "[S]", {*S}, Elem::I32)))
+    return failure();
   return expectTensor(*this, getResult(), "result", "[S, Nout]", {*S, N},
                       Elem::F32);
 }
@@ -330,6 +334,10 @@ LogicalResult ExpertMatmulOp::verify() {
   if (*rhsQuant && failed(expectTensor(*this, getRhsScales(), "rhs_scales",
                                        "[S/32, Nout]", {*S / 32, N},
                                        Elem::Scale)))
+    return failure();
+  if (getTokenPositionToId() &&
+      failed(expectTensor(*this, getTokenPositionToId(),
+                          "token_position_to_id", "[S]", {*S}, Elem::I32)))
     return failure();
   int64_t E = getResult().getType().getDimSize(0);
   return expectTensor(*this, getResult(), "result", "[E, M, Nout]",

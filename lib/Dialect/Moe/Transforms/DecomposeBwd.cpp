@@ -30,6 +30,9 @@
 //   Q(v, axis): moe.mx_quantize of v along axis (codes and E8M0 scales);
 //   with quant = none, v as bf16 (arith.truncf of an f32 tensor).
 //   Pre-quantized weights enter P1 and P2 as their codes and scales.
+//   Every GEMM takes tok as well: its padding rows are zeros, so a lowering
+//   may skip the blocks that hold only padding (the spare blocks of the
+//   worst-case layout, SPEC section 4).
 //
 //===----------------------------------------------------------------------===//
 
@@ -174,7 +177,7 @@ Value BwdDecomposition::gateUp(Value xRows, Value gateUpWeight) {
   Value bias = op.getBias() ? mergeGateUp(op.getGateUpBias()) : Value();
   Value gu = BlockMatmulOp::create(
       rewriter, loc, f32Tensor({S, 2 * I}), lhs.data, lhs.scales, rhs.data,
-      rhs.scales, blk, bias, blockSize, rewriter.getUnitAttr());
+      rhs.scales, blk, tok, bias, blockSize, rewriter.getUnitAttr());
   return bias ? zeroPaddingRows(gu) : gu;
 }
 
@@ -217,7 +220,7 @@ SmallVector<Value> BwdDecomposition::build() {
                          : quantize(op.getDownWeight(), 2);
   Value dA = BlockMatmulOp::create(
       rewriter, loc, f32Tensor({S, I}), dyAlongH.data, dyAlongH.scales,
-      down.data, down.scales, blk, /*bias=*/Value(), blockSize);
+      down.data, down.scales, blk, tok, /*bias=*/Value(), blockSize);
   auto act = GatedActBwdOp::create(rewriter, loc, f32Tensor({S, 2 * I}),
                                    f32Tensor({S, I}), gu, dA, a,
                                    op.getActivationAttr(), op.getClampAttr());
@@ -236,7 +239,7 @@ SmallVector<Value> BwdDecomposition::build() {
           : quantize(gateUpWeight, 2);
   Value contributions = BlockMatmulOp::create(
       rewriter, loc, f32Tensor({S, H}), dguAlong2I.data, dguAlong2I.scales,
-      gateUpAlong2I.data, gateUpAlong2I.scales, blk, /*bias=*/Value(),
+      gateUpAlong2I.data, gateUpAlong2I.scales, blk, tok, /*bias=*/Value(),
       blockSize);
   Value dx = ScatterAddRowsOp::create(
       rewriter, loc, op.getHiddenStatesGrad().getType(), contributions, tok,
@@ -249,7 +252,7 @@ SmallVector<Value> BwdDecomposition::build() {
   Value dWgu = ExpertMatmulOp::create(rewriter, loc, f32Tensor({E, H, 2 * I}),
                                       xAlongSlots.data, xAlongSlots.scales,
                                       dguAlongSlots.data, dguAlongSlots.scales,
-                                      blk, blockSize);
+                                      blk, tok, blockSize);
   dWgu = roundTo(splitGateUp(dWgu), op.getGateUpWeightGrad().getType());
 
   // P4: dWd contracts over the slots; the affinity scales h (on I) or dy
@@ -270,7 +273,8 @@ SmallVector<Value> BwdDecomposition::build() {
   GemmOperand rhs = quantize(p4Rhs, 0);
   Value dWd =
       ExpertMatmulOp::create(rewriter, loc, f32Tensor({E, I, H}), lhs.data,
-                             lhs.scales, rhs.data, rhs.scales, blk, blockSize);
+                             lhs.scales, rhs.data, rhs.scales, blk, tok,
+                             blockSize);
   dWd = roundTo(dWd, op.getDownWeightGrad().getType());
 
   SmallVector<Value> results = {dx, da, dWgu, dWd};

@@ -17,28 +17,28 @@
 // Recomputation of g|u: x rows and Wgu along H, the axis it contracts.
 // CHECK-NEXT: %[[XQ:.*]], %[[XS:.*]] = moe.mx_quantize %[[XR]] {axis = 1 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x96xbf16> -> tensor<256x96xf8E4M3FN>, tensor<256x3xf8E8M0FNU>
 // CHECK-NEXT: %[[WHQ:.*]], %[[WHS:.*]] = moe.mx_quantize %[[W]] {axis = 1 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<2x96x64xbf16> -> tensor<2x96x64xf8E4M3FN>, tensor<2x3x64xf8E8M0FNU>
-// CHECK-NEXT: %[[GU:.*]] = moe.block_matmul lhs(%[[XQ]] : tensor<256x96xf8E4M3FN> scales %[[XS]] : tensor<256x3xf8E8M0FNU>) rhs(%[[WHQ]] : tensor<2x96x64xf8E4M3FN> scales %[[WHS]] : tensor<2x3x64xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) {block_size = 128 : i64, transpose_rhs} -> tensor<256x64xf32>
+// CHECK-NEXT: %[[GU:.*]] = moe.block_matmul lhs(%[[XQ]] : tensor<256x96xf8E4M3FN> scales %[[XS]] : tensor<256x3xf8E8M0FNU>) rhs(%[[WHQ]] : tensor<2x96x64xf8E4M3FN> scales %[[WHS]] : tensor<2x3x64xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) tokens(%[[TOK]] : tensor<256xi32>) {block_size = 128 : i64, transpose_rhs} -> tensor<256x64xf32>
 // P1: dy rows and Wd along H.
 // CHECK-NEXT: %[[DYQ:.*]], %[[DYS:.*]] = moe.mx_quantize %[[DYR]] {axis = 1 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x96xbf16> -> tensor<256x96xf8E4M3FN>, tensor<256x3xf8E8M0FNU>
 // CHECK-NEXT: %[[WDQ:.*]], %[[WDS:.*]] = moe.mx_quantize %[[WD]] {axis = 2 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<2x32x96xbf16> -> tensor<2x32x96xf8E4M3FN>, tensor<2x32x3xf8E8M0FNU>
-// CHECK-NEXT: %[[DA:.*]] = moe.block_matmul lhs(%[[DYQ]] : tensor<256x96xf8E4M3FN> scales %[[DYS]] : tensor<256x3xf8E8M0FNU>) rhs(%[[WDQ]] : tensor<2x32x96xf8E4M3FN> scales %[[WDS]] : tensor<2x32x3xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) {block_size = 128 : i64} -> tensor<256x32xf32>
+// CHECK-NEXT: %[[DA:.*]] = moe.block_matmul lhs(%[[DYQ]] : tensor<256x96xf8E4M3FN> scales %[[DYS]] : tensor<256x3xf8E8M0FNU>) rhs(%[[WDQ]] : tensor<2x32x96xf8E4M3FN> scales %[[WDS]] : tensor<2x32x3xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) tokens(%[[TOK]] : tensor<256xi32>) {block_size = 128 : i64} -> tensor<256x32xf32>
 // CHECK-NEXT: %[[DGU:.*]], %[[H:.*]] = moe.gated_act_bwd %[[GU]], %[[DA]], %[[A]] : tensor<256x64xf32>, tensor<256x32xf32>, tensor<256xf32> -> tensor<256x64xf32>, tensor<256x32xf32>
 // CHECK-NEXT: %[[DAFF:.*]] = moe.affinity_grad %[[DA]] dot %[[H]], %[[TOK]], %[[BLK]] {block_size = 128 : i64, num_experts = 2 : i64} : tensor<256x32xf32> dot tensor<256x32xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<128xf32>
 // P2: [dg|du] rows and Wgu along 2I.
 // CHECK-NEXT: %[[DGQ:.*]], %[[DGS:.*]] = moe.mx_quantize %[[DGU]] {axis = 1 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x64xf32> -> tensor<256x64xf8E4M3FN>, tensor<256x2xf8E8M0FNU>
 // CHECK-NEXT: %[[WIQ:.*]], %[[WIS:.*]] = moe.mx_quantize %[[W]] {axis = 2 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<2x96x64xbf16> -> tensor<2x96x64xf8E4M3FN>, tensor<2x96x2xf8E8M0FNU>
-// CHECK-NEXT: %[[C:.*]] = moe.block_matmul lhs(%[[DGQ]] : tensor<256x64xf8E4M3FN> scales %[[DGS]] : tensor<256x2xf8E8M0FNU>) rhs(%[[WIQ]] : tensor<2x96x64xf8E4M3FN> scales %[[WIS]] : tensor<2x96x2xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) {block_size = 128 : i64} -> tensor<256x96xf32>
+// CHECK-NEXT: %[[C:.*]] = moe.block_matmul lhs(%[[DGQ]] : tensor<256x64xf8E4M3FN> scales %[[DGS]] : tensor<256x2xf8E8M0FNU>) rhs(%[[WIQ]] : tensor<2x96x64xf8E4M3FN> scales %[[WIS]] : tensor<2x96x2xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) tokens(%[[TOK]] : tensor<256xi32>) {block_size = 128 : i64} -> tensor<256x96xf32>
 // CHECK-NEXT: %[[DX:.*]] = moe.scatter_add_rows %[[C]][%[[TOK]]], %[[BLK]] {block_size = 128 : i64, num_experts = 2 : i64, top_k = 2 : i64} : tensor<256x96xf32>, tensor<256xi32>, tensor<2xi32> -> tensor<64x96xbf16>
 // P3: x rows and [dg|du] along the slots.
 // CHECK-NEXT: %[[XTQ:.*]], %[[XTS:.*]] = moe.mx_quantize %[[XR]] {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x96xbf16> -> tensor<256x96xf8E4M3FN>, tensor<8x96xf8E8M0FNU>
 // CHECK-NEXT: %[[DGTQ:.*]], %[[DGTS:.*]] = moe.mx_quantize %[[DGU]] {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x64xf32> -> tensor<256x64xf8E4M3FN>, tensor<8x64xf8E8M0FNU>
-// CHECK-NEXT: %[[P3:.*]] = moe.expert_matmul lhs(%[[XTQ]] : tensor<256x96xf8E4M3FN> scales %[[XTS]] : tensor<8x96xf8E8M0FNU>) rhs(%[[DGTQ]] : tensor<256x64xf8E4M3FN> scales %[[DGTS]] : tensor<8x64xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) {block_size = 128 : i64} -> tensor<2x96x64xf32>
+// CHECK-NEXT: %[[P3:.*]] = moe.expert_matmul lhs(%[[XTQ]] : tensor<256x96xf8E4M3FN> scales %[[XTS]] : tensor<8x96xf8E8M0FNU>) rhs(%[[DGTQ]] : tensor<256x64xf8E4M3FN> scales %[[DGTS]] : tensor<8x64xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) tokens(%[[TOK]] : tensor<256xi32>) {block_size = 128 : i64} -> tensor<2x96x64xf32>
 // CHECK-NEXT: %[[DWGU:.*]] = tensor.expand_shape %[[P3]] {{\[\[}}0], [1], [2, 3]] output_shape [2, 96, 2, 32] : tensor<2x96x64xf32> into tensor<2x96x2x32xf32>
 // P4 with the affinity on I: a*h and dy rows along the slots.
 // CHECK-NEXT: %[[AH:.*]] = moe.scale_rows %[[H]], %[[A]] : tensor<256x32xf32>, tensor<256xf32> -> tensor<256x32xf32>
 // CHECK-NEXT: %[[AHQ:.*]], %[[AHS:.*]] = moe.mx_quantize %[[AH]] {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x32xf32> -> tensor<256x32xf8E4M3FN>, tensor<8x32xf8E8M0FNU>
 // CHECK-NEXT: %[[DYTQ:.*]], %[[DYTS:.*]] = moe.mx_quantize %[[DYR]] {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x96xbf16> -> tensor<256x96xf8E4M3FN>, tensor<8x96xf8E8M0FNU>
-// CHECK-NEXT: %[[DWD:.*]] = moe.expert_matmul lhs(%[[AHQ]] : tensor<256x32xf8E4M3FN> scales %[[AHS]] : tensor<8x32xf8E8M0FNU>) rhs(%[[DYTQ]] : tensor<256x96xf8E4M3FN> scales %[[DYTS]] : tensor<8x96xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) {block_size = 128 : i64} -> tensor<2x32x96xf32>
+// CHECK-NEXT: %[[DWD:.*]] = moe.expert_matmul lhs(%[[AHQ]] : tensor<256x32xf8E4M3FN> scales %[[AHS]] : tensor<8x32xf8E8M0FNU>) rhs(%[[DYTQ]] : tensor<256x96xf8E4M3FN> scales %[[DYTS]] : tensor<8x96xf8E8M0FNU>) experts(%[[BLK]] : tensor<2xi32>) tokens(%[[TOK]] : tensor<256xi32>) {block_size = 128 : i64} -> tensor<2x32x96xf32>
 // CHECK-NEXT: return %[[DX]], %[[DAFF]], %[[DWGU]], %[[DWD]] : tensor<64x96xbf16>, tensor<128xf32>, tensor<2x96x2x32xf32>, tensor<2x32x96xf32>
 func.func @defaults(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
     %aff: tensor<128xf32>, %wgu: tensor<2x96x2x32xbf16>,
@@ -149,7 +149,7 @@ func.func @bias(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
 // CHECK-NEXT: %[[ADY:.*]] = moe.scale_rows %[[DYR]], %[[A]] : tensor<256x96xbf16>, tensor<256xf32> -> tensor<256x96xf32>
 // CHECK-NEXT: %[[HQ:.*]], %[[HS:.*]] = moe.mx_quantize %[[H]] {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x32xf32> -> tensor<256x32xf8E4M3FN>, tensor<8x32xf8E8M0FNU>
 // CHECK-NEXT: %[[ADYQ:.*]], %[[ADYS:.*]] = moe.mx_quantize %[[ADY]] {axis = 0 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = rceil>} : tensor<256x96xf32> -> tensor<256x96xf8E4M3FN>, tensor<8x96xf8E8M0FNU>
-// CHECK-NEXT: moe.expert_matmul lhs(%[[HQ]] : tensor<256x32xf8E4M3FN> scales %[[HS]] : tensor<8x32xf8E8M0FNU>) rhs(%[[ADYQ]] : tensor<256x96xf8E4M3FN> scales %[[ADYS]] : tensor<8x96xf8E8M0FNU>) experts(%{{.*}} : tensor<2xi32>) {block_size = 128 : i64} -> tensor<2x32x96xf32>
+// CHECK-NEXT: moe.expert_matmul lhs(%[[HQ]] : tensor<256x32xf8E4M3FN> scales %[[HS]] : tensor<8x32xf8E8M0FNU>) rhs(%[[ADYQ]] : tensor<256x96xf8E4M3FN> scales %[[ADYS]] : tensor<8x96xf8E8M0FNU>) experts(%{{.*}} : tensor<2xi32>) tokens(%{{.*}} : tensor<256xi32>) {block_size = 128 : i64} -> tensor<2x32x96xf32>
 // CHECK-NEXT: return
 func.func @on_h(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
     %aff: tensor<128xf32>, %wgu: tensor<2x96x2x32xbf16>,
@@ -207,18 +207,18 @@ func.func @on_h_bias(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
 // CHECK-NEXT: %[[DYR:.*]] = moe.gather_rows
 // CHECK-NEXT: %[[A:.*]] = moe.slot_affinities
 // CHECK-NEXT: %[[W:.*]] = tensor.collapse_shape %[[WGU]]
-// CHECK-NEXT: %[[GU:.*]] = moe.block_matmul lhs(%[[XR]] : tensor<256x96xbf16>) rhs(%[[W]] : tensor<2x96x64xbf16>) experts(%{{.*}} : tensor<2xi32>) {block_size = 128 : i64, transpose_rhs} -> tensor<256x64xf32>
-// CHECK-NEXT: %[[DA:.*]] = moe.block_matmul lhs(%[[DYR]] : tensor<256x96xbf16>) rhs(%[[WD]] : tensor<2x32x96xbf16>) experts(%{{.*}} : tensor<2xi32>) {block_size = 128 : i64} -> tensor<256x32xf32>
+// CHECK-NEXT: %[[GU:.*]] = moe.block_matmul lhs(%[[XR]] : tensor<256x96xbf16>) rhs(%[[W]] : tensor<2x96x64xbf16>) experts(%{{.*}} : tensor<2xi32>) tokens(%{{.*}} : tensor<256xi32>) {block_size = 128 : i64, transpose_rhs} -> tensor<256x64xf32>
+// CHECK-NEXT: %[[DA:.*]] = moe.block_matmul lhs(%[[DYR]] : tensor<256x96xbf16>) rhs(%[[WD]] : tensor<2x32x96xbf16>) experts(%{{.*}} : tensor<2xi32>) tokens(%{{.*}} : tensor<256xi32>) {block_size = 128 : i64} -> tensor<256x32xf32>
 // CHECK-NEXT: %[[DGU:.*]], %[[H:.*]] = moe.gated_act_bwd %[[GU]], %[[DA]], %[[A]]
 // CHECK-NEXT: moe.affinity_grad
 // CHECK-NEXT: %[[DGB:.*]] = arith.truncf %[[DGU]] : tensor<256x64xf32> to tensor<256x64xbf16>
-// CHECK-NEXT: %[[C:.*]] = moe.block_matmul lhs(%[[DGB]] : tensor<256x64xbf16>) rhs(%[[W]] : tensor<2x96x64xbf16>) experts(%{{.*}} : tensor<2xi32>) {block_size = 128 : i64} -> tensor<256x96xf32>
+// CHECK-NEXT: %[[C:.*]] = moe.block_matmul lhs(%[[DGB]] : tensor<256x64xbf16>) rhs(%[[W]] : tensor<2x96x64xbf16>) experts(%{{.*}} : tensor<2xi32>) tokens(%{{.*}} : tensor<256xi32>) {block_size = 128 : i64} -> tensor<256x96xf32>
 // CHECK-NEXT: moe.scatter_add_rows %[[C]]
-// CHECK-NEXT: moe.expert_matmul lhs(%[[XR]] : tensor<256x96xbf16>) rhs(%[[DGB]] : tensor<256x64xbf16>) experts(%{{.*}} : tensor<2xi32>) {block_size = 128 : i64} -> tensor<2x96x64xf32>
+// CHECK-NEXT: moe.expert_matmul lhs(%[[XR]] : tensor<256x96xbf16>) rhs(%[[DGB]] : tensor<256x64xbf16>) experts(%{{.*}} : tensor<2xi32>) tokens(%{{.*}} : tensor<256xi32>) {block_size = 128 : i64} -> tensor<2x96x64xf32>
 // CHECK-NEXT: tensor.expand_shape
 // CHECK-NEXT: %[[AH:.*]] = moe.scale_rows %[[H]], %[[A]] : tensor<256x32xf32>, tensor<256xf32> -> tensor<256x32xf32>
 // CHECK-NEXT: %[[AHB:.*]] = arith.truncf %[[AH]] : tensor<256x32xf32> to tensor<256x32xbf16>
-// CHECK-NEXT: moe.expert_matmul lhs(%[[AHB]] : tensor<256x32xbf16>) rhs(%[[DYR]] : tensor<256x96xbf16>) experts(%{{.*}} : tensor<2xi32>) {block_size = 128 : i64} -> tensor<2x32x96xf32>
+// CHECK-NEXT: moe.expert_matmul lhs(%[[AHB]] : tensor<256x32xbf16>) rhs(%[[DYR]] : tensor<256x96xbf16>) experts(%{{.*}} : tensor<2xi32>) tokens(%{{.*}} : tensor<256xi32>) {block_size = 128 : i64} -> tensor<2x32x96xf32>
 // CHECK-NEXT: return
 func.func @quant_none(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
     %aff: tensor<128xf32>, %wgu: tensor<2x96x2x32xbf16>,
@@ -300,10 +300,10 @@ func.func @e5m2_floor(%x: tensor<64x96xbf16>, %dy: tensor<64x96xbf16>,
 // CHECK: %[[W:.*]] = tensor.collapse_shape %[[WGU]] {{\[\[}}0], [1], [2, 3]] : tensor<2x96x2x32xf8E4M3FN> into tensor<2x96x64xf8E4M3FN>
 // CHECK-NEXT: moe.unpack_checkpoint %[[CKPT]] : tensor<2x2x32x128xf32> -> tensor<256x64xf32>
 // CHECK: %[[DYQ:.*]], %[[DYS:.*]] = moe.mx_quantize %{{.*}} {axis = 1 : i64, quant = #moe.mx<f8E4M3FN, block = 32, rule = floor_alt>} : tensor<256x96xbf16>
-// CHECK-NEXT: moe.block_matmul lhs(%[[DYQ]] : tensor<256x96xf8E4M3FN> scales %[[DYS]] : tensor<256x3xf8E8M0FNU>) rhs(%[[WD]] : tensor<2x32x96xf8E4M3FN> scales %[[SD]] : tensor<2x32x3xf8E8M0FNU>) experts(%{{.*}} : tensor<2xi32>) {block_size = 128 : i64} -> tensor<256x32xf32>
+// CHECK-NEXT: moe.block_matmul lhs(%[[DYQ]] : tensor<256x96xf8E4M3FN> scales %[[DYS]] : tensor<256x3xf8E8M0FNU>) rhs(%[[WD]] : tensor<2x32x96xf8E4M3FN> scales %[[SD]] : tensor<2x32x3xf8E8M0FNU>) experts(%{{.*}} : tensor<2xi32>) tokens(%{{.*}} : tensor<256xi32>) {block_size = 128 : i64} -> tensor<256x32xf32>
 // CHECK: %[[DGQ:.*]], %[[DGS:.*]] = moe.mx_quantize %{{.*}} {axis = 1 : i64, {{.*}}} : tensor<256x64xf32>
 // CHECK-NEXT: %[[S:.*]] = tensor.collapse_shape %[[SGU]] {{\[\[}}0], [1], [2, 3]] : tensor<2x96x2x1xf8E8M0FNU> into tensor<2x96x2xf8E8M0FNU>
-// CHECK-NEXT: moe.block_matmul lhs(%[[DGQ]] : tensor<256x64xf8E4M3FN> scales %[[DGS]] : tensor<256x2xf8E8M0FNU>) rhs(%[[W]] : tensor<2x96x64xf8E4M3FN> scales %[[S]] : tensor<2x96x2xf8E8M0FNU>) experts(%{{.*}} : tensor<2xi32>) {block_size = 128 : i64} -> tensor<256x96xf32>
+// CHECK-NEXT: moe.block_matmul lhs(%[[DGQ]] : tensor<256x64xf8E4M3FN> scales %[[DGS]] : tensor<256x2xf8E8M0FNU>) rhs(%[[W]] : tensor<2x96x64xf8E4M3FN> scales %[[S]] : tensor<2x96x2xf8E8M0FNU>) experts(%{{.*}} : tensor<2xi32>) tokens(%{{.*}} : tensor<256xi32>) {block_size = 128 : i64} -> tensor<256x96xf32>
 // CHECK-NOT: moe.mx_quantize %[[W]]
 // CHECK-NOT: moe.mx_quantize %[[WD]]
 // CHECK: return

@@ -153,6 +153,14 @@ def Moe_BlockMatmulOp : Moe_Op<"block_matmul",
     Used for the recomputation of g and u (x . Wgu, `transpose_rhs`), P1
     (dA = dy . Wd^T) and P2 (dx contributions = [dg|du] . Wgu^T).
 
+    With `tokens` (`token_position_to_id`, i32 [S]) the result rows of
+    padding slots (-1) are unspecified: a lowering may skip the tiles of a
+    block whose first slot is padding (tokens fill each block from its first
+    slot, so such a block holds only padding; the spare blocks of the
+    worst-case layout are). The GPU kernels store the epilogue of a zero
+    accumulator there (the bias, or zero); the host lowering computes every
+    row. Without it every row is computed.
+
     ```mlir
     %dA = moe.block_matmul
         lhs(%dyq : tensor<896x256xf8E4M3FN>
@@ -168,6 +176,7 @@ def Moe_BlockMatmulOp : Moe_Op<"block_matmul",
                        AnyRankedTensor:$rhs,
                        Optional<AnyRankedTensor>:$rhs_scales,
                        AnyRankedTensor:$block_to_expert,
+                       Optional<AnyRankedTensor>:$token_position_to_id,
                        Optional<AnyRankedTensor>:$bias,
                        I64Attr:$block_size,
                        UnitAttr:$transpose_rhs);
@@ -178,6 +187,8 @@ def Moe_BlockMatmulOp : Moe_Op<"block_matmul",
     `rhs` `(` $rhs `:` type($rhs)
         (`scales` $rhs_scales^ `:` type($rhs_scales))? `)`
     `experts` `(` $block_to_expert `:` type($block_to_expert) `)`
+    (`tokens` `(` $token_position_to_id^ `:` type($token_position_to_id)
+        `)`)?
     (`bias` `(` $bias^ `:` type($bias) `)`)?
     attr-dict `->` type($result)
   }];
@@ -194,6 +205,14 @@ def Moe_ExpertMatmulOp : Moe_Op<"expert_matmul",
     [S/32, Nout]). Used for P3 (dWgu = x^T [dg|du]) and P4
     (dWd = (a h)^T dy, or h^T (a dy)).
 
+    With `tokens` (`token_position_to_id`, i32 [S]) a lowering may leave
+    padding slots (-1) out of the sum. That requires each padding slot's lhs
+    or rhs row to be zero (moe-decompose-bwd's operands are: the padding rows
+    of gathered activations and of gradients are zeros), so the result is the
+    same up to the sign of zeros. The GPU kernels end each expert's
+    contraction after its last K tile that starts at a token; the host
+    lowering sums every slot.
+
     ```mlir
     %dwd = moe.expert_matmul
         lhs(%hq : tensor<896x128xf8E4M3FN> scales %hs : tensor<28x128xf8E8M0FNU>)
@@ -207,6 +226,7 @@ def Moe_ExpertMatmulOp : Moe_Op<"expert_matmul",
                        AnyRankedTensor:$rhs,
                        Optional<AnyRankedTensor>:$rhs_scales,
                        AnyRankedTensor:$block_to_expert,
+                       Optional<AnyRankedTensor>:$token_position_to_id,
                        I64Attr:$block_size);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
@@ -215,6 +235,8 @@ def Moe_ExpertMatmulOp : Moe_Op<"expert_matmul",
     `rhs` `(` $rhs `:` type($rhs)
         (`scales` $rhs_scales^ `:` type($rhs_scales))? `)`
     `experts` `(` $block_to_expert `:` type($block_to_expert) `)`
+    (`tokens` `(` $token_position_to_id^ `:` type($token_position_to_id)
+        `)`)?
     attr-dict `->` type($result)
   }];
   let hasVerifier = 1;
