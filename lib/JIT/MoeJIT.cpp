@@ -437,6 +437,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.checkpointEpilogue ? "" : "checkpoint-unpacked");
   add(options.dGateUpEpilogue ? "dgate-up-epilogue" : "");
   add(options.persistentGemms ? "" : "grid-gemms");
+  add(options.overlapEpilogues ? "overlap-epilogues" : "");
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();
@@ -1567,6 +1568,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.checkpointEpilogue = options.checkpointEpilogue;
       pipelineOptions.dGateUpEpilogue = options.dGateUpEpilogue;
       pipelineOptions.persistentGemms = options.persistentGemms;
+      pipelineOptions.overlapEpilogues = options.overlapEpilogues;
     };
     if (impl->deviceArguments) {
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;

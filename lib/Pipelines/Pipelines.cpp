@@ -330,6 +330,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   config.chip = chip.str();
   config.mmaPath = mmaPath.str();
   config.persistentGemms = options.persistentGemms;
+  config.overlapEpilogues = options.overlapEpilogues;
   pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
   convert.chip = chip.str();
@@ -338,6 +339,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   convert.checkpointEpilogue = options.checkpointEpilogue;
   convert.dGateUpEpilogue = options.dGateUpEpilogue;
   convert.persistentGemms = options.persistentGemms;
+  convert.overlapEpilogues = options.overlapEpilogues;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);
   if (!target)

@@ -29,6 +29,9 @@
 #              --grid-gemms (one CTA per tile) on layers with more tiles
 #              than SMs, outputs compared bit for bit, then memcheck and
 #              racecheck on a layer with more tiles than SMs
+#   overlap    --overlap-epilogues (P1 in 64-row tiles, two CTAs per SM)
+#              against the default, outputs compared bit for bit, then
+#              memcheck and racecheck
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
@@ -97,7 +100,7 @@ kernel_times() {
 
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] &&
-  parts=(smoke matrix resident both-axes checkpoint-epilogue dgate-up persistent layers sanitize
+  parts=(smoke matrix resident both-axes checkpoint-epilogue dgate-up persistent overlap layers sanitize
          determinism kernels sass)
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 want() { printf '%s\n' "${parts[@]}" | grep -qx "$1"; }
@@ -219,6 +222,22 @@ if want persistent; then
     run "compute-sanitizer $tool persistent $racy" compute-sanitizer \
       --tool "$tool" --error-exitcode 1 moe-run --target=sm90a \
       --layer "$racy" --check none
+  done
+fi
+if want overlap; then
+  # 64-row tiles compute each row with the same products in the same order
+  # as 128-row ones; their padding tiles (first slot padding) are the
+  # expert GEMMs' padding K tiles, which neither reads: the same bits.
+  bitwise_against --overlap-epilogues "overlap-epilogues == 128-row P1" \
+    "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    T=512,H=512,I=96,E=4,K=2,B=128,quant=e5m2,rule=floor,affinity=on_h \
+    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on" \
+    T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
+    T=300,H=256,I=128,E=4,K=2,B=128,checkpoint=bf16,bias=on
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool overlap-epilogues $small" compute-sanitizer \
+      --tool "$tool" --error-exitcode 1 moe-run --target=sm90a \
+      --overlap-epilogues --layer "$small" --empty-experts 1 --check none
   done
 fi
 if want dgate-up; then

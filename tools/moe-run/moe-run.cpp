@@ -138,6 +138,9 @@ options:
                        instead of the persistent kernels (one CTA per SM
                        taking tiles from a counter; for comparison: the
                        same bits)
+  --overlap-epilogues  sm90a: P1's kernel runs 64-row tiles, two CTAs per
+                       SM, so one CTA's activation-backward epilogue
+                       overlaps the other's MMAs (the same bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -195,6 +198,7 @@ struct Options {
   bool checkpointEpilogue = true;
   bool dGateUpEpilogue = false;
   bool persistentGemms = true;
+  bool overlapEpilogues = false;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -231,7 +235,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--operands-one-axis",
                                           "--checkpoint-unpacked",
                                           "--dgate-up-epilogue",
-                                          "--grid-gemms"};
+                                          "--grid-gemms",
+                                          "--overlap-epilogues"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -359,6 +364,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.dGateUpEpilogue = true;
     } else if (name == "--grid-gemms") {
       opts.persistentGemms = false;
+    } else if (name == "--overlap-epilogues") {
+      opts.overlapEpilogues = true;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
@@ -1179,6 +1186,7 @@ int run(const Options &opts) {
   compileOptions.checkpointEpilogue = opts.checkpointEpilogue;
   compileOptions.dGateUpEpilogue = opts.dGateUpEpilogue;
   compileOptions.persistentGemms = opts.persistentGemms;
+  compileOptions.overlapEpilogues = opts.overlapEpilogues;
   compileOptions.kernelDir = opts.emitDir;
   compileOptions.kernelFormat = opts.emitFormat;
   if (opts.haveGemm)

@@ -79,7 +79,12 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
     Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
            "bf16-operands: the GEMM kernels but P1's are persistent, one CTA "
            "per SM taking tiles from a per-launch atomic counter (false: one "
-           "CTA per tile)">
+           "CTA per tile)">,
+    Option<"overlapEpilogues", "overlap-epilogues", "bool",
+           /*default=*/"false",
+           "bf16-operands: P1's kernel runs 64-row tiles, two CTAs per SM, "
+           "so that one CTA's activation-backward epilogue overlaps the "
+           "other's MMAs (ctas_per_sm = 2)">
   ];
 }
 
@@ -167,7 +172,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
     Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
            "bf16-operands: the GEMM kernels but P1's are persistent, one CTA "
            "per SM taking tiles from a per-launch atomic counter (false: one "
-           "CTA per tile)">
+           "CTA per tile)">,
+    Option<"overlapEpilogues", "overlap-epilogues", "bool",
+           /*default=*/"false",
+           "bf16-operands: P1's kernel runs 64-row tiles, two CTAs per SM, "
+           "so that one CTA's activation-backward epilogue overlaps the "
+           "other's MMAs (ctas_per_sm = 2)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

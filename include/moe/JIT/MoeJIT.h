@@ -339,6 +339,10 @@ struct CompileOptions {
   /// taking tiles from an atomic counter (moe-gpu-kernel-config's
   /// persistent-gemms); off: one CTA per tile.
   bool persistentGemms = true;
+  /// GPU targets, bf16-operands: P1's kernel runs 64-row tiles, two CTAs
+  /// per SM, so that one CTA's epilogue overlaps the other's MMAs
+  /// (moe-gpu-kernel-config's overlap-epilogues).
+  bool overlapEpilogues = false;
   /// GPU targets: also write each serialized kernel module into this
   /// directory (created if needed) as <module>.ptx or <module>.cubin, the
   /// artifacts of a chip this machine lacks. Empty: none. A compilation

@@ -116,6 +116,12 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                          "per SM takes each GEMM's tiles but P1's (default "
                          "on)"),
           llvm::cl::init(true)};
+  typename PassPipelineOptions<Derived>::template Option<bool>
+      overlapEpilogues{
+          *this, "overlap-epilogues",
+          llvm::cl::desc("moe-gpu-kernel-config's overlap-epilogues: P1's "
+                         "kernel runs two CTAs per SM (default off)"),
+          llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

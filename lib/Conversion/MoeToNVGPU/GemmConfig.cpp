@@ -84,6 +84,7 @@ moe::matchGatedActEpilogue(BlockMatmulOp gemm, const KernelGroup &group) {
 
 GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
                                      MXMmaPath preferred, bool persistent,
+                                     bool overlapEpilogue,
                                      const KernelGroup *group) {
   // The MX paths take codes of one type on both sides; every other GEMM
   // runs on bf16 operands.
@@ -119,6 +120,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     for (const GemmTableEntry &entry : target.getBf16OperandsTable()) {
       if (problem.n >= entry.minN &&
           (entry.activationEpilogue || !activation) &&
+          (!entry.overlapEpilogue || (activation && overlapEpilogue)) &&
           fitsMXGemm(problem, entry.config, target)) {
         c = entry.config;
         break;
@@ -162,7 +164,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
-      c.persistent);
+      c.persistent, c.ctasPerSM);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -191,5 +193,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.rhsNMajor = config.getRhsNMajor();
   c.lhsMMajor = config.getLhsMMajor();
   c.persistent = config.getPersistent();
+  c.ctasPerSM = config.getCtasPerSm();
   return c;
 }

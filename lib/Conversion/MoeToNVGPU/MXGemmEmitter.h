@@ -52,6 +52,10 @@ int64_t persistentCtas(const MXGemmProblem &p, const MXGemmConfig &cfg,
 
 /// The exponent bias of a code type: 7 (e4m3) or 15 (e5m2).
 int64_t exponentBias(Type elementType);
+/// Registers per thread at a CTA's entry: the 64K register file split over
+/// the threads of the ctasPerSM CTAs of an SM, a multiple of 8 (what
+/// setmaxnreg redistributes within the CTA).
+int64_t entryRegisters(const MXGemmConfig &cfg);
 
 /// Plain integer arithmetic for the index functions the block_scale kernels
 /// share with their checks (KernelEmitter::IROps is the IR form).

@@ -164,6 +164,10 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
   return l;
 }
 
+int64_t gemm::entryRegisters(const MXGemmConfig &cfg) {
+  return (65536 / (cfg.threads() * cfg.ctasPerSM)) & ~int64_t(7);
+}
+
 int64_t gemm::exponentBias(Type elementType) {
   return isa<Float8E5M2Type>(elementType) ? 15 : 7;
 }
@@ -827,11 +831,17 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
   };
 
   if (!epi.dGateUpAlongN && !epi.dGateUpAlongM) {
-    // One row at a time, all its pairs together.
+    // One row at a time, up to 16 pairs (64 g and u registers) together:
+    // all of an m64n128 fragment's, and half of an m64n256 one's, whose
+    // 128 accumulator registers leave no room for all 32 (ptxas spills).
+    int64_t chunk = std::min<int64_t>(pairs, 16);
     for (int64_t r = 0; r < 2; ++r) {
       setUpRow(r);
-      loadRow(r, 0, pairs);
-      computeRow(r, 0, pairs);
+      for (int64_t jb0 = 0; jb0 < pairs; jb0 += chunk) {
+        int64_t jb1 = std::min(pairs, jb0 + chunk);
+        loadRow(r, jb0, jb1);
+        computeRow(r, jb0, jb1);
+      }
       storePartial(r);
     }
     return;
@@ -999,9 +1009,11 @@ void KernelEmitter::emitEpiloguePrefetch(bool singleThread) {
                             /*reductionOp=*/nullptr,
                             /*reductionPredicate=*/Value());
   if (p.epilogue.gateUpCheckpoint) {
-    // The tile's rows are one block (tileM = B): its gate and up columns
-    // n0 .. n0 + tileN are two contiguous runs of tileN * B bf16.
-    if (p.blockSize != cfg.tileM)
+    // The tile's rows lie in one block (tileM divides B): the block's gate
+    // and up columns n0 .. n0 + tileN are two contiguous runs of tileN * B
+    // bf16 (with tileM < B, the CTAs of the block's other rows read the
+    // rest of the runs).
+    if (p.blockSize % cfg.tileM)
       return;
     OpBuilder::InsertionGuard g(b);
     if (!singleThread) {
@@ -1036,8 +1048,19 @@ void KernelEmitter::emitEpiloguePrefetch(bool singleThread) {
     prefetchRow(add(m0, indexToI32(loop.getInductionVar())));
     return;
   }
-  for (int64_t r0 = 0; r0 < cfg.tileM; r0 += producerThreads)
+  for (int64_t r0 = 0; r0 < cfg.tileM; r0 += producerThreads) {
+    if (cfg.tileM - r0 >= producerThreads) {
+      prefetchRow(add(add(m0, tid), r0));
+      continue;
+    }
+    // Fewer rows than threads: the rest would prefetch another tile's.
+    OpBuilder::InsertionGuard g(b);
+    auto ifOp = scf::IfOp::create(
+        b, loc, cmp(arith::CmpIPredicate::ult, tid, i32(cfg.tileM - r0)),
+        /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
     prefetchRow(add(add(m0, tid), r0));
+  }
 }
 
 void KernelEmitter::emitConsumerFp8() {
@@ -1626,8 +1649,9 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     emitExpertTable();
 
   // setmaxnreg moves registers between the roles; the entry cap is the
-  // register file split evenly (rounded down to a multiple of 8).
-  int64_t entryCap = (65536 / cfg.threads()) & ~int64_t(7);
+  // register file split evenly over the SM's CTAs' threads (rounded down to
+  // a multiple of 8).
+  int64_t entryCap = entryRegisters(cfg);
   auto setMaxRegisters = [&](int64_t count) {
     NVVM::SetMaxRegisterOp::create(
         b, loc, count,
@@ -1770,10 +1794,10 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
     return why;
   }
   // setmaxnreg moves registers within what the CTA was launched with (the
-  // entry cap, the 64K register file split evenly over its threads): a
-  // consumer's setmaxnreg.inc beyond it waits forever.
+  // entry cap, the 64K register file split evenly over the threads of its
+  // ctasPerSM CTAs): a consumer's setmaxnreg.inc beyond it waits forever.
   int64_t threads = cfg.threads();
-  int64_t entryCap = (65536 / threads) & ~int64_t(7);
+  int64_t entryCap = entryRegisters(cfg);
   int64_t wanted = 128 * (cfg.producerWarpgroups * cfg.producerRegisters +
                           cfg.consumerWarpgroups * cfg.consumerRegisters);
   if (problem.path != MXMmaPath::BlockScale && wanted > entryCap * threads) {
@@ -1805,14 +1829,28 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
     return why;
   }
   // Besides square tiles, bf16 operands take 128x256 (two consumer
-  // warpgroups of 64x256 wgmma), whose A and B boxes differ.
-  bool wide = problem.path == MXMmaPath::Bf16Operands && cfg.tileM == 128 &&
-              cfg.tileN == 256;
-  if (cfg.tileM != cfg.tileN && !wide) {
+  // warpgroups of 64x256 wgmma) and 64x128 (one of 64x128), whose A and B
+  // boxes differ.
+  bool bf16Ops = problem.path == MXMmaPath::Bf16Operands;
+  bool oblong = bf16Ops && ((cfg.tileM == 128 && cfg.tileN == 256) ||
+                            (cfg.tileM == 64 && cfg.tileN == 128));
+  if (cfg.tileM != cfg.tileN && !oblong) {
     os << "the " << path << " MMA path of " << target.getChip()
        << " needs square tiles"
-       << (problem.path == MXMmaPath::Bf16Operands ? " or 128x256" : "")
-       << ", got " << cfg.tileM << "x" << cfg.tileN;
+       << (bf16Ops ? ", 128x256 or 64x128" : "") << ", got " << cfg.tileM
+       << "x" << cfg.tileN;
+    return why;
+  }
+  // The SM's shared memory holds ctasPerSM CTAs, each with the system's
+  // reservation.
+  int64_t perCta = layoutOf(problem, cfg).bytes +
+                   TargetInfo::kReservedSharedMemoryPerCta;
+  if (cfg.ctasPerSM > 1 &&
+      cfg.ctasPerSM * perCta > target.getSharedMemoryPerMultiprocessor()) {
+    os << cfg.ctasPerSM << " CTAs of " << perCta
+       << " bytes of shared memory do not fit the "
+       << target.getSharedMemoryPerMultiprocessor() << " of an SM of "
+       << target.getChip();
     return why;
   }
   if (cfg.mmaM != 64 || cfg.mmaK != wgmmaK || cfg.mmaN % 8 || cfg.mmaN > 256) {
@@ -1927,7 +1965,8 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   assert(cfg.tileK * (bf16Operands ? 2 : 1) == kSwizzleBytes &&
          (problem.path == MXMmaPath::BlockScale ||
           ((cfg.tileM == cfg.tileN ||
-            (bf16Operands && cfg.tileM == 128 && cfg.tileN == 256)) &&
+            (bf16Operands && cfg.tileM == 128 && cfg.tileN == 256) ||
+            (bf16Operands && cfg.tileM == 64 && cfg.tileN == 128)) &&
            cfg.mmaM * cfg.consumerWarpgroups == cfg.tileM &&
            cfg.mmaN == cfg.tileN)) &&
          "tile shapes of the MX GEMM kernels");
@@ -1970,11 +2009,13 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   auto func = gpu::GPUFuncOp::create(builder, loc, name, type);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                 builder.getUnitAttr());
-  // setmaxnreg needs a register cap at entry: maxntid and minctasm = 1.
+  // setmaxnreg needs a register cap at entry: maxntid and minctasm (the
+  // CTAs per SM it was built for).
   func->setAttr("nvvm.maxntid",
                 builder.getDenseI32ArrayAttr(
                     {static_cast<int32_t>(cfg.threads()), 1, 1}));
-  func->setAttr("nvvm.minctasm", builder.getI32IntegerAttr(1));
+  func->setAttr("nvvm.minctasm",
+                builder.getI32IntegerAttr(static_cast<int32_t>(cfg.ctasPerSM)));
 
   int64_t ctas = persistentCtas(problem, cfg, target.getMultiprocessors());
   KernelEmitter emitter(builder, loc, problem, cfg, target.getMmaEmitter(),

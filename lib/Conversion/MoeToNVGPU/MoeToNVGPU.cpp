@@ -808,7 +808,8 @@ struct ConvertMoeToNVGPUPass
         }
       } else {
         config = selectGemmConfig(op, choice->target, choice->preferred,
-                                  persistentGemms, groupOf.lookup(op));
+                                  persistentGemms, overlapEpilogues,
+                                  groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
           return signalPassFailure();

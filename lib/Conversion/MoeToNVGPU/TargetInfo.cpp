@@ -111,8 +111,10 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     // 128x128, and 8192^3 at 640 against 532 (ncu, bench/run.sh --gemms
     // square,1, docs/results/2026-12-01-wide-tiles-both-axes.md). Narrow
     // outputs keep 128x128: a 256-column tile would be mostly padding.
-    // P1's activation-backward epilogue keeps it too: with the 128
-    // accumulator registers of m64n256 it spills (236 bytes, ptxas -v).
+    // P1's activation-backward epilogue keeps it too: it runs spill-free
+    // at 128x256 (its g and u loads 16 column pairs at a time), but took
+    // 7.14 ms at shape 1 against 4.10 for 128x128 (ncu, 2026-12-02,
+    // docs/results/2026-12-02-p1-tile-variants.md).
     MXGemmConfig wide = info.bf16Operands;
     wide.tileN = 256;
     wide.mmaN = 256;
@@ -121,12 +123,29 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     // round-robin over the tiles, moe-gpu-kernel-config persistent-gemms)
     // ran the shape-2 GEMMs 0-9% faster but shape 1's P1, P2 and P4
     // 16-44% slower (docs/results/2026-12-01-persistent-gemms.md).
+    // P1's activation-backward epilogue (the f32 g|u loads, the [dg|du],
+    // a*h and partials stores, ~35% of its tile time at shape 1) cannot
+    // overlap its own tile's MMAs. With 64-row tiles of one consumer
+    // warpgroup, two CTAs share an SM (4 stages of 24 KB and half the
+    // registers each), so one CTA's epilogue runs beside the other's MMAs
+    // (overlap-epilogues). Off by default: P1 took 4.88 ms at shape 1
+    // against 4.10 (ncu; each 64-row tile loads the weight tile for half
+    // the rows), the same bits (docs/results/2026-12-02-p1-tile-variants.md).
+    MXGemmConfig overlapped = info.bf16Operands;
+    overlapped.tileM = 64;
+    overlapped.consumerWarpgroups = 1;
+    overlapped.stages = 4;
+    overlapped.consumerRegisters = 216;
+    overlapped.ctasPerSM = 2;
     info.bf16OperandsTable = {
         {/*minN=*/256, /*activationEpilogue=*/false, wide},
+        {/*minN=*/0, /*activationEpilogue=*/true, overlapped,
+         /*overlapEpilogue=*/true},
         {/*minN=*/0, /*activationEpilogue=*/true, info.bf16Operands}};
     info.operandKernelThreads = 256;
     // 227 KB: the opt-in limit of one CTA on sm_90.
     info.maxDynamicSharedMemory = 232448;
+    info.sharedMemoryPerMultiprocessor = 233472;
     // The H100 SXM and the H200 (sm_90a parts with fewer SMs run a
     // persistent grid in two waves: correct, slower).
     info.multiprocessors = 132;
@@ -162,6 +181,8 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
                                    /*waitTicks=*/1000000};
     info.operandKernelThreads = 256;
     info.maxDynamicSharedMemory = maxSharedMemory;
+    info.sharedMemoryPerMultiprocessor =
+        maxSharedMemory + kReservedSharedMemoryPerCta;
     return info;
   };
   // sm_100a: one 128 x 128 x 32 tcgen05.mma (cta_group::1) per K = 32, 4

@@ -57,15 +57,45 @@ func.func @registers(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 
 // -----
 
-// One consumer warpgroup: a 64x128 tile.
+// Two consumer warpgroups of 64x64: a 128x64 tile.
 
 func.func @not_square(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
     %blk: tensor<2xi32>) -> tensor<256x128xf32> {
-  // expected-error @+1 {{'moe.block_matmul' op the bf16-operands MMA path of sm_90a needs square tiles or 128x256, got 64x128}}
+  // expected-error @+1 {{'moe.block_matmul' op the bf16-operands MMA path of sm_90a needs square tiles, 128x256 or 64x128, got 128x64}}
   %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
       rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
       {block_size = 128 : i64,
-       moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 1], registers = [40, 232]>}
+       moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 64, 64], mma_shape = [64, 64, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>}
+      -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
+// Two CTAs per SM: 256 threads at 128 registers each, and 6 stages of 24 KB
+// (148592 bytes with the barriers, the counters and the alignment slack, plus the 1 KB the
+// system reserves) twice exceed the SM's 228 KB.
+
+func.func @two_ctas_registers(%x: tensor<256x256xbf16>,
+    %w: tensor<2x128x256xbf16>, %blk: tensor<2xi32>) -> tensor<256x128xf32> {
+  // expected-error @+1 {{'moe.block_matmul' op setmaxnreg registers [40, 232] need 34816 registers, more than the 32768 of 256 threads at 128 each}}
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64,
+       moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 1], registers = [40, 232], ctas_per_sm = 2>}
+      -> tensor<256x128xf32>
+  return %r : tensor<256x128xf32>
+}
+
+// -----
+
+func.func @two_ctas_shared_memory(%x: tensor<256x256xbf16>,
+    %w: tensor<2x128x256xbf16>, %blk: tensor<2xi32>) -> tensor<256x128xf32> {
+  // expected-error @+1 {{'moe.block_matmul' op 2 CTAs of 149616 bytes of shared memory do not fit the 233472 of an SM of sm_90a}}
+  %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
+      rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
+      {block_size = 128 : i64,
+       moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 1], registers = [40, 216], ctas_per_sm = 2>}
       -> tensor<256x128xf32>
   return %r : tensor<256x128xf32>
 }

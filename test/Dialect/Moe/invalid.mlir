@@ -789,7 +789,21 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16, tile = [128, 128, 12
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major or persistent, got 'mn_major'}}
+// expected-error @+1 {{ctas_per_sm must be 1, or more for a bf16_operands kernel of one CTA per tile, got 2}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, ctas_per_sm = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{ctas_per_sm must be 1, or more for a bf16_operands kernel of one CTA per tile, got 0}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 1], registers = [40, 216], ctas_per_sm = 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent or ctas_per_sm, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }

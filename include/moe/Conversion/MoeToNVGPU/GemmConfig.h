@@ -69,8 +69,11 @@ std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
 /// GEMM (bf16 operands or a bias on a chip with only block_scale).
 /// `persistent`: bf16-operands kernels but P1's (activation epilogue) take
 /// their tiles with one CTA per SM instead of one CTA per tile.
+/// `overlapEpilogue`: P1's kernel may take a table row of several CTAs per
+/// SM (GemmTableEntry::overlapEpilogue).
 GemmConfigAttr selectGemmConfig(Operation *op, const TargetInfo &target,
                                 MXMmaPath preferred, bool persistent = true,
+                                bool overlapEpilogue = false,
                                 const KernelGroup *group = nullptr);
 
 /// Why selectGemmConfig found no kernel for a GEMM on `target`.

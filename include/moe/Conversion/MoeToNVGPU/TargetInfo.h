@@ -71,6 +71,10 @@ struct MXGemmConfig {
   /// Bf16Operands: one CTA per SM walks the output tiles (#moe.gemm_config
   /// persistent) instead of one CTA per tile.
   bool persistent = false;
+  /// CTAs per SM the kernel is built for (#moe.gemm_config ctas_per_sm):
+  /// each gets 1 / ctasPerSM of the registers and of the shared memory, so
+  /// that one CTA's epilogue runs beside another's MMAs.
+  int64_t ctasPerSM = 1;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);
@@ -98,6 +102,9 @@ struct GemmTableEntry {
   int64_t minN;
   bool activationEpilogue;
   MXGemmConfig config;
+  /// Taken only with moe-gpu-kernel-config's overlap-epilogues: a shape of
+  /// several CTAs per SM for the activation-backward epilogue.
+  bool overlapEpilogue = false;
 };
 
 /// Describes one GPU target. Obtain it with TargetInfo::get.
@@ -151,6 +158,12 @@ public:
   int64_t getOperandKernelThreads() const { return operandKernelThreads; }
   /// The most dynamic shared memory one CTA may request (bytes).
   int64_t getMaxDynamicSharedMemory() const { return maxDynamicSharedMemory; }
+  /// Shared memory of one SM (bytes), of which each resident CTA also takes
+  /// kReservedSharedMemoryPerCta.
+  int64_t getSharedMemoryPerMultiprocessor() const {
+    return sharedMemoryPerMultiprocessor;
+  }
+  static constexpr int64_t kReservedSharedMemoryPerCta = 1024;
   /// Streaming multiprocessors of the chip: the grid of a persistent GEMM.
   int64_t getMultiprocessors() const { return multiprocessors; }
 
@@ -168,6 +181,7 @@ private:
   SmallVector<GemmTableEntry, 2> bf16OperandsTable;
   int64_t operandKernelThreads = 0;
   int64_t maxDynamicSharedMemory = 0;
+  int64_t sharedMemoryPerMultiprocessor = 0;
   int64_t multiprocessors = 0;
 };
 

@@ -23,20 +23,27 @@ using namespace mlir::moe;
 /// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`
 /// and `, persistent = true`, each present when set, in any order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
-                                   bool &lhsMMajor, bool &persistent) {
+                                   bool &lhsMMajor, bool &persistent,
+                                   int64_t &ctasPerSm) {
   rhsNMajor = lhsMMajor = persistent = false;
+  ctasPerSm = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc at = parser.getCurrentLocation();
     if (parser.parseKeyword(&key) || parser.parseEqual())
       return failure();
+    if (key == "ctas_per_sm") {
+      if (parser.parseInteger(ctasPerSm))
+        return failure();
+      continue;
+    }
     bool *flag = key == "rhs_n_major"   ? &rhsNMajor
                  : key == "lhs_m_major" ? &lhsMMajor
                  : key == "persistent"  ? &persistent
                                         : nullptr;
     if (!flag)
-      return parser.emitError(at, "expected rhs_n_major, lhs_m_major or "
-                                  "persistent, got '")
+      return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
+                                  "persistent or ctas_per_sm, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -47,13 +54,16 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
 }
 
 static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
-                             bool lhsMMajor, bool persistent) {
+                             bool lhsMMajor, bool persistent,
+                             int64_t ctasPerSm) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
     printer << ", lhs_m_major = true";
   if (persistent)
     printer << ", persistent = true";
+  if (ctasPerSm != 1)
+    printer << ", ctas_per_sm = " << ctasPerSm;
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -183,7 +193,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ArrayRef<int64_t> mmaShape, int64_t stages,
                        int64_t dequantStages, ArrayRef<int64_t> warpgroups,
                        ArrayRef<int64_t> registers, bool rhsNMajor,
-                       bool lhsMMajor, bool persistent) {
+                       bool lhsMMajor, bool persistent, int64_t ctasPerSm) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -234,6 +244,12 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (persistent && mma != MXMmaPath::Bf16Operands)
     return emitError()
            << "persistent applies only to the bf16_operands MMA path";
+  // A persistent grid already has one CTA per SM.
+  if (ctasPerSm < 1 || (ctasPerSm > 1 && (persistent ||
+                                          mma != MXMmaPath::Bf16Operands)))
+    return emitError() << "ctas_per_sm must be 1, or more for a bf16_operands "
+                          "kernel of one CTA per tile, got "
+                       << ctasPerSm;
   // The range and granularity setmaxnreg accepts.
   for (int64_t count : registers)
     if (count < 24 || count > 256 || count % 8)

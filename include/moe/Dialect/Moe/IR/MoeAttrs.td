@@ -201,7 +201,11 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     tiles it takes from a zeroed counter of the launch with atomics, in the
     order a one-tile-per-CTA grid would run them, with its TMA ring's stages
     and phases carried from one tile to the next, so that the producer
-    loads the next tile while the consumers store this one. `moe-gpu-kernel-config` chooses it from the chip's description
+    loads the next tile while the consumers store this one, and (one CTA
+    per tile only) `ctas_per_sm`, the CTAs the kernel is built to share an
+    SM with (1 when left out): its registers and shared memory are split
+    that many ways, so that one CTA's epilogue runs beside another's MMAs.
+    `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
     the chip cannot run (a tile K other than one 128-byte swizzle panel, an
@@ -222,6 +226,10 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
                      mma_shape = [64, 256, 16], stages = 4,
                      warpgroups = [1, 2], registers = [40, 232],
                      persistent = true>
+    #moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64],
+                     mma_shape = [64, 128, 16], stages = 4,
+                     warpgroups = [1, 1], registers = [40, 216],
+                     ctas_per_sm = 2>
     #moe.gemm_config<mma = bf16, tile = [128, 128, 128],
                      mma_shape = [64, 128, 16], stages = 3,
                      dequant_stages = 2, warpgroups = [2, 2],
@@ -241,7 +249,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     ArrayRefParameter<"int64_t">:$registers,
     DefaultValuedParameter<"bool", "false">:$rhsNMajor,
     DefaultValuedParameter<"bool", "false">:$lhsMMajor,
-    DefaultValuedParameter<"bool", "false">:$persistent
+    DefaultValuedParameter<"bool", "false">:$persistent,
+    DefaultValuedParameter<"int64_t", "1">:$ctasPerSm
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -249,7 +258,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     (`dequant_stages` `=` $dequantStages^ `,`)?
     `warpgroups` `=` `[` $warpgroups `]` `,`
     `registers` `=` `[` $registers `]`
-    `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent) `` `>`
+    `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm)
+    `` `>`
   }];
   let genVerifyDecl = 1;
 }
