@@ -150,15 +150,19 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       c.rhsNMajor = false;
   }
   // Persistent bf16-operands kernels, but two stay one CTA per tile:
-  // - P1's activation epilogue: its producer thread would issue the 256 L2
-  //   prefetches of a tile's f32 gate/up rows alone (P1 ran 73% slower
-  //   persistent at shape 1 on the H200);
+  // - P1's activation epilogue: persistent, with the epilogue's L2
+  //   prefetches issued by the consumers as each tile starts, it took
+  //   4.15 ms at shape 1 against 4.10 and 0.70 at shape 2 against 0.66
+  //   (ncu, H200, docs/results/2026-12-02-p1-tile-variants.md; with the
+  //   producer thread issuing them alone, 73% slower);
   // - a block GEMM reading its rhs N-major (the recompute's): its
   //   persistent producer spills 24 bytes in the 40 registers setmaxnreg
   //   leaves it beside the consumers' 232 (ptxas -v), and it measured no
   //   faster persistent (-1% at shape 1).
+  // (A shape of several CTAs per SM is one CTA per tile.)
   c.persistent = persistent && path == MXMmaPath::Bf16Operands &&
-                 !activation && !(isa<BlockMatmulOp>(op) && c.rhsNMajor);
+                 c.ctasPerSM == 1 && !activation &&
+                 !(isa<BlockMatmulOp>(op) && c.rhsNMajor);
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,

@@ -341,10 +341,12 @@ private:
                          int64_t jb, std::array<Value, 2> inverse,
                          std::array<Value, 2> factor, MXQuantAttr quant,
                          Value out);
-  /// Producer warpgroup, once thread 0 has issued its last TMA load (the
-  /// consumers have `stages` K tiles left): the tile's gate and up rows
-  /// into L2, so that the epilogue's loads hit there.
-  void emitEpiloguePrefetch(bool singleThread = false);
+  /// The tile's gate and up rows into L2, so that the epilogue's loads hit
+  /// there, issued by `threads` threads of which this one is `thread`
+  /// (i32): the producer warpgroup once thread 0 has issued its TMA loads
+  /// (one CTA per tile), or the consumers as a persistent CTA's tile
+  /// starts.
+  void emitEpiloguePrefetch(Value thread, int64_t threads);
 
   OpBuilder &b;
   Location loc;

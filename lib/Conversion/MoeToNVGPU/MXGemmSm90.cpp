@@ -503,10 +503,6 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
           waitParity(add(s, cfg.stages), parity);
           loadTile(t, s);
         }
-        // The tile's last loads are out (the consumers have `stages` K
-        // tiles of it left): its epilogue's rows into L2.
-        if (gateUp)
-          emitEpiloguePrefetch(/*singleThread=*/true);
         scf::YieldOp::create(b, loc,
                              ValueRange{add(args[0], idx(1)),
                                         add(ringBase, kTiles),
@@ -997,30 +993,22 @@ void KernelEmitter::roundDGateUpAlongM(const DGateUpFragment &frag,
     }
 }
 
-void KernelEmitter::emitEpiloguePrefetch(bool singleThread) {
+void KernelEmitter::emitEpiloguePrefetch(Value thread, int64_t threads) {
   // Full tiles only: a bulk prefetch is whole 16-byte units inside the
   // buffer.
   if (p.m % cfg.tileM || p.n % cfg.tileN)
     return;
-  int64_t producerThreads = 128 * cfg.producerWarpgroups;
-  if (!singleThread)
-    NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(1),
-                            i32(producerThreads),
-                            /*reductionOp=*/nullptr,
-                            /*reductionPredicate=*/Value());
   if (p.epilogue.gateUpCheckpoint) {
     // The tile's rows lie in one block (tileM divides B): the block's gate
     // and up columns n0 .. n0 + tileN are two contiguous runs of tileN * B
     // bf16 (with tileM < B, the CTAs of the block's other rows read the
-    // rest of the runs).
+    // rest of the runs). Thread 0 issues both.
     if (p.blockSize % cfg.tileM)
       return;
     OpBuilder::InsertionGuard g(b);
-    if (!singleThread) {
-      auto ifOp = scf::IfOp::create(b, loc, eq(tid, 0),
-                                    /*withElseRegion=*/false);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-    }
+    auto ifOp = scf::IfOp::create(b, loc, eq(thread, 0),
+                                  /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
     Value block = divu(toI64(m0), p.blockSize);
     for (int64_t half = 0; half < 2; ++half) {
       Value index = mul(add(add(mul(block, 2 * p.n), half * p.n), toI64(n0)),
@@ -1031,8 +1019,7 @@ void KernelEmitter::emitEpiloguePrefetch(bool singleThread) {
     }
     return;
   }
-  // The tile's f32 gate and up rows: one row each per thread, or all of
-  // them from the single thread of a persistent producer.
+  // The tile's f32 gate and up rows: row r by thread r % threads.
   Value size = i32(cfg.tileN * 4);
   auto prefetchRow = [&](Value row) {
     Value g = add(mul(toI64(row), 2 * p.n), toI64(n0));
@@ -1041,25 +1028,18 @@ void KernelEmitter::emitEpiloguePrefetch(bool singleThread) {
           b, loc, globalElement(f32T, gateUp, index), size,
           /*l2CacheHint=*/Value());
   };
-  if (singleThread) {
-    auto loop = scf::ForOp::create(b, loc, idx(0), idx(cfg.tileM), idx(1));
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(loop.getBody());
-    prefetchRow(add(m0, indexToI32(loop.getInductionVar())));
-    return;
-  }
-  for (int64_t r0 = 0; r0 < cfg.tileM; r0 += producerThreads) {
-    if (cfg.tileM - r0 >= producerThreads) {
-      prefetchRow(add(add(m0, tid), r0));
+  for (int64_t r0 = 0; r0 < cfg.tileM; r0 += threads) {
+    if (cfg.tileM - r0 >= threads) {
+      prefetchRow(add(add(m0, thread), r0));
       continue;
     }
     // Fewer rows than threads: the rest would prefetch another tile's.
     OpBuilder::InsertionGuard g(b);
     auto ifOp = scf::IfOp::create(
-        b, loc, cmp(arith::CmpIPredicate::ult, tid, i32(cfg.tileM - r0)),
+        b, loc, cmp(arith::CmpIPredicate::ult, thread, i32(cfg.tileM - r0)),
         /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
-    prefetchRow(add(add(m0, tid), r0));
+    prefetchRow(add(add(m0, thread), r0));
   }
 }
 
@@ -1503,6 +1483,11 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       [&](OpBuilder &, Location, ValueRange args) {
         ringBase = args[1];
         decodeTile(args[2]);
+        // The epilogue's rows into L2 while the mainloop runs, shared by
+        // the consumer threads (one instruction or two each).
+        if (gateUp)
+          emitEpiloguePrefetch(sub(tid, i32(128 * cfg.producerWarpgroups)),
+                               128 * cfg.consumerWarpgroups);
         outputTile();
         scf::YieldOp::create(
             b, loc, ValueRange{add(args[0], idx(1)), add(ringBase, kTiles)});
@@ -1677,8 +1662,16 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       emitProducerBf16Operands();
     else
       emitProducerBf16();
-    if (gateUp && !cfg.persistent)
-      emitEpiloguePrefetch();
+    if (gateUp && !cfg.persistent) {
+      // After thread 0's TMA loads: the producer warpgroup's threads
+      // share the prefetches.
+      int64_t producerThreads = 128 * cfg.producerWarpgroups;
+      NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(1),
+                              i32(producerThreads),
+                              /*reductionOp=*/nullptr,
+                              /*reductionPredicate=*/Value());
+      emitEpiloguePrefetch(tid, producerThreads);
+    }
     b.setInsertionPointToStart(roles.elseBlock());
     setMaxRegisters(cfg.consumerRegisters);
     int64_t S = cfg.stages, SD = cfg.dequantStages;
