@@ -280,10 +280,11 @@ void KernelEmitter::emitContractionRange() {
     if (p.skipPadding) {
       // The tile's rows lie in one block (tileM divides B): if its first
       // slot is padding, so are the rest.
+      // (One value per statement: the same op order from every compiler.)
       Value token = loadGlobal(i32T, globalElement(i32T, tokens, toI64(m0)), 4);
-      kTiles = arith::SelectOp::create(
-          b, loc, cmp(arith::CmpIPredicate::slt, token, i32(0)), idx(0),
-          kTiles);
+      Value none = idx(0);
+      Value padding = cmp(arith::CmpIPredicate::slt, token, i32(0));
+      kTiles = arith::SelectOp::create(b, loc, padding, none, kTiles);
     }
     return;
   }
@@ -385,11 +386,12 @@ void KernelEmitter::emitExpertTable() {
     LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
                               entry(0, i32ToIndex(owner)), i32(1),
                               LLVM::AtomicOrdering::monotonic);
-    if (p.skipPadding)
-      LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
-                                entry(2, i32ToIndex(owner)),
-                                tokenTiles(indexToI64(block)),
+    if (p.skipPadding) {
+      Value tiles = tokenTiles(indexToI64(block));
+      Value at = entry(2, i32ToIndex(owner));
+      LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, at, tiles,
                                 LLVM::AtomicOrdering::monotonic);
+    }
   });
   gpu::BarrierOp::create(b, loc);
   strided(E, [&](Value e) {
