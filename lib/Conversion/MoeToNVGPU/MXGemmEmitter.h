@@ -222,6 +222,10 @@ private:
   /// Issues the TMA loads of K tile `t` (index) into stage `s`, expecting
   /// their bytes on full[s]. Thread 0 only.
   void loadTile(Value t, Value s);
+  /// The shared i32 counters of a one-CTA-per-tile Expert kernel: blocks of
+  /// lower experts, the expert's blocks, and with skipPadding its K tiles
+  /// that start at a token.
+  int64_t numExpertCounters() const { return p.skipPadding ? 3 : 2; }
   /// Sets kBegin and kTiles: the whole K range (Block; none for a padding
   /// tile with skipPadding), or the slots of the grid's expert, counted by
   /// every thread of the CTA (Expert; with skipPadding up to its last K

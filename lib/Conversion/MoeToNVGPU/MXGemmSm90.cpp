@@ -327,11 +327,10 @@ void KernelEmitter::emitContractionRange() {
                                     add(loop.getRegionIterArg(1), own),
                                     ownTiles});
   }
-  int64_t numCounters = p.skipPadding ? 3 : 2;
   Value counters[3];
-  for (int64_t c = 0; c < numCounters; ++c)
+  for (int64_t c = 0; c < numExpertCounters(); ++c)
     counters[c] = smemPtr(smemAddr(i64(lay.counters + 4 * c)));
-  for (int64_t c = 0; c < numCounters; ++c)
+  for (int64_t c = 0; c < numExpertCounters(); ++c)
     LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, counters[c],
                               loop.getResult(c),
                               LLVM::AtomicOrdering::monotonic);
@@ -421,16 +420,18 @@ void KernelEmitter::decodeTile(Value w) {
   expertId = divu(rest, tilesM);
   int64_t E = p.numExperts;
   Value at = mul(toI64(expertId), 4);
-  Value count = LLVM::LoadOp::create(
-      b, loc, i32T, smemPtr(smemAddr(add(at, i64(lay.counters)))), 4);
-  Value first = LLVM::LoadOp::create(
-      b, loc, i32T, smemPtr(smemAddr(add(at, i64(lay.counters + 4 * E)))), 4);
+  // Row `table` of emitExpertTable's table, for this expert.
+  auto load = [&](int64_t table) -> Value {
+    Value entry = add(at, i64(lay.counters + 4 * table * E));
+    return LLVM::LoadOp::create(b, loc, i32T, smemPtr(smemAddr(entry)), 4);
+  };
+  // Its K tiles: all of its blocks', or with skipPadding those that start
+  // at a token.
+  Value count = p.skipPadding ? Value() : load(0);
+  Value first = load(1);
   kBegin = i32ToIndex(mul(first, p.blockSize));
-  kTiles = i32ToIndex(mul(count, p.blockSize / cfg.tileK));
-  if (p.skipPadding)
-    kTiles = i32ToIndex(LLVM::LoadOp::create(
-        b, loc, i32T,
-        smemPtr(smemAddr(add(at, i64(lay.counters + 8 * E)))), 4));
+  kTiles = i32ToIndex(p.skipPadding ? load(2)
+                                    : mul(count, p.blockSize / cfg.tileK));
 }
 
 void KernelEmitter::publishTile(Value j, Value w) {
@@ -1622,7 +1623,7 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       initBarrier(2 * S + kTileSlots + d, consumerThreads);
     }
     if (p.kind == MXGemmKind::Expert && !cfg.persistent)
-      for (int64_t c = 0; c < 3; ++c)
+      for (int64_t c = 0; c < numExpertCounters(); ++c)
         LLVM::StoreOp::create(b, loc, i32(0),
                               smemPtr(smemAddr(i64(lay.counters + 4 * c))),
                               4);
