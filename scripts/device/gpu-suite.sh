@@ -138,14 +138,17 @@ PY
 
 # Runs each LAYER with FLAG and with the default, and compares the outputs
 # bit for bit.
+# Both runs also take the flags of the array `base` (empty by default).
+base=()
 bitwise_against() {  # FLAG LABEL LAYER...
   local flag=$1 label=$2 layer
   shift 2
   for layer in "$@"; do
-    run "sm90a resident $flag $layer" moe-run --target=sm90a "$flag" \
-      --layer "$layer" --empty-experts 1 --outputs "$out/single"
-    run "sm90a resident $layer" moe-run --target=sm90a --layer "$layer" \
-      --empty-experts 1 --outputs "$out/both"
+    run "sm90a resident $flag ${base[*]} $layer" moe-run --target=sm90a \
+      "$flag" "${base[@]}" --layer "$layer" --empty-experts 1 \
+      --outputs "$out/single"
+    run "sm90a resident ${base[*]} $layer" moe-run --target=sm90a \
+      "${base[@]}" --layer "$layer" --empty-experts 1 --outputs "$out/both"
     compare "$out/single" "$out/both" "$label, bitwise: $layer"
     rm -rf "$out/single" "$out/both"
   done
@@ -208,20 +211,27 @@ fi
 
 if want persistent; then
   # A persistent GEMM computes each tile whole, with the same products in
-  # the same order as one CTA per tile, so the same bits. The larger layers
-  # have more tiles than SMs in their block and expert GEMMs.
+  # the same order as one CTA per tile, so the same bits (P1's ping-pong
+  # warpgroup issues each 64-row half's wgmmas as a cooperative one does).
+  # The larger layers have more tiles than SMs in their block and expert
+  # GEMMs; the last two give each of P1's ping-pong warpgroups several
+  # tiles (about 8 and 4 per CTA), with and without a checkpoint.
   bitwise_against --grid-gemms "persistent == grid GEMMs" \
     "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
     T=4096,H=1024,I=256,E=4,K=2,B=128 \
     T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
-    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on"
+    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on" \
+    T=16384,H=256,I=512,E=4,K=2,B=128 \
+    T=16384,H=256,I=256,E=4,K=2,B=128,checkpoint=bf16
   # 136 tiles of P2 on 132 CTAs: four of them take a second tile from the
-  # counter.
-  racy=T=4096,H=512,I=256,E=4,K=2,B=128
-  for tool in memcheck racecheck; do
-    run "compute-sanitizer $tool persistent $racy" compute-sanitizer \
-      --tool "$tool" --error-exitcode 1 moe-run --target=sm90a \
-      --layer "$racy" --check none
+  # counter; then P1 at about 4 tiles per CTA (2 per ping-pong warpgroup).
+  for racy in T=4096,H=512,I=256,E=4,K=2,B=128 \
+      T=16384,H=256,I=256,E=2,K=2,B=128; do
+    for tool in memcheck racecheck; do
+      run "compute-sanitizer $tool persistent $racy" compute-sanitizer \
+        --tool "$tool" --error-exitcode 1 moe-run --target=sm90a \
+        --layer "$racy" --check none
+    done
   done
 fi
 if want overlap; then
@@ -246,6 +256,8 @@ if want dgate-up; then
   # shared builders: the operand kernel's values, so bit for bit. Partial
   # column tiles (I = 32, 64, 96), e5m2 and FLOOR rules, biases (f32
   # [dg|du] kept for the bias gradient), checkpoints, geglu with clamps.
+  # (P1 one CTA per tile: the ping-pong kernel keeps f32 [dg|du].)
+  base=(--grid-gemms)
   bitwise_against --dgate-up-epilogue "dgate-up-epilogue == f32 [dg|du]" \
     "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
     T=512,H=512,I=96,E=4,K=2,B=128,quant=e5m2,rule=floor,affinity=on_h \
@@ -255,8 +267,10 @@ if want dgate-up; then
   for tool in memcheck racecheck; do
     run "compute-sanitizer $tool dgate-up $small" compute-sanitizer \
       --tool "$tool" --error-exitcode 1 moe-run --target=sm90a \
-      --dgate-up-epilogue --layer "$small" --empty-experts 1 --check none
+      --dgate-up-epilogue --grid-gemms --layer "$small" --empty-experts 1 \
+      --check none
   done
+  base=()
 fi
 
 if want both-axes; then

@@ -8,12 +8,12 @@
 // keeps its inputs and gets one out-parameter per result after them, and a
 // `_mlir_ciface_<name>` wrapper taking one pointer per memref descriptor.
 // No dialect but llvm survives, temporaries are freed, bf16 conversions are
-// integer code, the f64 exp of silu is a libm call, and no strided copy
+// integer code, the f32 exp of silu is a libm call, and no strided copy
 // needs the runtime's memrefCopy.
 
 // CHECK-DAG: llvm.func @malloc(i64) -> !llvm.ptr
 // CHECK-DAG: llvm.func @free(!llvm.ptr)
-// CHECK-DAG: llvm.func @exp(f64) -> f64
+// CHECK-DAG: llvm.func @expf(f32) -> f32
 
 // Inputs x [8, 64] (rank 2: 7 descriptor fields), tok [64], blk [2] (5
 // each), w [4, 32, 64] (9) and ckpt [1, 2, 32, 64] (11), then the results

@@ -133,7 +133,8 @@ options:
   --dgate-up-epilogue  sm90a: P1's epilogue writes the two MX roundings of
                        [dg | du] that P2 and P3 read, instead of f32
                        [dg | du] for an operand kernel to round (the same
-                       bits; slower on the H200 today)
+                       bits; slower on the H200 today); with --grid-gemms
+                       (P1 one CTA per tile), else no effect
   --grid-gemms         sm90a: one CTA per output tile in every GEMM kernel
                        instead of the persistent kernels (one CTA per SM
                        taking tiles from a counter; for comparison: the

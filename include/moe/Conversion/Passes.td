@@ -77,9 +77,9 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "gradient) is read once by one operand kernel that writes both "
            "roundings (on by default: 2.3 ms less at shape 1 on the H200)">,
     Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
-           "bf16-operands: the GEMM kernels but P1's are persistent, one CTA "
-           "per SM taking tiles from a per-launch atomic counter (false: one "
-           "CTA per tile)">,
+           "bf16-operands: the GEMM kernels but the recompute's are "
+           "persistent, one CTA per SM taking tiles from a per-launch atomic "
+           "counter, P1's a ping-pong kernel (false: one CTA per tile)">,
     Option<"overlapEpilogues", "overlap-epilogues", "bool",
            /*default=*/"false",
            "bf16-operands: P1's kernel runs 64-row tiles, two CTAs per SM, "
@@ -168,11 +168,13 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "values (bf16) of [dg | du] along 2I and along the slots that P2 "
            "and P3 read, instead of f32 [dg | du] for an operand kernel to "
            "round (the same bits; off by default: P1 measured ~6 ms slower "
-           "at shape 1 on the H200, 2026-12-02)">,
+           "at shape 1 on the H200, 2026-12-02); a kernel of one CTA per "
+           "tile only (persistent-gemms=false): beside the ping-pong "
+           "kernel's second accumulator the roundings spill">,
     Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
-           "bf16-operands: the GEMM kernels but P1's are persistent, one CTA "
-           "per SM taking tiles from a per-launch atomic counter (false: one "
-           "CTA per tile)">,
+           "bf16-operands: the GEMM kernels but the recompute's are "
+           "persistent, one CTA per SM taking tiles from a per-launch atomic "
+           "counter, P1's a ping-pong kernel (false: one CTA per tile)">,
     Option<"overlapEpilogues", "overlap-epilogues", "bool",
            /*default=*/"false",
            "bf16-operands: P1's kernel runs 64-row tiles, two CTAs per SM, "

@@ -335,9 +335,9 @@ struct CompileOptions {
   /// kernel (convert-moe-to-nvgpu's dgate-up-epilogue; the same bits; off:
   /// it measured slower on the H200).
   bool dGateUpEpilogue = false;
-  /// GPU targets, bf16-operands: the GEMMs but P1's run one CTA per SM
-  /// taking tiles from an atomic counter (moe-gpu-kernel-config's
-  /// persistent-gemms); off: one CTA per tile.
+  /// GPU targets, bf16-operands: the GEMMs but the recompute's run one CTA
+  /// per SM taking tiles from an atomic counter, P1's as a ping-pong kernel
+  /// (moe-gpu-kernel-config's persistent-gemms); off: one CTA per tile.
   bool persistentGemms = true;
   /// GPU targets, bf16-operands: P1's kernel runs 64-row tiles, two CTAs
   /// per SM, so that one CTA's epilogue overlaps the other's MMAs

@@ -107,13 +107,14 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
           *this, "dgate-up-epilogue",
           llvm::cl::desc("convert-moe-to-nvgpu's dgate-up-epilogue: P1's "
                          "epilogue writes [dg | du]'s MX values for P2 and "
-                         "P3 (default off)"),
+                         "P3 (default off; with persistent-gemms=false)"),
           llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<bool>
       persistentGemms{
           *this, "persistent-gemms",
           llvm::cl::desc("moe-gpu-kernel-config's persistent-gemms: one CTA "
-                         "per SM takes each GEMM's tiles but P1's (default "
+                         "per SM takes each GEMM's tiles but the "
+                         "recompute's, P1's as a ping-pong kernel (default "
                          "on)"),
           llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<bool>

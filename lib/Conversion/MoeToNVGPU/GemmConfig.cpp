@@ -121,6 +121,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       if (problem.n >= entry.minN &&
           (entry.activationEpilogue || !activation) &&
           (!entry.overlapEpilogue || (activation && overlapEpilogue)) &&
+          (!entry.config.pingpong || (activation && persistent)) &&
           fitsMXGemm(problem, entry.config, target)) {
         c = entry.config;
         break;
@@ -149,26 +150,29 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     if (!fitsMXGemm(problem, c, target))
       c.rhsNMajor = false;
   }
-  // Persistent bf16-operands kernels, but two stay one CTA per tile:
-  // - P1's activation epilogue: persistent, with the epilogue's L2
-  //   prefetches issued by the consumers as each tile starts, it took
-  //   4.15 ms at shape 1 against 4.10 and 0.70 at shape 2 against 0.66
-  //   (ncu, H200, docs/results/2026-12-02-p1-tile-variants.md; with the
-  //   producer thread issuing them alone, 73% slower);
-  // - a block GEMM reading its rhs N-major (the recompute's): its
+  // Persistent bf16-operands kernels, but a block GEMM reading its rhs
+  // N-major (the recompute's) stays one CTA per tile: its
   //   persistent producer spills 24 bytes in the 40 registers setmaxnreg
   //   leaves it beside the consumers' 232 (ptxas -v), and it measured no
   //   faster persistent (-1% at shape 1).
   // (A shape of several CTAs per SM is one CTA per tile.)
   c.persistent = persistent && path == MXMmaPath::Bf16Operands &&
-                 c.ctasPerSM == 1 && !activation &&
+                 c.ctasPerSM == 1 &&
                  !(isa<BlockMatmulOp>(op) && c.rhsNMajor);
+  // P1's activation epilogue runs persistent only as the table's ping-pong
+  // kernel, its epilogue beside the other warpgroup's MMAs. Persistent
+  // with both consumer warpgroups on each tile, the epilogue's L2
+  // prefetches issued by the consumers as each tile starts, it took
+  // 4.15 ms at shape 1 against 4.10 for one CTA per tile (ncu, H200,
+  // docs/results/2026-12-02-p1-tile-variants.md).
+  if (activation)
+    c.persistent = c.pingpong;
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
-      c.persistent, c.ctasPerSM);
+      c.persistent, c.ctasPerSM, c.pingpong);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -198,5 +202,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.lhsMMajor = config.getLhsMMajor();
   c.persistent = config.getPersistent();
   c.ctasPerSM = config.getCtasPerSm();
+  c.pingpong = config.getPingpong();
   return c;
 }

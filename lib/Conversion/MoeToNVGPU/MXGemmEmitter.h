@@ -27,6 +27,10 @@ constexpr int64_t kSwizzleBytes = 128;
 constexpr StringLiteral kDynamicSmem = "moe_dynamic_smem";
 /// Depth of a persistent kernel's ring of tile ids (producer -> consumers).
 constexpr int64_t kTileSlots = 2;
+/// The named barriers of a ping-pong kernel's turns at the tensor cores:
+/// warpgroup w waits on kTurnBarrier + w (0 is the CTA's, 1 the producer
+/// warpgroup's, 2.. the consumer warp pairs').
+constexpr int64_t kTurnBarrier = 8;
 
 /// Byte offsets of the shared-memory regions, relative to the 1024-aligned
 /// base. Regions a path does not use are empty.
@@ -105,6 +109,13 @@ public:
 private:
   // Fragment registers of one m64nN f32 wgmma accumulator per thread.
   int64_t accLen() const { return cfg.mmaN / 2; }
+  /// The wgmma accumulators of a consumer warpgroup: one per M step of a
+  /// ping-pong warpgroup's whole tile, else one (its own mmaM rows).
+  int64_t mSteps() const { return cfg.pingpong ? cfg.tileM / cfg.mmaM : 1; }
+  /// Ping-pong: warpgroup `warpgroup`'s turn at the tensor cores, a named
+  /// barrier of both consumer warpgroups that the other one's arrival
+  /// (`wait` false) completes.
+  void turnBarrier(Value warpgroup, bool wait);
   bool isFp8() const { return p.path == MXMmaPath::Fp8WgmmaPromote; }
   bool isBf16Operands() const { return p.path == MXMmaPath::Bf16Operands; }
   /// Bytes of one operand element in global and shared memory.
@@ -271,7 +282,8 @@ private:
 
   /// A consumer thread's place in the m64nN accumulator: its warpgroup
   /// among the consumers, its lane quad, and its fragment row in the tile
-  /// (64 * warpgroup + 16 * warp + lane / 4; the other half is 8 rows on).
+  /// (64 * warpgroup + 16 * warp + lane / 4, or without the warpgroup's
+  /// term in a ping-pong kernel; the other half is 8 rows on).
   struct ConsumerLane {
     Value warpgroup, quad, rowInTile;
   };

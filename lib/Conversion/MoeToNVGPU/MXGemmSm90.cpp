@@ -519,9 +519,22 @@ KernelEmitter::ConsumerLane KernelEmitter::consumerLane() {
   Value inWarpgroup = remu(ct, 128);
   Value warp = divu(inWarpgroup, 32);
   Value lane = remu(inWarpgroup, 32);
-  Value rowInTile = add(mul(warpgroup, cfg.mmaM),
-                        add(mul(warp, 16), divu(lane, 4)));
+  Value rowInTile = add(mul(warp, 16), divu(lane, 4));
+  if (!cfg.pingpong)
+    rowInTile = add(mul(warpgroup, cfg.mmaM), rowInTile);
   return {warpgroup, remu(lane, 4), rowInTile};
+}
+
+void KernelEmitter::turnBarrier(Value warpgroup, bool wait) {
+  Value id = add(warpgroup, i32(kTurnBarrier));
+  Value threads = i32(2 * 128);
+  if (wait) {
+    NVVM::BarrierOp::create(b, loc, /*res=*/Type(), id, threads,
+                            /*reductionOp=*/nullptr,
+                            /*reductionPredicate=*/Value());
+    return;
+  }
+  NVVM::BarrierArriveOp::create(b, loc, id, threads);
 }
 
 std::pair<Value, Value> KernelEmitter::beginProducerTile() {
@@ -833,7 +846,11 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
     // One row at a time, up to 16 pairs (64 g and u registers) together:
     // all of an m64n128 fragment's, and half of an m64n256 one's, whose
     // 128 accumulator registers leave no room for all 32 (ptxas spills).
-    int64_t chunk = std::min<int64_t>(pairs, 16);
+    // A ping-pong warpgroup's second accumulator is live through the
+    // first one's epilogue: 8 pairs, or 4 of the checkpoint's bf16 loads
+    // (one address each; 8 spill at I = 256, ptxas -v).
+    int64_t chunk = std::min<int64_t>(
+        pairs, mSteps() == 1 ? 16 : epi.gateUpCheckpoint ? 4 : 8);
     for (int64_t r = 0; r < 2; ++r) {
       setUpRow(r);
       for (int64_t jb0 = 0; jb0 < pairs; jb0 += chunk) {
@@ -1377,16 +1394,20 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   MLIRContext *ctx = b.getContext();
   ConsumerLane lane = consumerLane();
   Value quad = lane.quad, rowInTile = lane.rowInTile;
-  // A warpgroup's mmaM rows of A: K-major, its rows of the tile; M-major,
-  // its 64-column box (mmaM = 64).
-  Value aWarpgroupOff = mul(toI64(lane.warpgroup),
-                            cfg.lhsMMajor ? cfg.tileK * kSwizzleBytes
-                                          : cfg.mmaM * kSwizzleBytes);
+  // The mmaM rows of A of M step `m`: K-major, those rows of the tile;
+  // M-major, that 64-column box (mmaM = 64). A cooperative warpgroup's one
+  // step is its own rows, a ping-pong one's steps cover the tile.
+  int64_t rowsBytes =
+      cfg.lhsMMajor ? cfg.tileK * kSwizzleBytes : cfg.mmaM * kSwizzleBytes;
+  Value aWarpgroupOff =
+      cfg.pingpong ? i64(0) : mul(toI64(lane.warpgroup), rowsBytes);
   auto shape = NVVM::MMAShapeAttr::get(ctx, cfg.mmaM, cfg.mmaN, cfg.mmaK);
+  int64_t steps = mSteps();
 
-  // The `panels` panels x 4 k16 steps of K tile t into acc; the
-  // first wgmma of the first tile starts the accumulator (scale-d = 0).
-  auto tile = [&](Value t, Value acc, bool first) {
+  // The `panels` panels x 4 k16 steps of K tile t into the accumulators
+  // (one per M step); the first wgmma of the first tile starts each
+  // (scale-d = 0).
+  auto tile = [&](Value t, SmallVector<Value> accs, bool first) {
     // The ring position of K tile t (persistent: after the earlier output
     // tiles' K tiles).
     Value g = ringBase ? add(ringBase, t) : t;
@@ -1403,25 +1424,34 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     int64_t stepA = mMajor ? majorStep : 2;
     int64_t stepB = nMajor ? majorStep : 2;
     for (int64_t panel = 0; panel < panels; ++panel) {
-      Value descA =
-          mMajor ? matrixDescriptor(baseA, cfg.tileK * kSwizzleBytes)
-                 : matrixDescriptor(add(baseA, panel * panelBytesA));
+      SmallVector<Value> descAs;
+      for (int64_t m = 0; m < steps; ++m) {
+        Value stepBase = m ? add(baseA, m * rowsBytes) : baseA;
+        descAs.push_back(
+            mMajor ? matrixDescriptor(stepBase, cfg.tileK * kSwizzleBytes)
+                   : matrixDescriptor(add(stepBase, panel * panelBytesA)));
+      }
       Value descB =
           nMajor ? matrixDescriptor(baseB, cfg.tileK * kSwizzleBytes)
                  : matrixDescriptor(add(baseB, panel * panelBytesB));
       for (int64_t i = 0; i < stepsPerPanel; ++i) {
         // K-major k16 steps advance 32 bytes (2 units of 16 bytes).
-        Value da = i ? add(descA, stepA * i) : descA;
+        SmallVector<Value> das;
+        for (int64_t m = 0; m < steps; ++m)
+          das.push_back(i ? add(descAs[m], stepA * i) : descAs[m]);
         Value db = i ? add(descB, stepB * i) : descB;
         bool start = first && panel == 0 && i == 0;
-        acc = NVVM::WgmmaMmaAsyncOp::create(
-            b, loc, accT, acc, da, db, shape, NVVM::WGMMATypes::bf16,
-            NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
-            start ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
-            NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-            mMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
-            nMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col,
-            /*satfinite=*/nullptr);
+        for (int64_t m = 0; m < steps; ++m) {
+          Value da = das[m];
+          accs[m] = NVVM::WgmmaMmaAsyncOp::create(
+              b, loc, accT, accs[m], da, db, shape, NVVM::WGMMATypes::bf16,
+              NVVM::WGMMATypes::bf16, NVVM::WGMMATypes::f32,
+              start ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+              NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+              mMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+              nMajor ? NVVM::MMALayout::row : NVVM::MMALayout::col,
+              /*satfinite=*/nullptr);
+        }
       }
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
@@ -1431,20 +1461,28 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       Value previous = remu(sub(g, idx(1)), SD);
       arrive(add(previous, emptyBase));
     }
-    return acc;
+    return accs;
   };
-  // The accumulator of the tile's K tiles.
-  auto mainloop = [&]() -> Value {
-    Value acc = tile(idx(0), LLVM::UndefOp::create(b, loc, accT), true);
-    auto loop = scf::ForOp::create(b, loc, idx(1), kTiles, idx(1),
-                                   ValueRange{acc});
+  // Ping-pong: the other warpgroup's turn at the tensor cores comes once
+  // this one has issued its last MMAs.
+  auto passTurn = [&] {
+    if (cfg.pingpong)
+      turnBarrier(xori(lane.warpgroup, i32(1)), /*wait=*/false);
+  };
+  // The accumulators of the tile's K tiles.
+  auto mainloop = [&]() -> SmallVector<Value> {
+    SmallVector<Value> accs(steps, LLVM::UndefOp::create(b, loc, accT));
+    accs = tile(idx(0), accs, true);
+    auto loop = scf::ForOp::create(b, loc, idx(1), kTiles, idx(1), accs);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
-      Value next =
-          tile(loop.getInductionVar(), loop.getRegionIterArg(0), false);
+      SmallVector<Value> next =
+          tile(loop.getInductionVar(),
+               llvm::to_vector_of<Value>(loop.getRegionIterArgs()), false);
       scf::YieldOp::create(b, loc, next);
     }
+    passTurn();
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     if (ringBase) {
       // The last K tile's stage goes back too: the producer fills it with
@@ -1452,27 +1490,80 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       Value last = remu(sub(add(ringBase, kTiles), idx(1)), SD);
       arrive(add(last, emptyBase));
     }
-    return loop.getResult(0);
+    return llvm::to_vector_of<Value>(loop.getResults());
+  };
+  // The epilogue of M step m's rows.
+  auto store = [&](ValueRange accs) {
+    for (int64_t m = 0; m < steps; ++m)
+      storeAccumulator(accs[m],
+                       m ? add(rowInTile, m * cfg.mmaM) : rowInTile, quad);
   };
   auto outputTile = [&] {
     if (p.kind == MXGemmKind::Block && !p.skipPadding)
-      return storeAccumulator(mainloop(), rowInTile, quad);
+      return store(mainloop());
     // An expert without blocks (or tokens), a block of padding: no K tiles,
-    // a zero accumulator. One epilogue for both.
-    auto ifOp = scf::IfOp::create(b, loc, accT, eq(indexToI64(kTiles), 0),
+    // zero accumulators. One epilogue for both.
+    auto ifOp = scf::IfOp::create(b, loc, SmallVector<Type>(steps, accT),
+                                  eq(indexToI64(kTiles), 0),
                                   /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      scf::YieldOp::create(b, loc,
-                           Value(LLVM::ZeroOp::create(b, loc, accT)));
+      passTurn();
+      Value zero = LLVM::ZeroOp::create(b, loc, accT);
+      scf::YieldOp::create(b, loc, SmallVector<Value>(steps, zero));
       b.setInsertionPointToStart(ifOp.elseBlock());
       scf::YieldOp::create(b, loc, mainloop());
     }
-    storeAccumulator(ifOp.getResult(0), rowInTile, quad);
+    store(ifOp.getResults());
   };
   if (!cfg.persistent)
     return outputTile();
+  if (cfg.pingpong) {
+    // Both warpgroups read every tile id in the producer's order and keep
+    // the ring position of every tile (the other warpgroup's K tiles
+    // advance it too: the ring is filled in tile order); warpgroup w
+    // computes the tiles of slot counts j = w mod 2. Warpgroup 0 takes the
+    // first turn at the tensor cores: its own arrival and its wait make
+    // the barrier's 256.
+    Value warpgroup = lane.warpgroup;
+    {
+      OpBuilder::InsertionGuard g(b);
+      auto first = scf::IfOp::create(b, loc, eq(warpgroup, 0),
+                                     /*withElseRegion=*/false);
+      b.setInsertionPointToStart(first.thenBlock());
+      turnBarrier(warpgroup, /*wait=*/false);
+    }
+    Value thread = remu(sub(tid, i32(128 * cfg.producerWarpgroups)), 128);
+    scf::WhileOp::create(
+        b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0)},
+        [&](OpBuilder &, Location, ValueRange args) {
+          Value w = receiveTile(args[0]);
+          Value more = cmp(arith::CmpIPredicate::ult, w, numTiles(p, cfg));
+          scf::ConditionOp::create(b, loc, more,
+                                   ValueRange{args[0], args[1], w});
+        },
+        [&](OpBuilder &, Location, ValueRange args) {
+          ringBase = args[1];
+          decodeTile(args[2]);
+          Value own = cmp(arith::CmpIPredicate::eq,
+                          andi(indexToI32(args[0]), 1), warpgroup);
+          {
+            OpBuilder::InsertionGuard g(b);
+            auto mine = scf::IfOp::create(b, loc, own,
+                                          /*withElseRegion=*/false);
+            b.setInsertionPointToStart(mine.thenBlock());
+            // The epilogue's rows into L2 before the turn's wait.
+            if (gateUp)
+              emitEpiloguePrefetch(thread, 128);
+            turnBarrier(warpgroup, /*wait=*/true);
+            outputTile();
+          }
+          scf::YieldOp::create(b, loc, ValueRange{add(args[0], idx(1)),
+                                                  add(ringBase, kTiles)});
+        });
+    return;
+  }
   // (slot count j, ring position): receive a tile, stop at one past the
   // last.
   scf::WhileOp::create(
@@ -1609,8 +1700,10 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
         // (Bf16Dequant) or the consumers (Bf16Operands).
         initBarrier(s, 1);
       }
+      // (A ping-pong stage is one warpgroup's.)
       initBarrier(S + s, p.path == MXMmaPath::Bf16Dequant ? producerThreads
-                                                           : consumerThreads);
+                         : cfg.pingpong                   ? 128
+                                                          : consumerThreads);
     }
     for (int64_t d = 0; d < cfg.dequantStages; ++d) {
       initBarrier(2 * S + d, producerThreads);
@@ -1835,6 +1928,16 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
        << " needs square tiles"
        << (bf16Ops ? ", 128x256 or 64x128" : "") << ", got " << cfg.tileM
        << "x" << cfg.tileN;
+    return why;
+  }
+  // A ping-pong warpgroup's accumulators: tileM / 64 fragments of mmaN / 2
+  // f32 registers per thread; beyond 128 the epilogue has no room.
+  // (convert-moe-to-nvgpu gives it no MX roundings of [dg | du]: beside
+  // the second accumulator they spill.)
+  if (cfg.pingpong && cfg.tileM / 64 * (cfg.mmaN / 2) > 128) {
+    os << "a pingpong warpgroup's " << cfg.tileM << "x" << cfg.tileN
+       << " tile needs " << cfg.tileM / 64 * (cfg.mmaN / 2)
+       << " accumulator registers per thread, more than 128";
     return why;
   }
   // The SM's shared memory holds ctasPerSM CTAs, each with the system's

@@ -579,8 +579,10 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
       checkpoint = matchCheckpointGateUp(epi->act, *group, problem.blockSize);
     e.gateUpCheckpoint = checkpoint.has_value();
     // The epilogue rounds 32 columns (four column pairs of each lane) at a
-    // time.
-    if (dGateUpEpilogue && cfg.mmaN % 32 == 0) {
+    // time; not beside a ping-pong warpgroup's second accumulator (528
+    // bytes spilled at I = 128, ptxas -v), where [dg | du] stays f32 for
+    // the operand kernel.
+    if (dGateUpEpilogue && cfg.mmaN % 32 == 0 && !cfg.pingpong) {
       roundings = matchDGateUpRoundings(epi->act, problem, op->getBlock());
       if (roundings.alongN)
         e.dGateUpAlongN = roundings.alongN.getQuant();

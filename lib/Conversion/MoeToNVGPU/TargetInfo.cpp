@@ -137,10 +137,21 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     overlapped.stages = 4;
     overlapped.consumerRegisters = 216;
     overlapped.ctasPerSM = 2;
+    // P1 with moe-gpu-kernel-config's persistent-gemms (the default): the
+    // two consumer warpgroups take turns over 128x128 tiles, one's
+    // activation epilogue beside the other's MMAs. Its 128 accumulator
+    // registers and the checkpoint epilogue spill 24 bytes in 232
+    // registers (ptxas -v, shape 1); the single producer thread runs in 24.
+    MXGemmConfig pingpong = info.bf16Operands;
+    pingpong.persistent = true;
+    pingpong.pingpong = true;
+    pingpong.producerRegisters = 24;
+    pingpong.consumerRegisters = 240;
     info.bf16OperandsTable = {
         {/*minN=*/256, /*activationEpilogue=*/false, wide},
         {/*minN=*/0, /*activationEpilogue=*/true, overlapped,
          /*overlapEpilogue=*/true},
+        {/*minN=*/0, /*activationEpilogue=*/true, pingpong},
         {/*minN=*/0, /*activationEpilogue=*/true, info.bf16Operands}};
     info.operandKernelThreads = 256;
     // 227 KB: the opt-in limit of one CTA on sm_90.

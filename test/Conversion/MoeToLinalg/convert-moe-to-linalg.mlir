@@ -251,7 +251,7 @@ func.func @expert_matmul(%l: tensor<64x32xbf16>, %r: tensor<64x16xf8E5M2>,
 }
 
 // One generic over [S, I] on the gate and up halves: clamp (v < lo ? lo : v,
-// hi < v ? hi : v) and strict masks, silu in f64 through math.exp, the f32
+// hi < v ? hi : v) and strict masks, silu in f32 through math.exp, the f32
 // products of numerics.md, then [dg | du] stacked as [S, 2, I].
 // CHECK-LABEL: func.func @gated_act_bwd_swiglu
 // CHECK-SAME: (%[[GU:.*]]: tensor<64x64xf32>, %[[DA:.*]]: tensor<64x32xf32>, %[[A:.*]]: tensor<64xf32>)
@@ -268,13 +268,11 @@ func.func @expert_matmul(%l: tensor<64x32xbf16>, %r: tensor<64x16xf8E5M2>,
 // CHECK: %[[UL:.*]] = arith.cmpf olt, %[[UV]], %[[LO]] : f32
 // CHECK: %[[UC:.*]] = arith.select %[[UL]], %[[LO]], %[[UV]] : f32
 // CHECK: %[[UIN:.*]] = arith.cmpf ogt, %[[UC]], %[[LO]] : f32
-// CHECK: %[[GD:.*]] = arith.extf %[[GC]] : f32 to f64
-// CHECK: %[[NEG:.*]] = arith.negf %[[GD]] : f64
-// CHECK: math.exp %[[NEG]] : f64
+// CHECK: %[[NEG:.*]] = arith.negf %[[GC]] : f32
+// CHECK: math.exp %[[NEG]] : f32
 // CHECK: %[[SIG:.*]] = arith.divf
-// CHECK: %[[ACT:.*]] = arith.mulf %[[GD]], %[[SIG]] : f64
-// CHECK: %[[S:.*]] = arith.truncf %[[ACT]] : f64 to f32
-// CHECK: %[[SP:.*]] = arith.truncf %{{.*}} : f64 to f32
+// CHECK: %[[S:.*]] = arith.mulf %[[GC]], %[[SIG]] : f32
+// CHECK: %[[SP:.*]] = arith.mulf %[[SIG]], %{{.*}} : f32
 // CHECK: %[[DH:.*]] = arith.mulf %[[AV]], %[[DAV]] : f32
 // CHECK: %[[H:.*]] = arith.mulf %[[S]], %[[UC]] : f32
 // CHECK: %[[DHU:.*]] = arith.mulf %[[DH]], %[[UC]] : f32
@@ -298,11 +296,11 @@ func.func @gated_act_bwd_swiglu(%gu: tensor<64x64xf32>, %dA: tensor<64x32xf32>,
   return %dgu, %h : tensor<64x64xf32>, tensor<64x32xf32>
 }
 
-// geglu: tanh in f64, and without a clamp no mask.
+// geglu: tanh in f32, and without a clamp no mask.
 // CHECK-LABEL: func.func @gated_act_bwd_geglu
 // CHECK: linalg.generic
 // CHECK-NOT: arith.cmpf
-// CHECK: math.tanh %{{.*}} : f64
+// CHECK: math.tanh %{{.*}} : f32
 // CHECK-NOT: arith.select
 // CHECK: linalg.yield
 func.func @gated_act_bwd_geglu(%gu: tensor<64x64xf32>, %dA: tensor<64x32xf32>,

@@ -11,10 +11,11 @@
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128,checkpoint=bf16 --print-layer-ir > %t.mlir
 // RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --implicit-check-not=moe.unpack_checkpoint
 // RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="checkpoint-epilogue=false" | FileCheck %s --check-prefix=OFF
-// The kernel: bf16 loads of the checkpoint (2 rows x 16 column pairs x g, u
-// x 2 per thread), the L2 prefetch of the tile's two runs of 128 x 128
-// bf16 (32 KB each, the up half 128 x 128 x 2 bytes after the gate half),
-// and no spills.
+// The kernel (ping-pong: a consumer warpgroup computes a whole 128 x 128
+// tile): bf16 loads of the checkpoint (2 M steps x 2 rows x 16 column pairs
+// x g, u x 2 per thread), the L2 prefetch of the tile's two runs of 128 x
+// 128 bf16 (32 KB each, the up half 128 x 128 x 2 bytes after the gate
+// half), and no spills.
 // REQUIRES: ptxas
 // RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
@@ -31,17 +32,21 @@
 
 // PTX-LABEL:   .entry block_matmul_act_2(
 // PTX-COUNT-10:  .param .u64 .ptr
-// PTX:           cp.async.bulk.prefetch.L2.global [[[P:%rd[0-9]+]]], [[S:%r[0-9]+]];
-// PTX-NEXT:      cp.async.bulk.prefetch.L2.global [[[P]]+32768], [[S]];
+// PTX:           add.s64 [[Q:%rd[0-9]+]], [[P:%rd[0-9]+]], 32768;
+// PTX:           cp.async.bulk.prefetch.L2.global [[[P]]], [[S:%r[0-9]+]];
+// PTX-NEXT:      cp.async.bulk.prefetch.L2.global [[[Q]]], [[S]];
 // The slot's mask as moe.scale_rows multiplies it: 1.0 for a token id >= 0,
 // 0.0 for a padded slot, times the widened checkpoint value (a multiply,
 // not a select: NaN and -0 behave as in the host lowering).
+// (After the warpgroup's turn at the tensor cores; the tile's own
+// padding test, before it, compares the first slot's id the same way.)
+// PTX:           bar.sync {{%r[0-9]+}}, 256;
 // PTX:           setp.gt.s32 [[P:%p[0-9]+]], %r{{[0-9]+}}, -1;
 // PTX-NEXT:      selp.f32 [[MASK:%r[0-9]+]], 0f3F800000, 0f00000000, [[P]];
 // PTX:           ld.global.nc.b16 [[G:%rs[0-9]+]],
 // PTX:           cvt.f32.bf16 [[GF:%r[0-9]+]], [[G]];
 // PTX-NEXT:      mul.rn.f32 %r{{[0-9]+}}, [[GF]], [[MASK]];
-// PTX-COUNT-127: ld.global.nc.b16
+// PTX-COUNT-255: ld.global.nc.b16
 // PTX-NOT:       ld.global.nc.b16
 // PTX:           .entry
 

@@ -11,15 +11,19 @@
 // shared builders (MXBuilders, MXRounding), so the bits equal the operand
 // kernel's (checked bit for bit on the H200: gpu-suite.sh dgate-up,
 // docs/results/2026-12-02-gpu-suite-dgate-up.log).
+// P1's kernel is one CTA per tile for this (persistent-gemms=false): the
+// ping-pong kernel (the default) keeps f32 [dg | du], as beside its second
+// accumulator the roundings would spill.
 // The example layer: S = 896 slots, I = 128, [dg | du] 896 x 256.
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="dgate-up-epilogue=true" | FileCheck %s
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=OFF
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="persistent-gemms=false" --convert-moe-to-nvgpu="dgate-up-epilogue=true" | FileCheck %s
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="persistent-gemms=false" --convert-moe-to-nvgpu | FileCheck %s --check-prefix=OFF
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="dgate-up-epilogue=true" | FileCheck %s --check-prefix=PINGPONG
 // With biases the gate/up bias gradient sums the f32 [dg | du] over the
 // slots (moe.expert_sum): the kernel writes it too, beside the roundings.
 // RUN: %moe_obj/bin/moe-run --layer T=64,H=64,I=32,E=4,K=2,B=128,bias=on --print-layer-ir > %t.bias.mlir
-// RUN: moe-opt %t.bias.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="dgate-up-epilogue=true" | FileCheck %s --check-prefix=BIAS
+// RUN: moe-opt %t.bias.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="persistent-gemms=false" --convert-moe-to-nvgpu="dgate-up-epilogue=true" | FileCheck %s --check-prefix=BIAS
 // REQUIRES: ptxas
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root dgate-up-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root dgate-up-epilogue=true persistent-gemms=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: FileCheck %s --check-prefix=CVT < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
@@ -45,6 +49,11 @@
 // OFF:         call @mx_operand_6_launch(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<896x256xf32>, memref<896x256xbf16>, memref<896x256xbf16>) -> ()
 // OFF:         func.func private @block_matmul_act_5_launch(
 // OFF-SAME:      dynamic_shared_memory = 197744,
+
+// PINGPONG:    call @block_matmul_act_5_launch({{.*}}) : (memref<896x256xbf16>, memref<4x128x256xbf16>, memref<7xi32>, memref<896x256xf32>, memref<896xf32>, memref<896xi32>, memref<896x256xf32>, memref<896x128xf32>, memref<896x1xf32>) -> ()
+// PINGPONG:    call @mx_operand_6_launch(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<896x256xf32>, memref<896x256xbf16>, memref<896x256xbf16>) -> ()
+// PINGPONG:    func.func private @block_matmul_act_5_launch(
+// PINGPONG-SAME: dynamic_shared_memory = 197776, {{.*}}counters = 1
 
 // BIAS:        call @block_matmul_act_5_launch({{.*}}) : (memref<512x64xbf16>, memref<4x32x64xbf16>, memref<4xi32>, memref<512x64xf32>, memref<512xf32>, memref<512xi32>, memref<512x64xf32>, memref<512x64xbf16>, memref<512x64xbf16>, memref<512x32xf32>, memref<512x1xf32>) -> ()
 // BIAS-NEXT:   %[[F32:.*]] = bufferization.to_tensor

@@ -17,10 +17,10 @@
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin > %t.layer.log 2>&1
 // RUN: FileCheck %s --check-prefix=LAYER < %t.layer.log
 // RUN: FileCheck %s --check-prefix=SPILLS < %t.layer.log
-// The same layer through moe-fuse: P1's kernel computes the activation
-// backward of its region (the producer thread prefetches the tile's g
-// and u rows into L2 once its last TMA load is out; f64 sigmoid as the
-// host lowering evaluates it,
+// The same layer through moe-fuse: P1's kernel (ping-pong) computes the
+// activation backward of its region (the warpgroup prefetches its tile's
+// g and u rows into L2 before its turn at the tensor cores; f32 sigmoid as
+// the host lowering evaluates it, libdevice's expf and the IEEE reciprocal,
 // the quad's butterfly sums of <dA, h>, [dg | du] and a * h stored as f32
 // pairs), with no spills.
 // RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root operands-both-axes=false" | %python %S/Inputs/extract-ptx.py > %t.fused.ptx
@@ -76,8 +76,9 @@
 // FUSED-PTX:         wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // FUSED-PTX:         wgmma.wait_group.sync.aligned 0
 // FUSED-PTX:         ld.global.nc.v2.b32
-// FUSED-PTX:         rcp.rn.f64
-// FUSED-PTX:         cvt.rn.f32.f64
+// FUSED-PTX:         ex2.approx.ftz.f32
+// FUSED-PTX:         rcp.rn.f32
+// FUSED-PTX-NOT:     .f64
 // FUSED-PTX:         st.global.v2.b32
 // FUSED-PTX:         shfl.sync.bfly.b32 {{.*}}, 1, 31, -1;
 // FUSED-PTX:         shfl.sync.bfly.b32 {{.*}}, 2, 31, -1;

@@ -4,6 +4,7 @@
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=BADCHIP
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=LAYER
 // RUN: moe-opt %s -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=GRID
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=GRID-LAYER
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_100a" | FileCheck %s --check-prefix=SM100
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_100a" 2>&1 | FileCheck %s --check-prefix=SM100-BIAS
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_120a" | FileCheck %s --check-prefix=SM120
@@ -16,11 +17,13 @@
 // shape the fp8 tiles divide takes the fp8 kernel (5 stages of
 // 128x128x128), an expert GEMM of codes falls back to the bf16 kernel (the
 // fp8 kernel covers block GEMMs only), and a GEMM with a bias stays on bf16
-// operands (the MX paths take none). Every bf16-operands kernel but P1's
-// (activation epilogue) and the recompute's (a block GEMM reading its rhs
-// N-major) is persistent: one CTA per SM taking tiles from a counter;
-// persistent-gemms=false keeps one CTA per tile.
+// operands (the MX paths take none). Every bf16-operands kernel but the
+// recompute's (a block GEMM reading its rhs N-major) is persistent: one CTA
+// per SM taking tiles from a counter, P1's (activation epilogue) as a
+// ping-pong kernel; persistent-gemms=false keeps one CTA per tile.
 // GRID-NOT: persistent
+// GRID-LAYER-NOT: persistent
+// GRID-LAYER-NOT: pingpong
 
 // BADPATH: error: unknown MMA path 'fp4' (expected fp8, bf16, bf16-operands or block-scale)
 // BADCHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a, sm_120a)
@@ -110,14 +113,15 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 
 // A layer's five GEMMs (I = 256, H = 512): every output has 256 columns or
 // more, so each takes 128x256 tiles but P1's, whose kernel computes the
-// activation backward of its moe.fused region (128x128 keeps it free of
-// spills).
+// activation backward of its moe.fused region: 128x128 tiles, each computed
+// whole by one of the two consumer warpgroups in turn (pingpong), which
+// take 240 registers (the producer thread runs in 24).
 // LAYER:      moe.fused phase(<recompute>)
 // LAYER:        moe.block_matmul
 // LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true>
 // LAYER:      moe.fused phase(<p1>)
 // LAYER:        moe.block_matmul
-// LAYER-SAME:     tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>
+// LAYER-SAME:     tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [24, 240], persistent = true, pingpong = true>
 // LAYER:        moe.gated_act_bwd
 // LAYER:      moe.fused phase(<p2>)
 // LAYER:        moe.block_matmul

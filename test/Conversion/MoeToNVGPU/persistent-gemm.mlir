@@ -1,6 +1,6 @@
 // Persistent bf16-operands GEMM kernels (#moe.gemm_config persistent; the
-// default of moe-gpu-kernel-config persistent-gemms for every GEMM but
-// P1's): one CTA per
+// default of moe-gpu-kernel-config persistent-gemms for every GEMM but the
+// recompute's, P1's as a ping-pong kernel, pingpong-gemm.mlir): one CTA per
 // SM (132), or per tile when there are fewer. CTA c computes tile c first,
 // then takes tiles from the launch's zeroed counter (the record's
 // `counters = 1`, the kernel's last argument): 132 + atomicAdd, until one

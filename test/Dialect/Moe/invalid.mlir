@@ -803,7 +803,28 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [64,
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent or ctas_per_sm, got 'mn_major'}}
+// expected-error @+1 {{pingpong needs a persistent kernel with 2 consumer warpgroups}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], pingpong = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{pingpong needs a persistent kernel with 2 consumer warpgroups}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 3], registers = [40, 152], persistent = true, pingpong = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{pingpong tile M 96 is not a multiple of mma_shape M 64}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [96, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, pingpong = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong or ctas_per_sm, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }

@@ -67,8 +67,9 @@ std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
 /// epilogue is looked for in `group` (null: the ops of the moe.fused
 /// region around `op`, if any). Null when the chip has no kernel for the
 /// GEMM (bf16 operands or a bias on a chip with only block_scale).
-/// `persistent`: bf16-operands kernels but P1's (activation epilogue) take
-/// their tiles with one CTA per SM instead of one CTA per tile.
+/// `persistent`: bf16-operands kernels take their tiles with one CTA per SM
+/// instead of one CTA per tile, P1's (activation epilogue) as the table's
+/// ping-pong kernel.
 /// `overlapEpilogue`: P1's kernel may take a table row of several CTAs per
 /// SM (GemmTableEntry::overlapEpilogue).
 GemmConfigAttr selectGemmConfig(Operation *op, const TargetInfo &target,

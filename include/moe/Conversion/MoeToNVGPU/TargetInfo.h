@@ -75,6 +75,11 @@ struct MXGemmConfig {
   /// each gets 1 / ctasPerSM of the registers and of the shared memory, so
   /// that one CTA's epilogue runs beside another's MMAs.
   int64_t ctasPerSM = 1;
+  /// Persistent, two consumer warpgroups (#moe.gemm_config pingpong): each
+  /// warpgroup computes every other tile of the CTA whole (tileM / mmaM
+  /// MMAs per K step), and the two take turns at the tensor cores, so that
+  /// one's epilogue runs beside the other's MMAs.
+  bool pingpong = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

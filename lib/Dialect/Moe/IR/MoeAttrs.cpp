@@ -20,12 +20,13 @@ using namespace mlir::moe;
 
 #include "moe/Dialect/Moe/IR/MoeEnums.cpp.inc"
 
-/// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`
-/// and `, persistent = true`, each present when set, in any order.
+/// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`,
+/// `, persistent = true` and `, pingpong = true`, each present when set,
+/// and `, ctas_per_sm = N`, in any order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &lhsMMajor, bool &persistent,
-                                   int64_t &ctasPerSm) {
-  rhsNMajor = lhsMMajor = persistent = false;
+                                   int64_t &ctasPerSm, bool &pingpong) {
+  rhsNMajor = lhsMMajor = persistent = pingpong = false;
   ctasPerSm = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
@@ -40,10 +41,11 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
     bool *flag = key == "rhs_n_major"   ? &rhsNMajor
                  : key == "lhs_m_major" ? &lhsMMajor
                  : key == "persistent"  ? &persistent
+                 : key == "pingpong"    ? &pingpong
                                         : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
-                                  "persistent or ctas_per_sm, got '")
+                                  "persistent, pingpong or ctas_per_sm, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -55,7 +57,7 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
 
 static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              bool lhsMMajor, bool persistent,
-                             int64_t ctasPerSm) {
+                             int64_t ctasPerSm, bool pingpong) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -64,6 +66,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", persistent = true";
   if (ctasPerSm != 1)
     printer << ", ctas_per_sm = " << ctasPerSm;
+  if (pingpong)
+    printer << ", pingpong = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -193,7 +197,8 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ArrayRef<int64_t> mmaShape, int64_t stages,
                        int64_t dequantStages, ArrayRef<int64_t> warpgroups,
                        ArrayRef<int64_t> registers, bool rhsNMajor,
-                       bool lhsMMajor, bool persistent, int64_t ctasPerSm) {
+                       bool lhsMMajor, bool persistent, int64_t ctasPerSm,
+                       bool pingpong) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -211,9 +216,14 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          << " is not a grid of mma_shape " << mmaShape[0]
                          << "x" << mmaShape[1];
   } else {
-    // Each consumer warpgroup issues the MMAs of its own mma_shape M rows,
-    // each spanning the whole tile N.
-    if (tile[0] != mmaShape[0] * warpgroups[1])
+    // Each consumer warpgroup issues the MMAs of its own mma_shape M rows
+    // (ping-pong: of every M step of its own tiles), each spanning the
+    // whole tile N.
+    if (pingpong && tile[0] % mmaShape[0])
+      return emitError() << "pingpong tile M " << tile[0]
+                         << " is not a multiple of mma_shape M "
+                         << mmaShape[0];
+    if (!pingpong && tile[0] != mmaShape[0] * warpgroups[1])
       return emitError() << "tile M " << tile[0] << " is not mma_shape M "
                          << mmaShape[0] << " times " << warpgroups[1]
                          << " consumer warpgroups";
@@ -250,6 +260,10 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "ctas_per_sm must be 1, or more for a bf16_operands "
                           "kernel of one CTA per tile, got "
                        << ctasPerSm;
+  // Two consumer warpgroups take turns over the tiles of a persistent CTA.
+  if (pingpong && (!persistent || warpgroups[1] != 2))
+    return emitError() << "pingpong needs a persistent kernel with 2 consumer "
+                          "warpgroups";
   // The range and granularity setmaxnreg accepts.
   for (int64_t count : registers)
     if (count < 24 || count > 256 || count % 8)

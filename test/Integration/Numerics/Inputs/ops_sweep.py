@@ -9,8 +9,8 @@
       recomputes every result in numpy / Python with the operation order the
       lowering documents (f32 sums in ascending k, slot or block order, the
       bias after the sum, docs/numerics.md's f32 orders for the activation
-      backward and the affinity gradient, act / act' in f64 through libm
-      like lib/Reference/Model.cpp)
+      backward and the affinity gradient, act / act' in f32 through libm's
+      expf / tanhf in lib/Reference/Model.cpp's operand order)
       and compares bit for bit.
 
 MX operands are quantized by the compiled program; the expected values use
@@ -18,6 +18,8 @@ moe_crosscheck.mx, which test/python/mx.test holds bit-identical to
 lib/Reference (and mx-sweep.test holds the lowering to it).
 """
 
+import ctypes
+import ctypes.util
 import math
 import os
 import sys
@@ -237,19 +239,28 @@ def expert_matmul(lhs, rhs, blk):
     return acc
 
 
+_LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
+for _name in ("expf", "tanhf"):
+    getattr(_LIBM, _name).restype = ctypes.c_float
+    getattr(_LIBM, _name).argtypes = [ctypes.c_float]
+
+
 def activation(kind, g):
-    """act(g), act'(g) in f64 from an f32 g, as lib/Reference/Model.cpp
-    writes them (Python's math functions are the C library's)."""
-    g = float(g)
+    """act(g), act'(g) in f32 from an f32 g, in lib/Reference/Model.cpp's
+    operand order, with the C library's expf and tanhf (which the host
+    lowering calls); constants rounded to f32 as the lowering rounds them."""
+    g = F32(g)
+    one = F32(1.0)
     if kind == "swiglu":
-        s = 1.0 / (1.0 + math.exp(-g))
-        return g * s, s * (1.0 + g * (1.0 - s))
-    c = math.sqrt(2.0 / 3.14159265358979323846)
-    a = 0.044715
-    t = math.tanh(c * (g + a * g * g * g))
-    return (0.5 * g * (1.0 + t),
-            0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * c *
-            (1.0 + 3.0 * a * g * g))
+        s = one / (one + F32(_LIBM.expf(float(-g))))
+        return g * s, s * (one + g * (one - s))
+    c = F32(math.sqrt(2.0 / 3.14159265358979323846))
+    a = F32(0.044715)
+    half = F32(0.5)
+    t = F32(_LIBM.tanhf(float(c * (g + a * g * g * g))))
+    return (half * g * (one + t),
+            half * (one + t) + half * g * (one - t * t) * c *
+            (one + F32(3.0 * 0.044715) * g * g))
 
 
 def gated_act_bwd(gu, dA, a, kind, gate, up):
@@ -273,8 +284,7 @@ def gated_act_bwd(gu, dA, a, kind, gate, up):
         for i in range(I):
             g, g_in = clamp(g_raw[s, i], *gate)
             u, u_in = clamp(u_raw[s, i], *up)
-            act, grad = activation(kind, g)
-            sv, sp = F32(act), F32(grad)
+            sv, sp = activation(kind, g)
             h[s, i] = sv * u
             dh = a[s] * dA[s, i]
             dgu[s, i] = (dh * u) * sp if g_in else F32(0)

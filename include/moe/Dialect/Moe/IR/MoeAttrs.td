@@ -204,7 +204,12 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     loads the next tile while the consumers store this one, and (one CTA
     per tile only) `ctas_per_sm`, the CTAs the kernel is built to share an
     SM with (1 when left out): its registers and shared memory are split
-    that many ways, so that one CTA's epilogue runs beside another's MMAs.
+    that many ways, so that one CTA's epilogue runs beside another's MMAs,
+    and (persistent, two consumer warpgroups) `pingpong`: each consumer
+    warpgroup computes whole tiles, every other one of the CTA's (tile M
+    is a whole number of `mma_shape` M, one MMA per M step), and the two
+    warpgroups take turns at the tensor cores, so that one warpgroup's
+    epilogue runs beside the other's MMAs on the same TMA ring.
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -212,8 +217,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     MMA shape the chip lacks, too much shared memory).
 
     The verifier rejects configurations no kernel can have: the consumer
-    warpgroups each own `mma_shape` M rows of the tile and one MMA spans the
-    tile's N (`block_scale`: the tile is a whole grid of MMAs), the tile's K
+    warpgroups each own `mma_shape` M rows of the tile (`pingpong`: the
+    tile's M is a multiple of them) and one MMA spans the tile's N (`block_scale`: the tile is a whole grid of MMAs), the tile's K
     is a whole number of MMA steps, a ring has at
     least two stages (one filled while the other is read), and register
     counts are what `setmaxnreg` takes (multiples of 8 in [24, 256]).
@@ -230,6 +235,10 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
                      mma_shape = [64, 128, 16], stages = 4,
                      warpgroups = [1, 1], registers = [40, 216],
                      ctas_per_sm = 2>
+    #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64],
+                     mma_shape = [64, 128, 16], stages = 6,
+                     warpgroups = [1, 2], registers = [40, 232],
+                     persistent = true, pingpong = true>
     #moe.gemm_config<mma = bf16, tile = [128, 128, 128],
                      mma_shape = [64, 128, 16], stages = 3,
                      dequant_stages = 2, warpgroups = [2, 2],
@@ -250,7 +259,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$rhsNMajor,
     DefaultValuedParameter<"bool", "false">:$lhsMMajor,
     DefaultValuedParameter<"bool", "false">:$persistent,
-    DefaultValuedParameter<"int64_t", "1">:$ctasPerSm
+    DefaultValuedParameter<"int64_t", "1">:$ctasPerSm,
+    DefaultValuedParameter<"bool", "false">:$pingpong
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -258,7 +268,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     (`dequant_stages` `=` $dequantStages^ `,`)?
     `warpgroups` `=` `[` $warpgroups `]` `,`
     `registers` `=` `[` $registers `]`
-    `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm)
+    `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
+                          $pingpong)
     `` `>`
   }];
   let genVerifyDecl = 1;

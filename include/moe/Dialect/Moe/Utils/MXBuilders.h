@@ -81,12 +81,13 @@ Value buildDecodeE8M0(OpBuilder &b, Location loc, Value scaleByte);
 Value buildDequantize(OpBuilder &b, Location loc, Value code, Value scaleByte,
                       MXElement element);
 
-/// fp32(act(g)) for f32 `g`, evaluated in f64 as R_mx does: silu
-/// g * sigmoid(g) for swiglu, the tanh form of gelu for geglu.
+/// act(g) for f32 `g`, evaluated in f32 in R_mx's operand order (R_mx
+/// evaluates in f64 and rounds: the values agree within a few f32 ulps):
+/// silu g * sigmoid(g) for swiglu, the tanh form of gelu for geglu.
 Value buildActivation(OpBuilder &b, Location loc, Activation activation,
                       Value g);
 
-/// fp32(act'(g)) for f32 `g`, evaluated in f64 like buildActivation.
+/// act'(g) for f32 `g`, evaluated in f32 like buildActivation.
 Value buildActivationDerivative(OpBuilder &b, Location loc,
                                 Activation activation, Value g);
 
