@@ -1519,51 +1519,34 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   };
   if (!cfg.persistent)
     return outputTile();
+  // Ping-pong: both warpgroups read every tile id in the producer's order
+  // and keep the ring position of every tile (the other warpgroup's K tiles
+  // advance it too: the ring is filled in tile order); warpgroup w computes
+  // the tiles of slot counts j = w mod 2. Warpgroup 0 takes the first turn
+  // at the tensor cores: its own arrival and its wait make the barrier's
+  // 256.
+  Value warpgroup = lane.warpgroup;
   if (cfg.pingpong) {
-    // Both warpgroups read every tile id in the producer's order and keep
-    // the ring position of every tile (the other warpgroup's K tiles
-    // advance it too: the ring is filled in tile order); warpgroup w
-    // computes the tiles of slot counts j = w mod 2. Warpgroup 0 takes the
-    // first turn at the tensor cores: its own arrival and its wait make
-    // the barrier's 256.
-    Value warpgroup = lane.warpgroup;
-    {
-      OpBuilder::InsertionGuard g(b);
-      auto first = scf::IfOp::create(b, loc, eq(warpgroup, 0),
-                                     /*withElseRegion=*/false);
-      b.setInsertionPointToStart(first.thenBlock());
-      turnBarrier(warpgroup, /*wait=*/false);
-    }
-    Value thread = remu(sub(tid, i32(128 * cfg.producerWarpgroups)), 128);
-    scf::WhileOp::create(
-        b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0)},
-        [&](OpBuilder &, Location, ValueRange args) {
-          Value w = receiveTile(args[0]);
-          Value more = cmp(arith::CmpIPredicate::ult, w, numTiles(p, cfg));
-          scf::ConditionOp::create(b, loc, more,
-                                   ValueRange{args[0], args[1], w});
-        },
-        [&](OpBuilder &, Location, ValueRange args) {
-          ringBase = args[1];
-          decodeTile(args[2]);
-          Value own = cmp(arith::CmpIPredicate::eq,
-                          andi(indexToI32(args[0]), 1), warpgroup);
-          {
-            OpBuilder::InsertionGuard g(b);
-            auto mine = scf::IfOp::create(b, loc, own,
-                                          /*withElseRegion=*/false);
-            b.setInsertionPointToStart(mine.thenBlock());
-            // The epilogue's rows into L2 before the turn's wait.
-            if (gateUp)
-              emitEpiloguePrefetch(thread, 128);
-            turnBarrier(warpgroup, /*wait=*/true);
-            outputTile();
-          }
-          scf::YieldOp::create(b, loc, ValueRange{add(args[0], idx(1)),
-                                                  add(ringBase, kTiles)});
-        });
-    return;
+    OpBuilder::InsertionGuard g(b);
+    auto first = scf::IfOp::create(b, loc, eq(warpgroup, 0),
+                                   /*withElseRegion=*/false);
+    b.setInsertionPointToStart(first.thenBlock());
+    turnBarrier(warpgroup, /*wait=*/false);
   }
+  // The tile's epilogue rows into L2 while the mainloop runs (ping-pong:
+  // before the turn's wait), shared by the threads that compute the tile
+  // (one instruction or two each), then the tile.
+  auto computeTile = [&] {
+    int64_t threads = 128 * (cfg.pingpong ? 1 : cfg.consumerWarpgroups);
+    if (gateUp) {
+      Value thread = sub(tid, i32(128 * cfg.producerWarpgroups));
+      emitEpiloguePrefetch(cfg.pingpong ? remu(thread, 128) : thread,
+                           threads);
+    }
+    if (cfg.pingpong)
+      turnBarrier(warpgroup, /*wait=*/true);
+    outputTile();
+  };
   // (slot count j, ring position): receive a tile, stop at one past the
   // last.
   scf::WhileOp::create(
@@ -1577,12 +1560,17 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       [&](OpBuilder &, Location, ValueRange args) {
         ringBase = args[1];
         decodeTile(args[2]);
-        // The epilogue's rows into L2 while the mainloop runs, shared by
-        // the consumer threads (one instruction or two each).
-        if (gateUp)
-          emitEpiloguePrefetch(sub(tid, i32(128 * cfg.producerWarpgroups)),
-                               128 * cfg.consumerWarpgroups);
-        outputTile();
+        if (!cfg.pingpong) {
+          computeTile();
+        } else {
+          Value own = cmp(arith::CmpIPredicate::eq,
+                          andi(indexToI32(args[0]), 1), warpgroup);
+          OpBuilder::InsertionGuard g(b);
+          auto mine = scf::IfOp::create(b, loc, own,
+                                        /*withElseRegion=*/false);
+          b.setInsertionPointToStart(mine.thenBlock());
+          computeTile();
+        }
         scf::YieldOp::create(
             b, loc, ValueRange{add(args[0], idx(1)), add(ringBase, kTiles)});
       });
