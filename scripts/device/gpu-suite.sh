@@ -36,7 +36,8 @@
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
 #   p1-prof    ncu of P1's kernel (block_matmul_act) at reference shape 2,
-#              default and --dgate-up-epilogue: duration, instructions,
+#              default (ping-pong), --grid-gemms, and --grid-gemms
+#              --dgate-up-epilogue: duration, instructions,
 #              DRAM bytes and the warp stall reasons, one table row each
 #   sass       the SASS instruction mix of the embedded example's kernels on
 #              both MMA paths (cuobjdump): the tensor-core instructions
@@ -387,8 +388,9 @@ fi
 
 if want p1-prof; then
   # Where P1's epilogue spends its time: the stall reasons per issued
-  # instruction of the whole kernel, for the default epilogue and the one
-  # that rounds [dg|du] itself (docs/results/2026-12-02-dgate-up-epilogue.md).
+  # instruction of the whole kernel, for the default (ping-pong) kernel,
+  # one CTA per tile (--grid-gemms), and that one with the epilogue that
+  # rounds [dg|du] itself (docs/results/2026-12-02-dgate-up-epilogue.md).
   metrics=gpu__time_duration.sum,smsp__inst_executed.sum
   metrics+=,dram__bytes_read.sum,dram__bytes_write.sum
   for reason in barrier long_scoreboard short_scoreboard mio_throttle \
@@ -396,8 +398,8 @@ if want p1-prof; then
       branch_resolving membar; do
     metrics+=,smsp__average_warps_issue_stalled_${reason}_per_issue_active.ratio
   done
-  for form in default --dgate-up-epilogue; do
-    args=(); [ "$form" = default ] || args=("$form")
+  for form in default --grid-gemms "--grid-gemms --dgate-up-epilogue"; do
+    args=(); [ "$form" = default ] || read -ra args <<<"$form"
     if ncu --clock-control none --kernel-name regex:block_matmul_act \
          --launch-count 1 --metrics "$metrics" --csv moe-run --target=sm90a \
          "${args[@]}" --layer T=24576,H=1536,I=256,E=128,K=8,B=128 \
