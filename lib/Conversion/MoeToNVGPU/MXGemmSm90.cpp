@@ -36,6 +36,13 @@
 //                                                        empty of tile t-1
 //                                                      store acc (+ bias)
 //
+// Persistent (one CTA per SM, tiles from a counter; the producer hands
+// their ids to the consumers through a ring of shared words) and, with
+// `pingpong`, each consumer warpgroup computes every other tile whole (one
+// wgmma per 64-row M step and k16 step), the two taking turns at the
+// tensor cores by named barriers so that one's epilogue overlaps the
+// other's mainloop (CUTLASS's ping-pong order).
+//
 // The dequantization is exact: the code's sign, exponent and mantissa bits
 // are placed into a bf16 (a power-of-two multiple of the code's value), and
 // one or two bf16 multiplications by powers of two give q * 2^(s-127). It
