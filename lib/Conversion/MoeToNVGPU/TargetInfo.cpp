@@ -139,9 +139,11 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     overlapped.ctasPerSM = 2;
     // P1 with moe-gpu-kernel-config's persistent-gemms (the default): the
     // two consumer warpgroups take turns over 128x128 tiles, one's
-    // activation epilogue beside the other's MMAs. Its 128 accumulator
-    // registers and the checkpoint epilogue spill 24 bytes in 232
-    // registers (ptxas -v, shape 1); the single producer thread runs in 24.
+    // activation epilogue beside the other's MMAs. 240 consumer registers
+    // for its 128 accumulator registers and the epilogue (the measured
+    // config; with the epilogue's g|u loaded 16 pairs at a time, 232
+    // spilled 24 bytes at shape 1, ptxas -v); the producer thread runs in
+    // 24.
     MXGemmConfig pingpong = info.bf16Operands;
     pingpong.persistent = true;
     pingpong.pingpong = true;
