@@ -172,7 +172,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
-      c.persistent, c.ctasPerSM, c.pingpong);
+      c.persistent, c.ctasPerSM, c.pingpong, c.clusterN);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -203,5 +203,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.persistent = config.getPersistent();
   c.ctasPerSM = config.getCtasPerSm();
   c.pingpong = config.getPingpong();
+  c.clusterN = config.getClusterN();
   return c;
 }

@@ -208,6 +208,12 @@ private:
     nvgpu::MBarrierArriveOp::create(
         b, loc, nvgpu::MBarrierTokenType::get(b.getContext()), bars, barrier);
   }
+  /// A consumer hands ring stage `stage` (index of its empty barrier) back:
+  /// to its own producer, and in a cluster pair's second CTA also to the
+  /// first one's, which multicasts the lhs tile into both.
+  void releaseStage(Value stage);
+  /// barrier.cluster arrive and wait by every thread of the CTA.
+  void syncCluster();
   void waitParity(Value barrier, Value parity) {
     nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity,
                                            idx(cfg.waitTicks), barrier);
@@ -390,6 +396,8 @@ private:
   Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
   // The expert (i32) of an Expert tile.
   Value expertId;
+  // A cluster pair's first CTA (i1; null without clusters).
+  Value isClusterLeader;
   // First K element (index) and number of K tiles (index) of this tile.
   Value kBegin, kTiles;
   // K tiles this role streamed through the ring before this output tile

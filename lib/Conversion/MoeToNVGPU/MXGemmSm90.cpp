@@ -231,30 +231,36 @@ void KernelEmitter::loadTile(Value t, Value s) {
   Value kk = mul(add(kBegin, mul(t, cfg.tileK)), elementBytes());
   Value stageA = add(add(alignPad, mul(s, cfg.tileM * rowBytes)), lay.a);
   Value stageB = add(add(alignPad, mul(s, cfg.tileN * rowBytes)), lay.b);
+  // A cluster pair shares the lhs tile: the first CTA loads it into both
+  // (multicast, each CTA's full barrier counting its bytes), the other
+  // none.
+  Value maskA, predA;
+  if (cfg.clusterN > 1) {
+    maskA = cst(b.getI16Type(), (1 << cfg.clusterN) - 1);
+    predA = isClusterLeader;
+  }
   // Coordinates innermost first: [k, row]. An M- or N-major operand's rows
   // are K: box h holds columns 64 h .. 64 h + 63 of the tile (bytes 128 h
   // on) of its tileK rows, which start at row `kRow0` + k.
   auto loadMajor = [&](Value stage, Value tmap, MemRefType tileT,
-                       Value col0, Value kRow0, int64_t columns) {
+                       Value col0, Value kRow0, int64_t columns, Value mask,
+                       Value pred) {
     Value row = add(kRow0, add(kBegin, mul(t, cfg.tileK)));
     for (int64_t h = 0; h < columns / 64; ++h) {
       Value at = add(stage, h * cfg.tileK * kSwizzleBytes);
       Value view = memref::ViewOp::create(b, loc, tileT, smem, at, {});
       Value col = i32ToIndex(mul(add(col0, 64 * h), elementBytes()));
       nvgpu::TmaAsyncLoadOp::create(b, loc, view, bars, tmap,
-                                    ValueRange{col, row}, s,
-                                    /*multicastMask=*/Value(),
-                                    /*predicate=*/Value());
+                                    ValueRange{col, row}, s, mask, pred);
     }
   };
   if (cfg.lhsMMajor) {
-    loadMajor(stageA, tmapA, tileAT, m0, idx(0), cfg.tileM);
+    loadMajor(stageA, tmapA, tileAT, m0, idx(0), cfg.tileM, maskA, predA);
   } else {
     Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
     nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
-                                  ValueRange{kk, i32ToIndex(m0)}, s,
-                                  /*multicastMask=*/Value(),
-                                  /*predicate=*/Value());
+                                  ValueRange{kk, i32ToIndex(m0)}, s, maskA,
+                                  predA);
   }
   if (!cfg.rhsNMajor) {
     Value vb = memref::ViewOp::create(b, loc, tileBT, smem, stageB, {});
@@ -265,7 +271,34 @@ void KernelEmitter::loadTile(Value t, Value s) {
     return;
   }
   // N-major: the expert's K rows (rowB0) of the tile's N columns.
-  loadMajor(stageB, tmapB, tileBT, n0, i32ToIndex(rowB0), cfg.tileN);
+  loadMajor(stageB, tmapB, tileBT, n0, i32ToIndex(rowB0), cfg.tileN,
+            /*mask=*/Value(), /*pred=*/Value());
+}
+
+void KernelEmitter::releaseStage(Value stage) {
+  arrive(stage);
+  if (cfg.clusterN == 1)
+    return;
+  // The first CTA of the pair refills this stage of both CTAs (its lhs
+  // tile): its empty barrier counts this CTA's consumers too.
+  // (One value per statement: the same op order from every compiler.)
+  OpBuilder::InsertionGuard g(b);
+  Value yes = cst(i1T, 1);
+  Value second = arith::XOrIOp::create(b, loc, isClusterLeader, yes);
+  auto ifOp = scf::IfOp::create(b, loc, second, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  Value offset = mul(indexToI64(stage), 8);
+  Value local = smemPtr(smemAddr(add(offset, lay.barriers)));
+  Value rank0 = i32(0);
+  Value remote = NVVM::MapaOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext(), 7), local, rank0);
+  NVVM::MBarrierArriveOp::create(b, loc, /*res=*/Type(), remote,
+                                 /*count=*/Value(), NVVM::MemScopeKind::CLUSTER);
+}
+
+void KernelEmitter::syncCluster() {
+  NVVM::ClusterArriveOp::create(b, loc, /*aligned=*/UnitAttr());
+  NVVM::ClusterWaitOp::create(b, loc, /*aligned=*/UnitAttr());
 }
 
 Value KernelEmitter::tokenTiles(Value block) {
@@ -1466,7 +1499,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     if (!first) {
       // Tile t - 1's wgmmas are complete: hand its bf16 buffer back.
       Value previous = remu(sub(g, idx(1)), SD);
-      arrive(add(previous, emptyBase));
+      releaseStage(add(previous, emptyBase));
     }
     return accs;
   };
@@ -1637,6 +1670,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   if (p.skipPadding)
     tokens = entry.getArgument(entry.getNumArguments() - 1 - cfg.persistent);
   tid = indexToI32(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  if (cfg.clusterN > 1)
+    isClusterLeader = eq(NVVM::ClusterId::create(b, loc, i32T), 0);
   // One tile per CTA: the grid is (N tiles, M tiles, experts). A
   // persistent kernel sets these per tile (decodeTile).
   if (!cfg.persistent) {
@@ -1672,9 +1707,12 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(init.thenBlock());
-    auto initBarrier = [&](int64_t id, int64_t count) {
-      nvgpu::MBarrierInitOp::create(b, loc, bars, idx(count), idx(id),
+    auto initBarrierTo = [&](int64_t id, Value count) {
+      nvgpu::MBarrierInitOp::create(b, loc, bars, count, idx(id),
                                     /*predicate=*/Value());
+    };
+    auto initBarrier = [&](int64_t id, int64_t count) {
+      initBarrierTo(id, idx(count));
     };
     int64_t S = cfg.stages;
     for (int64_t s = 0; s < S && isBlockScale(); ++s) {
@@ -1695,7 +1733,15 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
         // (Bf16Dequant) or the consumers (Bf16Operands).
         initBarrier(s, 1);
       }
-      // (A ping-pong stage is one warpgroup's.)
+      // (A ping-pong stage is one warpgroup's; a cluster pair's first CTA
+      // waits for both CTAs' consumers.)
+      // (One value per statement: the same op order from every compiler.)
+      if (cfg.clusterN > 1) {
+        Value both = idx(cfg.clusterN * consumerThreads);
+        Value own = idx(consumerThreads);
+        initBarrierTo(S + s, select(isClusterLeader, both, own));
+        continue;
+      }
       initBarrier(S + s, p.path == MXMmaPath::Bf16Dequant ? producerThreads
                          : cfg.pingpong                   ? 128
                                                           : consumerThreads);
@@ -1717,8 +1763,14 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
                               4);
     nvgpu::TmaPrefetchOp::create(b, loc, tmapA, /*predicate=*/Value());
     nvgpu::TmaPrefetchOp::create(b, loc, tmapB, /*predicate=*/Value());
+    // The pair's barriers are initialized before either multicasts into
+    // or arrives on the other's.
+    if (cfg.clusterN > 1)
+      NVVM::FenceMbarrierInitOp::create(b, loc);
   }
   gpu::BarrierOp::create(b, loc);
+  if (cfg.clusterN > 1)
+    syncCluster();
   if (!cfg.persistent)
     emitContractionRange();
   else if (p.kind == MXGemmKind::Expert)
@@ -1782,6 +1834,10 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
                        2 * cfg.tileN * cfg.tileK,
                        /*panels=*/2 * cfg.tileK / kSwizzleBytes);
   }
+  // Neither CTA of a pair exits while the other may still arrive on its
+  // barriers.
+  if (cfg.clusterN > 1)
+    syncCluster();
   gpu::ReturnOp::create(b, loc);
 }
 
@@ -1923,6 +1979,14 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
        << " needs square tiles"
        << (bf16Ops ? ", 128x256 or 64x128" : "") << ", got " << cfg.tileM
        << "x" << cfg.tileN;
+    return why;
+  }
+  // A cluster pair takes N tiles n and n + 1 of the same rows.
+  int64_t tilesN = (problem.n + cfg.tileN - 1) / cfg.tileN;
+  if (cfg.clusterN > 1 && tilesN % cfg.clusterN) {
+    os << "a cluster of " << cfg.clusterN
+       << " CTAs along N needs a multiple of " << cfg.clusterN
+       << " N tiles, got " << tilesN;
     return why;
   }
   // A ping-pong warpgroup's accumulators: tileM / 64 fragments of mmaN / 2
@@ -2110,6 +2174,12 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                     {static_cast<int32_t>(cfg.threads()), 1, 1}));
   func->setAttr("nvvm.minctasm",
                 builder.getI32IntegerAttr(static_cast<int32_t>(cfg.ctasPerSM)));
+  // A cluster pair along N, fixed at compile time (.reqnctapercluster):
+  // the launch is an ordinary one whose grid N is a multiple of it.
+  if (cfg.clusterN > 1)
+    func->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                  builder.getDenseI32ArrayAttr(
+                      {static_cast<int32_t>(cfg.clusterN), 1, 1}));
 
   int64_t ctas = persistentCtas(problem, cfg, target.getMultiprocessors());
   KernelEmitter emitter(builder, loc, problem, cfg, target.getMmaEmitter(),

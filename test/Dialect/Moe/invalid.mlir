@@ -824,7 +824,21 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [96,
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong or ctas_per_sm, got 'mn_major'}}
+// expected-error @+1 {{cluster_n must be 1, or 2 for a bf16_operands kernel of one CTA per tile, got 2}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, cluster_n = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{cluster_n must be 1, or 2 for a bf16_operands kernel of one CTA per tile, got 4}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], cluster_n = 4>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm or cluster_n, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }

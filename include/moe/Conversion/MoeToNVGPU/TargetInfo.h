@@ -80,6 +80,10 @@ struct MXGemmConfig {
   /// MMAs per K step), and the two take turns at the tensor cores, so that
   /// one's epilogue runs beside the other's MMAs.
   bool pingpong = false;
+  /// One CTA per tile: the CTAs of a cluster along N (#moe.gemm_config
+  /// cluster_n, 1 or 2); a pair shares its lhs tile, which the first CTA
+  /// loads for both (TMA multicast).
+  int64_t clusterN = 1;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

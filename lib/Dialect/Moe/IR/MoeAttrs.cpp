@@ -22,19 +22,20 @@ using namespace mlir::moe;
 
 /// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`,
 /// `, persistent = true` and `, pingpong = true`, each present when set,
-/// and `, ctas_per_sm = N`, in any order.
+/// and `, ctas_per_sm = N` and `, cluster_n = N`, in any order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &lhsMMajor, bool &persistent,
-                                   int64_t &ctasPerSm, bool &pingpong) {
+                                   int64_t &ctasPerSm, bool &pingpong,
+                                   int64_t &clusterN) {
   rhsNMajor = lhsMMajor = persistent = pingpong = false;
-  ctasPerSm = 1;
+  ctasPerSm = clusterN = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc at = parser.getCurrentLocation();
     if (parser.parseKeyword(&key) || parser.parseEqual())
       return failure();
-    if (key == "ctas_per_sm") {
-      if (parser.parseInteger(ctasPerSm))
+    if (key == "ctas_per_sm" || key == "cluster_n") {
+      if (parser.parseInteger(key == "ctas_per_sm" ? ctasPerSm : clusterN))
         return failure();
       continue;
     }
@@ -45,7 +46,8 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                         : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
-                                  "persistent, pingpong or ctas_per_sm, got '")
+                                  "persistent, pingpong, ctas_per_sm or "
+                                  "cluster_n, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -57,7 +59,8 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
 
 static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              bool lhsMMajor, bool persistent,
-                             int64_t ctasPerSm, bool pingpong) {
+                             int64_t ctasPerSm, bool pingpong,
+                             int64_t clusterN) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -68,6 +71,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", ctas_per_sm = " << ctasPerSm;
   if (pingpong)
     printer << ", pingpong = true";
+  if (clusterN != 1)
+    printer << ", cluster_n = " << clusterN;
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -198,7 +203,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t dequantStages, ArrayRef<int64_t> warpgroups,
                        ArrayRef<int64_t> registers, bool rhsNMajor,
                        bool lhsMMajor, bool persistent, int64_t ctasPerSm,
-                       bool pingpong) {
+                       bool pingpong, int64_t clusterN) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -260,6 +265,14 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "ctas_per_sm must be 1, or more for a bf16_operands "
                           "kernel of one CTA per tile, got "
                        << ctasPerSm;
+  // A cluster pairs two CTAs of one tile each (the lhs tile of both is
+  // loaded once, multicast).
+  if (clusterN < 1 || clusterN > 2 ||
+      (clusterN == 2 && (mma != MXMmaPath::Bf16Operands || persistent ||
+                         ctasPerSm != 1)))
+    return emitError() << "cluster_n must be 1, or 2 for a bf16_operands "
+                          "kernel of one CTA per tile, got "
+                       << clusterN;
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "

@@ -209,7 +209,10 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     warpgroup computes whole tiles, every other one of the CTA's (tile M
     is a whole number of `mma_shape` M, one MMA per M step), and the two
     warpgroups take turns at the tensor cores, so that one warpgroup's
-    epilogue runs beside the other's MMAs on the same TMA ring.
+    epilogue runs beside the other's MMAs on the same TMA ring, and (one CTA
+    per tile only) `cluster_n`, the CTAs of a cluster along N (1 when left
+    out, or 2): the pair computes the tiles n and n + 1 of the same rows, and
+    the first CTA loads their shared lhs tile for both (TMA multicast).
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -260,7 +263,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$lhsMMajor,
     DefaultValuedParameter<"bool", "false">:$persistent,
     DefaultValuedParameter<"int64_t", "1">:$ctasPerSm,
-    DefaultValuedParameter<"bool", "false">:$pingpong
+    DefaultValuedParameter<"bool", "false">:$pingpong,
+    DefaultValuedParameter<"int64_t", "1">:$clusterN
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -269,7 +273,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `warpgroups` `=` `[` $warpgroups `]` `,`
     `registers` `=` `[` $registers `]`
     `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
-                          $pingpong)
+                          $pingpong, $clusterN)
     `` `>`
   }];
   let genVerifyDecl = 1;
