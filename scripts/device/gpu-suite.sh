@@ -29,6 +29,9 @@
 #              --grid-gemms (one CTA per tile) on layers with more tiles
 #              than SMs, outputs compared bit for bit, then memcheck and
 #              racecheck on a layer with more tiles than SMs
+#   cluster    GEMMs in clusters of two CTAs along N (cluster_n = 2, TMA
+#              multicast of the lhs tile): exact against 16 sampled rows,
+#              TFLOPS beside the default config, memcheck and racecheck
 #   overlap    --overlap-epilogues (P1 in 64-row tiles, two CTAs per SM)
 #              against the default, outputs compared bit for bit, then
 #              memcheck and racecheck
@@ -233,6 +236,29 @@ if want persistent; then
         --tool "$tool" --error-exitcode 1 moe-run --target=sm90a \
         --layer "$racy" --check none
     done
+  done
+fi
+if want cluster; then
+  # Clusters of two CTAs along N (#moe.gemm_config cluster_n = 2, hand-set;
+  # test/Conversion/MoeToNVGPU/cluster-gemm.mlir): rank 0 multicasts the
+  # shared lhs tile into both CTAs. Each GEMM's 16 sampled rows against the
+  # exact MX product, and its TFLOPS beside the default config's: a block
+  # GEMM, an expert GEMM (K-major operands), 8192^3 at 128x128 and 128x256;
+  # then memcheck and racecheck.
+  c128='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2>'
+  c256='#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2>'
+  for spec in M=8192,N=1024,K=1024,G=2 M=1024,N=512,K=4096,G=4,kind=expert \
+      M=8192,N=8192,K=8192,G=1; do
+    run "gemm $spec default config" moe-run --target=sm90a --gemm "$spec"
+    run "gemm $spec cluster_n 2, 128x128" moe-run --target=sm90a \
+      --gemm "$spec" --gemm-config "$c128"
+  done
+  run "gemm 8192^3 cluster_n 2, 128x256" moe-run --target=sm90a \
+    --gemm M=8192,N=8192,K=8192,G=1 --gemm-config "$c256"
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool cluster_n 2" compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 moe-run --target=sm90a --gemm M=2048,N=512,K=512,G=2 \
+      --gemm-config "$c128"
   done
 fi
 if want overlap; then
