@@ -150,23 +150,21 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     if (!fitsMXGemm(problem, c, target))
       c.rhsNMajor = false;
   }
-  // Persistent bf16-operands kernels, but a block GEMM reading its rhs
-  // N-major (the recompute's) stays one CTA per tile: its
+  // Persistent bf16-operands kernels, but three stay one CTA per tile:
+  // - a block GEMM reading its rhs N-major (the recompute's): its
   //   persistent producer spills 24 bytes in the 40 registers setmaxnreg
   //   leaves it beside the consumers' 232 (ptxas -v), and it measured no
-  //   faster persistent (-1% at shape 1).
-  // (A shape of several CTAs per SM is one CTA per tile.)
+  //   faster persistent (-1% at shape 1);
+  // - P1's activation epilogue unless the table gave it the ping-pong
+  //   kernel: persistent with both consumer warpgroups on each tile (the
+  //   epilogue's L2 prefetches issued by the consumers as each tile
+  //   starts) it took 4.15 ms at shape 1 against 4.10 for one CTA per tile
+  //   (ncu, H200, docs/results/2026-12-02-p1-tile-variants.md);
+  // - a shape of several CTAs per SM.
   c.persistent = persistent && path == MXMmaPath::Bf16Operands &&
                  c.ctasPerSM == 1 &&
-                 !(isa<BlockMatmulOp>(op) && c.rhsNMajor);
-  // P1's activation epilogue runs persistent only as the table's ping-pong
-  // kernel, its epilogue beside the other warpgroup's MMAs. Persistent
-  // with both consumer warpgroups on each tile, the epilogue's L2
-  // prefetches issued by the consumers as each tile starts, it took
-  // 4.15 ms at shape 1 against 4.10 for one CTA per tile (ncu, H200,
-  // docs/results/2026-12-02-p1-tile-variants.md).
-  if (activation)
-    c.persistent = c.pingpong;
+                 !(isa<BlockMatmulOp>(op) && c.rhsNMajor) &&
+                 (!activation || c.pingpong);
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
