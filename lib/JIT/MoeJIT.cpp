@@ -438,6 +438,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.dGateUpEpilogue ? "dgate-up-epilogue" : "");
   add(options.persistentGemms ? "" : "grid-gemms");
   add(options.overlapEpilogues ? "overlap-epilogues" : "");
+  add(options.clusterGemms ? "cluster-gemms" : "");
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();
@@ -1569,6 +1570,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.dGateUpEpilogue = options.dGateUpEpilogue;
       pipelineOptions.persistentGemms = options.persistentGemms;
       pipelineOptions.overlapEpilogues = options.overlapEpilogues;
+      pipelineOptions.clusterGemms = options.clusterGemms;
     };
     if (impl->deviceArguments) {
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;

@@ -331,6 +331,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   config.mmaPath = mmaPath.str();
   config.persistentGemms = options.persistentGemms;
   config.overlapEpilogues = options.overlapEpilogues;
+  config.clusterGemms = options.clusterGemms;
   pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
   convert.chip = chip.str();
@@ -340,6 +341,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   convert.dGateUpEpilogue = options.dGateUpEpilogue;
   convert.persistentGemms = options.persistentGemms;
   convert.overlapEpilogues = options.overlapEpilogues;
+  convert.clusterGemms = options.clusterGemms;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);
   if (!target)

@@ -31,7 +31,9 @@
 #              racecheck on a layer with more tiles than SMs
 #   cluster    GEMMs in clusters of two CTAs along N (cluster_n = 2, TMA
 #              multicast of the lhs tile): exact against 16 sampled rows,
-#              TFLOPS beside the default config, memcheck and racecheck
+#              TFLOPS beside the default config, memcheck and racecheck;
+#              layers with --grid-gemms --cluster-gemms bit for bit
+#              against --grid-gemms, memcheck and racecheck
 #   overlap    --overlap-epilogues (P1 in 64-row tiles, two CTAs per SM)
 #              against the default, outputs compared bit for bit, then
 #              memcheck and racecheck
@@ -259,6 +261,23 @@ if want cluster; then
     run "compute-sanitizer $tool cluster_n 2" compute-sanitizer --tool "$tool" \
       --error-exitcode 1 moe-run --target=sm90a --gemm M=2048,N=512,K=512,G=2 \
       --gemm-config "$c128"
+  done
+  # Whole layers with every GEMM of one CTA per tile (--grid-gemms) in
+  # pairs where its N tiles pair up (--cluster-gemms): each tile computed
+  # as one CTA computes it alone, so the same bits; P1 with its epilogue
+  # (both activations, clamps, bias, a checkpoint) among them.
+  base=(--grid-gemms)
+  bitwise_against --cluster-gemms "cluster pairs == one CTA per tile" \
+    "$small" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
+    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on" \
+    T=4096,H=512,I=384,E=4,K=2,B=128
+  base=()
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool --grid-gemms --cluster-gemms" \
+      compute-sanitizer --tool "$tool" --error-exitcode 1 moe-run \
+      --target=sm90a --grid-gemms --cluster-gemms \
+      --layer T=4096,H=512,I=256,E=4,K=2,B=128 --check none
   done
 fi
 if want overlap; then

@@ -142,6 +142,10 @@ options:
   --overlap-epilogues  sm90a: P1's kernel runs 64-row tiles, two CTAs per
                        SM, so one CTA's activation-backward epilogue
                        overlaps the other's MMAs (the same bits)
+  --cluster-gemms      sm90a: the GEMM kernels of one CTA per tile (all of
+                       them with --grid-gemms) run in clusters of two CTAs
+                       along N that load their shared lhs tile once (TMA
+                       multicast), where the N tiles pair up (the same bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -200,6 +204,7 @@ struct Options {
   bool dGateUpEpilogue = false;
   bool persistentGemms = true;
   bool overlapEpilogues = false;
+  bool clusterGemms = false;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -237,7 +242,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--checkpoint-unpacked",
                                           "--dgate-up-epilogue",
                                           "--grid-gemms",
-                                          "--overlap-epilogues"};
+                                          "--overlap-epilogues",
+                                          "--cluster-gemms"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -367,6 +373,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.persistentGemms = false;
     } else if (name == "--overlap-epilogues") {
       opts.overlapEpilogues = true;
+    } else if (name == "--cluster-gemms") {
+      opts.clusterGemms = true;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
@@ -1188,6 +1196,7 @@ int run(const Options &opts) {
   compileOptions.dGateUpEpilogue = opts.dGateUpEpilogue;
   compileOptions.persistentGemms = opts.persistentGemms;
   compileOptions.overlapEpilogues = opts.overlapEpilogues;
+  compileOptions.clusterGemms = opts.clusterGemms;
   compileOptions.kernelDir = opts.emitDir;
   compileOptions.kernelFormat = opts.emitFormat;
   if (opts.haveGemm)

@@ -80,6 +80,10 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "bf16-operands: the GEMM kernels but the recompute's are "
            "persistent, one CTA per SM taking tiles from a per-launch atomic "
            "counter, P1's a ping-pong kernel (false: one CTA per tile)">,
+    Option<"clusterGemms", "cluster-gemms", "bool", /*default=*/"false",
+           "bf16-operands: the GEMM kernels of one CTA per tile run in "
+           "clusters of two CTAs along N, the shared lhs tile loaded once by "
+           "TMA multicast (cluster_n = 2), where the N tiles pair up">,
     Option<"overlapEpilogues", "overlap-epilogues", "bool",
            /*default=*/"false",
            "bf16-operands: P1's kernel runs 64-row tiles, two CTAs per SM, "
@@ -175,6 +179,10 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "bf16-operands: the GEMM kernels but the recompute's are "
            "persistent, one CTA per SM taking tiles from a per-launch atomic "
            "counter, P1's a ping-pong kernel (false: one CTA per tile)">,
+    Option<"clusterGemms", "cluster-gemms", "bool", /*default=*/"false",
+           "bf16-operands: the GEMM kernels of one CTA per tile run in "
+           "clusters of two CTAs along N, the shared lhs tile loaded once by "
+           "TMA multicast (cluster_n = 2), where the N tiles pair up">,
     Option<"overlapEpilogues", "overlap-epilogues", "bool",
            /*default=*/"false",
            "bf16-operands: P1's kernel runs 64-row tiles, two CTAs per SM, "

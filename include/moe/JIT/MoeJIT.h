@@ -343,6 +343,10 @@ struct CompileOptions {
   /// per SM, so that one CTA's epilogue overlaps the other's MMAs
   /// (moe-gpu-kernel-config's overlap-epilogues).
   bool overlapEpilogues = false;
+  /// GPU targets, bf16-operands: the GEMMs of one CTA per tile run in
+  /// clusters of two CTAs along N that load their shared lhs tile once
+  /// (moe-gpu-kernel-config's cluster-gemms).
+  bool clusterGemms = false;
   /// GPU targets: also write each serialized kernel module into this
   /// directory (created if needed) as <module>.ptx or <module>.cubin, the
   /// artifacts of a chip this machine lacks. Empty: none. A compilation

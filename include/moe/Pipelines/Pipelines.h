@@ -117,6 +117,12 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                          "recompute's, P1's as a ping-pong kernel (default "
                          "on)"),
           llvm::cl::init(true)};
+  typename PassPipelineOptions<Derived>::template Option<bool> clusterGemms{
+      *this, "cluster-gemms",
+      llvm::cl::desc("moe-gpu-kernel-config's cluster-gemms: the GEMMs of "
+                     "one CTA per tile run in clusters of two CTAs along N "
+                     "(default off)"),
+      llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<bool>
       overlapEpilogues{
           *this, "overlap-epilogues",

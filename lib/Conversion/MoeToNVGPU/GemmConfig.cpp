@@ -83,8 +83,8 @@ moe::matchGatedActEpilogue(BlockMatmulOp gemm, const KernelGroup &group) {
 }
 
 GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
-                                     MXMmaPath preferred, bool persistent,
-                                     bool overlapEpilogue,
+                                     MXMmaPath preferred,
+                                     const GemmChoices &choices,
                                      const KernelGroup *group) {
   // The MX paths take codes of one type on both sides; every other GEMM
   // runs on bf16 operands.
@@ -120,8 +120,9 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     for (const GemmTableEntry &entry : target.getBf16OperandsTable()) {
       if (problem.n >= entry.minN &&
           (entry.activationEpilogue || !activation) &&
-          (!entry.overlapEpilogue || (activation && overlapEpilogue)) &&
-          (!entry.config.pingpong || (activation && persistent)) &&
+          (!entry.overlapEpilogue ||
+           (activation && choices.overlapEpilogue)) &&
+          (!entry.config.pingpong || (activation && choices.persistent)) &&
           fitsMXGemm(problem, entry.config, target)) {
         c = entry.config;
         break;
@@ -161,10 +162,17 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   //   starts) it took 4.15 ms at shape 1 against 4.10 for one CTA per tile
   //   (ncu, H200, docs/results/2026-12-02-p1-tile-variants.md);
   // - a shape of several CTAs per SM.
-  c.persistent = persistent && path == MXMmaPath::Bf16Operands &&
+  c.persistent = choices.persistent && path == MXMmaPath::Bf16Operands &&
                  c.ctasPerSM == 1 &&
                  !(isa<BlockMatmulOp>(op) && c.rhsNMajor) &&
                  (!activation || c.pingpong);
+  // Clusters of one CTA per tile, where the GEMM's N tiles pair up.
+  if (choices.cluster && path == MXMmaPath::Bf16Operands && !c.persistent &&
+      c.ctasPerSM == 1) {
+    c.clusterN = 2;
+    if (!fitsMXGemm(getMXGemmProblem(op, path), c, target))
+      c.clusterN = 1;
+  }
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,

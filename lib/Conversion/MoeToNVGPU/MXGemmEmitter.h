@@ -208,10 +208,18 @@ private:
     nvgpu::MBarrierArriveOp::create(
         b, loc, nvgpu::MBarrierTokenType::get(b.getContext()), bars, barrier);
   }
-  /// A consumer hands ring stage `stage` (index of its empty barrier) back:
-  /// to its own producer, and in a cluster pair's second CTA also to the
-  /// first one's, which multicasts the lhs tile into both.
-  void releaseStage(Value stage);
+  /// A consumer warpgroup hands ring stage `stage` (index of its empty
+  /// barrier) back: to its own producer, and in a cluster pair's second CTA
+  /// also to the first one's, which multicasts the lhs tile into both. One
+  /// arrival per warpgroup, by its first thread (`leader`): its
+  /// wgmma.wait_group covers the warpgroup's collective MMAs, so their
+  /// reads of the stage are over (CUTLASS's consumer release).
+  void releaseStage(Value stage, Value leader);
+  /// The arrivals an empty stage barrier of the bf16 consumers counts: one
+  /// per consumer warpgroup that reads the stage.
+  int64_t stageReleases() const {
+    return cfg.pingpong ? 1 : cfg.consumerWarpgroups;
+  }
   /// barrier.cluster arrive and wait by every thread of the CTA.
   void syncCluster();
   void waitParity(Value barrier, Value parity) {
@@ -292,6 +300,8 @@ private:
   /// term in a ping-pong kernel; the other half is 8 rows on).
   struct ConsumerLane {
     Value warpgroup, quad, rowInTile;
+    /// Thread 0 of the warpgroup.
+    Value leader;
   };
   ConsumerLane consumerLane();
 

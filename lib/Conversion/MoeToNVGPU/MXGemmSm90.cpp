@@ -275,14 +275,16 @@ void KernelEmitter::loadTile(Value t, Value s) {
             /*mask=*/Value(), /*pred=*/Value());
 }
 
-void KernelEmitter::releaseStage(Value stage) {
+void KernelEmitter::releaseStage(Value stage, Value leader) {
+  OpBuilder::InsertionGuard g(b);
+  auto leaderIf = scf::IfOp::create(b, loc, leader, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(leaderIf.thenBlock());
   arrive(stage);
   if (cfg.clusterN == 1)
     return;
   // The first CTA of the pair refills this stage of both CTAs (its lhs
   // tile): its empty barrier counts this CTA's consumers too.
   // (One value per statement: the same op order from every compiler.)
-  OpBuilder::InsertionGuard g(b);
   Value yes = cst(i1T, 1);
   Value second = arith::XOrIOp::create(b, loc, isClusterLeader, yes);
   auto ifOp = scf::IfOp::create(b, loc, second, /*withElseRegion=*/false);
@@ -562,7 +564,7 @@ KernelEmitter::ConsumerLane KernelEmitter::consumerLane() {
   Value rowInTile = add(mul(warp, 16), divu(lane, 4));
   if (!cfg.pingpong)
     rowInTile = add(mul(warpgroup, cfg.mmaM), rowInTile);
-  return {warpgroup, remu(lane, 4), rowInTile};
+  return {warpgroup, remu(lane, 4), rowInTile, eq(inWarpgroup, 0)};
 }
 
 void KernelEmitter::turnBarrier(Value warpgroup, bool wait) {
@@ -1499,7 +1501,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     if (!first) {
       // Tile t - 1's wgmmas are complete: hand its bf16 buffer back.
       Value previous = remu(sub(g, idx(1)), SD);
-      releaseStage(add(previous, emptyBase));
+      releaseStage(add(previous, emptyBase), lane.leader);
     }
     return accs;
   };
@@ -1528,7 +1530,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       // The last K tile's stage goes back too: the producer fills it with
       // the next output tile's, while this one is stored.
       Value last = remu(sub(add(ringBase, kTiles), idx(1)), SD);
-      arrive(add(last, emptyBase));
+      releaseStage(add(last, emptyBase), lane.leader);
     }
     return llvm::to_vector_of<Value>(loop.getResults());
   };
@@ -1733,22 +1735,23 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
         // (Bf16Dequant) or the consumers (Bf16Operands).
         initBarrier(s, 1);
       }
-      // (A ping-pong stage is one warpgroup's; a cluster pair's first CTA
-      // waits for both CTAs' consumers.)
+      // (The bf16 consumers arrive once per warpgroup, and a ping-pong
+      // stage is one warpgroup's; a cluster pair's first CTA waits for both
+      // CTAs' consumers.)
       // (One value per statement: the same op order from every compiler.)
       if (cfg.clusterN > 1) {
-        Value both = idx(cfg.clusterN * consumerThreads);
-        Value own = idx(consumerThreads);
+        Value both = idx(cfg.clusterN * stageReleases());
+        Value own = idx(stageReleases());
         initBarrierTo(S + s, select(isClusterLeader, both, own));
         continue;
       }
       initBarrier(S + s, p.path == MXMmaPath::Bf16Dequant ? producerThreads
-                         : cfg.pingpong                   ? 128
-                                                          : consumerThreads);
+                         : isFp8()                        ? consumerThreads
+                                                          : stageReleases());
     }
     for (int64_t d = 0; d < cfg.dequantStages; ++d) {
       initBarrier(2 * S + d, producerThreads);
-      initBarrier(2 * S + cfg.dequantStages + d, consumerThreads);
+      initBarrier(2 * S + cfg.dequantStages + d, stageReleases());
     }
     // A persistent kernel's tile slots: full, the producer thread's
     // arrival; empty, every consumer's.

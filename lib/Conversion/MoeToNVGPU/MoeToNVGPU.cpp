@@ -809,9 +809,10 @@ struct ConvertMoeToNVGPUPass
           return signalPassFailure();
         }
       } else {
-        config = selectGemmConfig(op, choice->target, choice->preferred,
-                                  persistentGemms, overlapEpilogues,
-                                  groupOf.lookup(op));
+        config = selectGemmConfig(
+            op, choice->target, choice->preferred,
+            {persistentGemms, overlapEpilogues, clusterGemms},
+            groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
           return signalPassFailure();

@@ -107,19 +107,20 @@
 // CHECK:           %[[DB:.*]] = builtin.unrealized_conversion_cast %[[TMB]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>
 // CHECK:           %[[BV:.*]] = memref.view {{.*}} to memref<12xi64, 3>
 // CHECK:           %[[BARS:.*]] = builtin.unrealized_conversion_cast %[[BV]] : memref<12xi64, 3> to !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 12>
-// full[s] (thread 0's expect_tx) and empty[s] (the 256 consumers), 6 stages.
+// full[s] (thread 0's expect_tx) and empty[s] (the 2 consumer warpgroups,
+// one arrival each by its first thread), 6 stages.
 // CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
-// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c2{{(_[0-9]+)?}} :
 // CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
-// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c2{{(_[0-9]+)?}} :
 // CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
-// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c2{{(_[0-9]+)?}} :
 // CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
-// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c2{{(_[0-9]+)?}} :
 // CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
-// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c2{{(_[0-9]+)?}} :
 // CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c1{{(_[0-9]+)?}} :
-// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c256{{(_[0-9]+)?}} :
+// CHECK:           nvgpu.mbarrier.init %[[BARS]][%{{.*}}], %c2{{(_[0-9]+)?}} :
 // CHECK-NOT:       nvgpu.mbarrier.init
 // CHECK:           nvgpu.tma.prefetch.descriptor %[[DA]]
 // CHECK-NEXT:      nvgpu.tma.prefetch.descriptor %[[DB]]

@@ -72,7 +72,8 @@ func.func @mx_gemm(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 // CHECK-COUNT-8: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // CHECK-NOT:   cp.async.bulk.tensor
 // The consumers: 4 bf16 wgmmas (k16) per 64-wide K tile, one group in
-// flight; from the second tile on, the previous tile's stage is released.
+// flight; from the second tile on, the previous tile's stage is released,
+// by the first thread of each warpgroup (the other threads branch past it).
 // CHECK:       setmaxnreg.inc.sync.aligned.u32 232;
 // CHECK:       wgmma.fence.sync.aligned;
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
@@ -80,13 +81,16 @@ func.func @mx_gemm(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 // CHECK-NEXT:  wgmma.wait_group.sync.aligned 1;
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // CHECK:       wgmma.wait_group.sync.aligned 1;
-// CHECK-NEXT:  mbarrier.arrive.shared.b64
+// CHECK-NEXT:  @%p{{[0-9]+}} bra
+// CHECK:       mbarrier.arrive.shared.b64
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // CHECK:       wgmma.wait_group.sync.aligned 1;
-// CHECK-NEXT:  mbarrier.arrive.shared.b64
+// CHECK-NEXT:  @%p{{[0-9]+}} bra
+// CHECK:       mbarrier.arrive.shared.b64
 // CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // CHECK:       wgmma.wait_group.sync.aligned 1;
-// CHECK-NEXT:  mbarrier.arrive.shared.b64
+// CHECK-NEXT:  @%p{{[0-9]+}} bra
+// CHECK:       mbarrier.arrive.shared.b64
 // CHECK:       wgmma.wait_group.sync.aligned 0;
 // CHECK-COUNT-32: st.global.v2.b32
 // CHECK-NOT:   wgmma.mma_async

@@ -6,6 +6,8 @@
 // RUN: moe-opt %s -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=GRID
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=GRID-LAYER
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_100a" | FileCheck %s --check-prefix=SM100
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=384,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="persistent-gemms=false cluster-gemms=true" | FileCheck %s --check-prefix=CLUSTER-LAYER
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=384,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="cluster-gemms=true" | FileCheck %s --check-prefix=CLUSTER-PERSISTENT
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_100a" 2>&1 | FileCheck %s --check-prefix=SM100-BIAS
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_120a" | FileCheck %s --check-prefix=SM120
 
@@ -24,6 +26,23 @@
 // GRID-NOT: persistent
 // GRID-LAYER-NOT: persistent
 // GRID-LAYER-NOT: pingpong
+
+// cluster-gemms pairs the CTAs of a kernel of one CTA per tile along N
+// where its N tiles pair up (I = 384): not the recompute (2I = 768: 3 tiles
+// of 256) nor P1 (I: 3 tiles of 128), but P2 (H = 512: 2 tiles of 256) and
+// P4 (dWd's N = H); P3 (dWgu's N = 2I) stays alone. Persistent kernels
+// take no clusters: by default only the recompute's is one CTA per tile.
+// CLUSTER-LAYER:      moe.block_matmul
+// CLUSTER-LAYER-SAME:   tile = [128, 256, 64]{{.*}}rhs_n_major = true>
+// CLUSTER-LAYER:      moe.block_matmul
+// CLUSTER-LAYER-SAME:   tile = [128, 128, 64]{{.*}}registers = [40, 232]>
+// CLUSTER-LAYER:      moe.block_matmul
+// CLUSTER-LAYER-SAME:   tile = [128, 256, 64]{{.*}}registers = [40, 232], cluster_n = 2>
+// CLUSTER-LAYER:      moe.expert_matmul
+// CLUSTER-LAYER-SAME:   lhs_m_major = true>
+// CLUSTER-LAYER:      moe.expert_matmul
+// CLUSTER-LAYER-SAME:   lhs_m_major = true, cluster_n = 2>
+// CLUSTER-PERSISTENT-NOT: cluster_n
 
 // BADPATH: error: unknown MMA path 'fp4' (expected fp8, bf16, bf16-operands or block-scale)
 // BADCHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a, sm_120a)

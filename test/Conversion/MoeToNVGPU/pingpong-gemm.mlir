@@ -31,7 +31,7 @@
 // Stage barriers: full (1 arrival, the producer's expect_tx), empty (one
 // warpgroup); tile-id slots: full (1), empty (both warpgroups).
 // CHECK:         nvgpu.mbarrier.init %{{.*}}[%c0], %c1
-// CHECK:         nvgpu.mbarrier.init %{{.*}}[%c6], %c128
+// CHECK:         nvgpu.mbarrier.init %{{.*}}[%c6], %c1
 // CHECK:         nvgpu.mbarrier.init %{{.*}}[%c12], %c1
 // CHECK:         nvgpu.mbarrier.init %{{.*}}[%c14], %c256
 // CHECK:         nvvm.setmaxregister decrease 32

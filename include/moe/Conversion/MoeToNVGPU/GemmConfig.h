@@ -59,6 +59,22 @@ struct GatedActEpilogue {
 std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
                                                       const KernelGroup &group);
 
+/// What a pipeline asks of selectGemmConfig (the options of
+/// moe-gpu-kernel-config and convert-moe-to-nvgpu).
+struct GemmChoices {
+  /// bf16-operands kernels take their tiles with one CTA per SM instead of
+  /// one CTA per tile, P1's (activation epilogue) as the table's ping-pong
+  /// kernel.
+  bool persistent = true;
+  /// P1's kernel may take a table row of several CTAs per SM
+  /// (GemmTableEntry::overlapEpilogue).
+  bool overlapEpilogue = false;
+  /// bf16-operands kernels of one CTA per tile run in clusters of two CTAs
+  /// along N that load their shared lhs tile once (cluster_n = 2), where
+  /// the GEMM has an even number of N tiles.
+  bool cluster = false;
+};
+
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when
 /// `preferred` is the requested path: the MX paths only for GEMMs of codes
 /// (isMXCodesGemm), every other GEMM on bf16 operands; fp8 falls back to
@@ -67,14 +83,9 @@ std::optional<GatedActEpilogue> matchGatedActEpilogue(BlockMatmulOp gemm,
 /// epilogue is looked for in `group` (null: the ops of the moe.fused
 /// region around `op`, if any). Null when the chip has no kernel for the
 /// GEMM (bf16 operands or a bias on a chip with only block_scale).
-/// `persistent`: bf16-operands kernels take their tiles with one CTA per SM
-/// instead of one CTA per tile, P1's (activation epilogue) as the table's
-/// ping-pong kernel.
-/// `overlapEpilogue`: P1's kernel may take a table row of several CTAs per
-/// SM (GemmTableEntry::overlapEpilogue).
 GemmConfigAttr selectGemmConfig(Operation *op, const TargetInfo &target,
-                                MXMmaPath preferred, bool persistent = true,
-                                bool overlapEpilogue = false,
+                                MXMmaPath preferred,
+                                const GemmChoices &choices = {},
                                 const KernelGroup *group = nullptr);
 
 /// Why selectGemmConfig found no kernel for a GEMM on `target`.
