@@ -52,6 +52,8 @@
 #include "HostAllocations.h"
 #include "LayerBuilder.h"
 
+#include "moe/Conversion/MoeToNVGPU/GemmConfig.h"
+#include "moe/Conversion/MoeToNVGPU/MXGemm.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
 #include "moe/Dialect/Moe/IR/MoeOps.h"
 #include "moe/Pipelines/Pipelines.h"
@@ -73,7 +75,10 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -439,6 +444,8 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.persistentGemms ? "" : "grid-gemms");
   add(options.overlapEpilogues ? "overlap-epilogues" : "");
   add(options.clusterGemms ? "cluster-gemms" : "");
+  for (const auto &[index, config] : options.gemmConfigs)
+    add("gemm-config " + std::to_string(index) + " " + config);
   add(gpuFormat);
   add(text);
   std::array<uint8_t, 32> digest = hasher.final();
@@ -485,6 +492,38 @@ private:
   std::string text;
   llvm::raw_string_ostream stream;
   SourceMgrDiagnosticHandler handler;
+};
+
+/// Sets hand-chosen `moe.gemm_config`s on the GPU GEMMs (by their index in
+/// IR order) just before moe-gpu-kernel-config runs: the GEMMs exist from
+/// moe-decompose-bwd on, and that pass keeps a configuration it finds.
+class GemmConfigOverrides : public PassInstrumentation {
+public:
+  GemmConfigOverrides(ArrayRef<std::pair<unsigned, Attribute>> configs,
+                      std::string &error)
+      : configs(configs), error(error) {}
+
+  void runBeforePass(Pass *pass, Operation *op) override {
+    if (pass->getArgument() != "moe-gpu-kernel-config")
+      return;
+    SmallVector<Operation *> gemms;
+    op->walk([&](Operation *gemm) {
+      if (mlir::moe::isGPUGemm(gemm))
+        gemms.push_back(gemm);
+    });
+    for (const auto &[index, config] : configs) {
+      if (index >= gemms.size()) {
+        error = "no GEMM " + std::to_string(index) + " to configure: the " +
+                "module has " + std::to_string(gemms.size()) + " GPU GEMMs";
+        return;
+      }
+      gemms[index]->setAttr(mlir::moe::kGemmConfigAttrName, config);
+    }
+  }
+
+private:
+  ArrayRef<std::pair<unsigned, Attribute>> configs;
+  std::string &error;
 };
 
 std::optional<DType> dtypeOf(Type type) {
@@ -1507,6 +1546,22 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     info.gpuMode = impl->deviceArguments ? "resident" : "hybrid";
     impl->gpuMode = info.gpuMode;
   }
+  // Hand-set kernel configurations, parsed before anything is lowered.
+  SmallVector<std::pair<unsigned, Attribute>> gemmConfigs;
+  if (!options.gemmConfigs.empty() && !isGPUTarget(options.target))
+    return Status::error(options.sourceName +
+                         ": GEMM kernel configurations need a GPU target");
+  for (const auto &[index, text] : options.gemmConfigs) {
+    Attribute attr = parseAttribute(text, &context);
+    if (!isa_and_nonnull<mlir::moe::GemmConfigAttr>(attr)) {
+      std::string why = diagnostics.take();
+      return Status::error(options.sourceName + ": the configuration of GEMM " +
+                           std::to_string(index) +
+                           " is not a #moe.gemm_config: '" + text + "'" +
+                           (why.empty() ? "" : "\n" + why));
+    }
+    gemmConfigs.push_back({index, attr});
+  }
   info.parseSeconds = secondsSince(start);
   auto finish = [&]() -> Expected<Executable> {
     result.impl_ = impl;
@@ -1557,6 +1612,10 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
     for (unsigned i = 0; i < analysis.entry.getNumArguments(); ++i)
       analysis.entry.setArgAttr(i, "bufferization.writable", readOnly);
     PassManager pm(&context, ModuleOp::getOperationName());
+    std::string overrideError;
+    if (!gemmConfigs.empty())
+      pm.addInstrumentation(std::make_unique<GemmConfigOverrides>(
+          gemmConfigs, overrideError));
     // The GPU pipelines run moe-fuse themselves: the kernels take their
     // epilogues from its regions.
     auto gpuOptions = [&](auto &pipelineOptions) {
@@ -1592,6 +1651,8 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
                                               ": the lowering pipeline failed"
                                         : text);
     }
+    if (!overrideError.empty())
+      return Status::error(options.sourceName + ": " + overrideError);
     if (Status s = checkLowered(*module, impl->signature, options.sourceName,
                                 options.target, impl->deviceArguments);
         !s)

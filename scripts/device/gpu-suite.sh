@@ -44,6 +44,13 @@
 #              default (ping-pong), --grid-gemms, and --grid-gemms
 #              --dgate-up-epilogue: duration, instructions,
 #              DRAM bytes and the warp stall reasons, one table row each
+#   deep-prof  ncu's full section set with SASS-level stall sampling of
+#              P1 at reference shape 1 (torch-gen inputs) in three forms
+#              (the default ping-pong 128x128, --grid-gemms, 128x256 tiles
+#              through --gemm-config-at) and of the 8192^3 GEMM alone and
+#              in a cluster pair: DRAM bytes read / written, L2 throughput
+#              and the 12 SASS lines with the most stall samples each
+#              (reports kept in $SUITE_REPORTS when set)
 #   sass       the SASS instruction mix of the embedded example's kernels on
 #              both MMA paths (cuobjdump): the tensor-core instructions
 #   refcheck   the torch reference on the GPU against moe-ref, and the
@@ -59,7 +66,8 @@
 #              backward at that shape, the slowest first
 # Not in the default set: refcheck and the ref parts (the hybrid target
 # runs the elementwise phases in single-threaded host loops, 100 s a
-# backward at shape 1, so each needs a call of its own). Prints a table last; exit status 0 only if
+# backward at shape 1, so each needs a call of its own), and the
+# measurements cluster, p1-prof and deep-prof. Prints a table last; exit status 0 only if
 # every row passes.
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
@@ -469,6 +477,86 @@ PY
       record "ncu P1 shape 2 $form" FAIL
     fi
   done
+fi
+
+if want deep-prof; then
+  # Why P1 takes the same 3.83-3.86 ms in every form (tile width, ping-pong
+  # or not, docs/results/2026-12-02-clusters-and-l2.md), and why a cluster
+  # pair is latency-bound: every instruction's stall samples.
+  reports=${SUITE_REPORTS:-$out/reports}
+  mkdir -p "$reports"
+  shape=T=16384,H=4096,I=1536,E=128,K=8,B=128
+  run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
+    --config "$shape" --seed 1 --out "$out/deep-in"
+  w256='#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>'
+  c128='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2>'
+  g128='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>'
+  deep() {  # NAME KERNEL-REGEX MOE-RUN-ARGS...
+    local name=$1 regex=$2
+    shift 2
+    echo "== deep-prof $name: moe-run $*"
+    if ! ncu --clock-control none --set full --import-source no \
+         --kernel-name "regex:$regex" --launch-count 1 -f \
+         -o "$reports/$name" moe-run --target=sm90a "$@" --check none \
+         >"$out/deep.log" 2>&1; then
+      tail -20 "$out/deep.log"
+      record "deep-prof $name" FAIL
+      return
+    fi
+    ncu -i "$reports/$name.ncu-rep" --page details --csv >"$reports/$name-details.csv" 2>&1
+    ncu -i "$reports/$name.ncu-rep" --page source --print-source sass --csv \
+      >"$reports/$name-sass.csv" 2>&1
+    summary=$(python3 - "$reports/$name-details.csv" "$reports/$name-sass.csv" <<'PY'
+import csv, sys
+want = {"Duration", "DRAM Throughput", "L2 Cache Throughput",
+        "Compute (SM) Throughput", "L2 Hit Rate", "Issue Slots Busy",
+        "No Eligible", "Warp Cycles Per Issued Instruction"}
+rows = list(csv.reader(open(sys.argv[1])))
+head = next((i for i, r in enumerate(rows) if "Metric Name" in r), None)
+facts = []
+if head is not None:
+    h = rows[head]
+    n, v = h.index("Metric Name"), h.index("Metric Value")
+    facts = ["%s=%s" % (r[n], r[v]) for r in rows[head + 1:]
+             if len(r) > v and r[n] in want]
+print(" ".join(facts))
+# The SASS lines with the most stall samples, with their top reasons.
+rows = list(csv.reader(open(sys.argv[2])))
+head = next((i for i, r in enumerate(rows) if "Source" in r), None)
+if head is None:
+    sys.exit(0)
+h = rows[head]
+src = h.index("Source")
+total = next((i for i, c in enumerate(h)
+              if c.startswith("Warp Stall Sampling (All")), None)
+if total is None:
+    sys.exit(0)
+reasons = [i for i, c in enumerate(h) if c.startswith("stall_") or
+           c.startswith("smsp__pcsamp_warps_issue_stalled")]
+def num(x):
+    try:
+        return float(x.replace(",", ""))
+    except ValueError:
+        return 0.0
+lines = [r for r in rows[head + 1:] if len(r) > total]
+all_samples = sum(num(r[total]) for r in lines) or 1
+for r in sorted(lines, key=lambda r: -num(r[total]))[:12]:
+    top = sorted(((num(r[i]), h[i]) for i in reasons), reverse=True)[:2]
+    print("  %5.1f%% %-60s %s" % (100 * num(r[total]) / all_samples,
+          r[src].strip()[:60], " ".join("%s=%g" % (k, v) for v, k in top)))
+PY
+)
+    echo "$summary"
+    record "deep-prof $name" "PASS ($(head -1 <<<"$summary"))"
+  }
+  deep p1-pingpong block_matmul_act --layer "$shape" --inputs "$out/deep-in"
+  deep p1-grid block_matmul_act --grid-gemms --layer "$shape" \
+    --inputs "$out/deep-in"
+  deep p1-128x256 block_matmul_act --gemm-config-at "1=$w256" \
+    --layer "$shape" --inputs "$out/deep-in"
+  deep gemm-128x128 matmul --gemm M=8192,N=8192,K=8192,G=1 --gemm-config "$g128"
+  deep gemm-cluster-128x128 matmul --gemm M=8192,N=8192,K=8192,G=1 \
+    --gemm-config "$c128"
 fi
 
 if want sass; then

@@ -95,6 +95,11 @@ options:
                        "#moe.gemm_config<mma = bf16_operands, tile = [128,
                        256, 64], mma_shape = [64, 256, 16], stages = 4,
                        warpgroups = [1, 2], registers = [40, 232]>"
+  --gemm-config-at N=ATTR  FILE or --layer on a GPU target: GEMM N's kernel
+                       configuration instead of the one moe-gpu-kernel-config
+                       picks; N counts the GPU GEMMs after moe-decompose-bwd
+                       in IR order (a layer's: 0 the recompute, 1 P1, 2 P2,
+                       3 P3, 4 P4); once per GEMM
   --target T           host (default), sm90a, sm100a or sm120a (the last
                        two compile-verified only: running needs an sm_100 /
                        sm_120 GPU)
@@ -186,6 +191,7 @@ struct Options {
   std::string gemmSpec;
   bool haveGemm = false;
   std::string gemmConfig;
+  std::vector<std::pair<unsigned, std::string>> gemmConfigs;
   jit::Target target = jit::Target::Host;
   std::string function;
   uint64_t seed = 0;
@@ -231,7 +237,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
   std::map<std::string, bool> seen;
   const std::vector<std::string> withValue = {
       "--layer",         "--target",    "--function", "--seed",
-      "--gemm",          "--gemm-config",
+      "--gemm",          "--gemm-config", "--gemm-config-at",
       "--empty-experts", "--inputs",    "--outputs",  "--cache-dir",
       "--repeat",        "--opt-level", "--tolerance", "--mma-path",
       "--check",         "--gpu-mode",  "--warmup",   "--times-json",
@@ -264,7 +270,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
         known = true;
     if (!known)
       throw UsageError("unknown option '" + name + "' (see moe-run --help)");
-    if (seen[name])
+    // --gemm-config-at is given once per GEMM.
+    if (seen[name] && name != "--gemm-config-at")
       throw UsageError("option " + name + " given twice");
     seen[name] = true;
     std::string value;
@@ -298,6 +305,18 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.haveGemm = true;
     } else if (name == "--gemm-config") {
       opts.gemmConfig = value;
+    } else if (name == "--gemm-config-at") {
+      size_t sep = value.find('=');
+      if (sep == std::string::npos || sep + 1 == value.size())
+        throw UsageError("invalid value '" + value +
+                         "' for --gemm-config-at (expected N=ATTR)");
+      unsigned index = static_cast<unsigned>(parseCount(
+          "--gemm-config-at", value.substr(0, sep), 0, 1 << 20));
+      for (const auto &[seenIndex, config] : opts.gemmConfigs)
+        if (seenIndex == index)
+          throw UsageError("--gemm-config-at sets GEMM " +
+                           std::to_string(index) + " twice");
+      opts.gemmConfigs.push_back({index, value.substr(sep + 1)});
     } else if (name == "--layer") {
       opts.layerSpec = value;
       opts.haveLayer = true;
@@ -387,6 +406,12 @@ Options parseCommandLine(const std::vector<std::string> &args) {
     throw UsageError("--print-layer-ir needs --layer or --gemm");
   if (!opts.gemmConfig.empty() && !opts.haveGemm)
     throw UsageError("--gemm-config needs --gemm");
+  if (!opts.gemmConfigs.empty() && opts.haveGemm)
+    throw UsageError("--gemm-config-at applies to FILE.mlir and --layer "
+                     "(--gemm takes --gemm-config)");
+  if (!opts.gemmConfigs.empty() && !jit::isGPUTarget(opts.target))
+    throw UsageError("--gemm-config-at applies to GPU targets (--target "
+                     "sm90a, sm100a or sm120a)");
   if (opts.haveGemm &&
       (!opts.inputsDir.empty() || !opts.outputsDir.empty() ||
        opts.emptyExperts || !opts.function.empty()))
@@ -1197,6 +1222,7 @@ int run(const Options &opts) {
   compileOptions.persistentGemms = opts.persistentGemms;
   compileOptions.overlapEpilogues = opts.overlapEpilogues;
   compileOptions.clusterGemms = opts.clusterGemms;
+  compileOptions.gemmConfigs = opts.gemmConfigs;
   compileOptions.kernelDir = opts.emitDir;
   compileOptions.kernelFormat = opts.emitFormat;
   if (opts.haveGemm)

@@ -347,6 +347,13 @@ struct CompileOptions {
   /// clusters of two CTAs along N that load their shared lhs tile once
   /// (moe-gpu-kernel-config's cluster-gemms).
   bool clusterGemms = false;
+  /// GPU targets: kernel configurations set by hand, in place of
+  /// moe-gpu-kernel-config's choice (a tuner's sweep with one build): the
+  /// GEMM's index among the GPU GEMMs after moe-decompose-bwd, in IR order
+  /// (a layer's: 0 the recompute, 1 P1, 2 P2, 3 P3, 4 P4), and the text of
+  /// its `#moe.gemm_config`. convert-moe-to-nvgpu rejects a configuration
+  /// the GEMM's kernel cannot take.
+  std::vector<std::pair<unsigned, std::string>> gemmConfigs;
   /// GPU targets: also write each serialized kernel module into this
   /// directory (created if needed) as <module>.ptx or <module>.cubin, the
   /// artifacts of a chip this machine lacks. Empty: none. A compilation
