@@ -442,7 +442,6 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.checkpointEpilogue ? "" : "checkpoint-unpacked");
   add(options.dGateUpEpilogue ? "dgate-up-epilogue" : "");
   add(options.persistentGemms ? "" : "grid-gemms");
-  add(options.overlapEpilogues ? "overlap-epilogues" : "");
   add(options.clusterGemms ? "cluster-gemms" : "");
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);
@@ -1628,7 +1627,6 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.checkpointEpilogue = options.checkpointEpilogue;
       pipelineOptions.dGateUpEpilogue = options.dGateUpEpilogue;
       pipelineOptions.persistentGemms = options.persistentGemms;
-      pipelineOptions.overlapEpilogues = options.overlapEpilogues;
       pipelineOptions.clusterGemms = options.clusterGemms;
     };
     if (impl->deviceArguments) {

@@ -330,7 +330,6 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   config.chip = chip.str();
   config.mmaPath = mmaPath.str();
   config.persistentGemms = options.persistentGemms;
-  config.overlapEpilogues = options.overlapEpilogues;
   config.clusterGemms = options.clusterGemms;
   pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
@@ -340,7 +339,6 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   convert.checkpointEpilogue = options.checkpointEpilogue;
   convert.dGateUpEpilogue = options.dGateUpEpilogue;
   convert.persistentGemms = options.persistentGemms;
-  convert.overlapEpilogues = options.overlapEpilogues;
   convert.clusterGemms = options.clusterGemms;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);

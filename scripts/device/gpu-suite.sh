@@ -34,7 +34,7 @@
 #              TFLOPS beside the default config, memcheck and racecheck;
 #              layers with --grid-gemms --cluster-gemms bit for bit
 #              against --grid-gemms, memcheck and racecheck
-#   overlap    --overlap-epilogues (P1 in 64-row tiles, two CTAs per SM)
+#   overlap    P1 in 64-row tiles, two CTAs per SM (--gemm-config-at)
 #              against the default, outputs compared bit for bit, then
 #              memcheck and racecheck
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
@@ -292,16 +292,23 @@ if want overlap; then
   # 64-row tiles compute each row with the same products in the same order
   # as 128-row ones; their padding tiles (first slot padding) are the
   # expert GEMMs' padding K tiles, which neither reads: the same bits.
-  bitwise_against --overlap-epilogues "overlap-epilogues == 128-row P1" \
-    "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
-    T=512,H=512,I=96,E=4,K=2,B=128,quant=e5m2,rule=floor,affinity=on_h \
-    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on" \
-    T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
-    T=300,H=256,I=128,E=4,K=2,B=128,checkpoint=bf16,bias=on
+  # P1 is a layer's GEMM 1, or 0 with a checkpoint (no recompute GEMM).
+  two='#moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 1], registers = [40, 216], ctas_per_sm = 2>'
+  for layer in "$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+      T=512,H=512,I=96,E=4,K=2,B=128,quant=e5m2,rule=floor,affinity=on_h \
+      "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on" \
+      T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16 \
+      T=300,H=256,I=128,E=4,K=2,B=128,checkpoint=bf16,bias=on; do
+    p1=1
+    [ "${layer#*checkpoint=}" != "$layer" ] && p1=0
+    bitwise_against "--gemm-config-at=$p1=$two" \
+      "P1 two CTAs per SM == the default P1" "$layer"
+  done
   for tool in memcheck racecheck; do
-    run "compute-sanitizer $tool overlap-epilogues $small" compute-sanitizer \
+    run "compute-sanitizer $tool P1 two CTAs per SM $small" compute-sanitizer \
       --tool "$tool" --error-exitcode 1 moe-run --target=sm90a \
-      --overlap-epilogues --layer "$small" --empty-experts 1 --check none
+      "--gemm-config-at=1=$two" --layer "$small" --empty-experts 1 \
+      --check none
   done
 fi
 if want dgate-up; then

@@ -99,7 +99,8 @@ options:
                        configuration instead of the one moe-gpu-kernel-config
                        picks; N counts the GPU GEMMs after moe-decompose-bwd
                        in IR order (a layer's: 0 the recompute, 1 P1, 2 P2,
-                       3 P3, 4 P4); once per GEMM
+                       3 P3, 4 P4; with a checkpoint: 0 P1, 1 P2, ...);
+                       once per GEMM
   --target T           host (default), sm90a, sm100a or sm120a (the last
                        two compile-verified only: running needs an sm_100 /
                        sm_120 GPU)
@@ -144,9 +145,6 @@ options:
                        instead of the persistent kernels (one CTA per SM
                        taking tiles from a counter; for comparison: the
                        same bits)
-  --overlap-epilogues  sm90a: P1's kernel runs 64-row tiles, two CTAs per
-                       SM, so one CTA's activation-backward epilogue
-                       overlaps the other's MMAs (the same bits)
   --cluster-gemms      sm90a: the GEMM kernels of one CTA per tile (all of
                        them with --grid-gemms) run in clusters of two CTAs
                        along N that load their shared lhs tile once (TMA
@@ -209,7 +207,6 @@ struct Options {
   bool checkpointEpilogue = true;
   bool dGateUpEpilogue = false;
   bool persistentGemms = true;
-  bool overlapEpilogues = false;
   bool clusterGemms = false;
   double tolerance = 2e-3;
   bool compare = true;
@@ -248,7 +245,6 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--checkpoint-unpacked",
                                           "--dgate-up-epilogue",
                                           "--grid-gemms",
-                                          "--overlap-epilogues",
                                           "--cluster-gemms"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -390,8 +386,6 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.dGateUpEpilogue = true;
     } else if (name == "--grid-gemms") {
       opts.persistentGemms = false;
-    } else if (name == "--overlap-epilogues") {
-      opts.overlapEpilogues = true;
     } else if (name == "--cluster-gemms") {
       opts.clusterGemms = true;
     }
@@ -1220,7 +1214,6 @@ int run(const Options &opts) {
   compileOptions.checkpointEpilogue = opts.checkpointEpilogue;
   compileOptions.dGateUpEpilogue = opts.dGateUpEpilogue;
   compileOptions.persistentGemms = opts.persistentGemms;
-  compileOptions.overlapEpilogues = opts.overlapEpilogues;
   compileOptions.clusterGemms = opts.clusterGemms;
   compileOptions.gemmConfigs = opts.gemmConfigs;
   compileOptions.kernelDir = opts.emitDir;

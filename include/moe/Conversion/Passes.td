@@ -83,12 +83,7 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
     Option<"clusterGemms", "cluster-gemms", "bool", /*default=*/"false",
            "bf16-operands: the GEMM kernels of one CTA per tile run in "
            "clusters of two CTAs along N, the shared lhs tile loaded once by "
-           "TMA multicast (cluster_n = 2), where the N tiles pair up">,
-    Option<"overlapEpilogues", "overlap-epilogues", "bool",
-           /*default=*/"false",
-           "bf16-operands: P1's kernel runs 64-row tiles, two CTAs per SM, "
-           "so that one CTA's activation-backward epilogue overlaps the "
-           "other's MMAs (ctas_per_sm = 2)">
+           "TMA multicast (cluster_n = 2), where the N tiles pair up">
   ];
 }
 
@@ -182,12 +177,7 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
     Option<"clusterGemms", "cluster-gemms", "bool", /*default=*/"false",
            "bf16-operands: the GEMM kernels of one CTA per tile run in "
            "clusters of two CTAs along N, the shared lhs tile loaded once by "
-           "TMA multicast (cluster_n = 2), where the N tiles pair up">,
-    Option<"overlapEpilogues", "overlap-epilogues", "bool",
-           /*default=*/"false",
-           "bf16-operands: P1's kernel runs 64-row tiles, two CTAs per SM, "
-           "so that one CTA's activation-backward epilogue overlaps the "
-           "other's MMAs (ctas_per_sm = 2)">
+           "TMA multicast (cluster_n = 2), where the N tiles pair up">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -339,10 +339,6 @@ struct CompileOptions {
   /// per SM taking tiles from an atomic counter, P1's as a ping-pong kernel
   /// (moe-gpu-kernel-config's persistent-gemms); off: one CTA per tile.
   bool persistentGemms = true;
-  /// GPU targets, bf16-operands: P1's kernel runs 64-row tiles, two CTAs
-  /// per SM, so that one CTA's epilogue overlaps the other's MMAs
-  /// (moe-gpu-kernel-config's overlap-epilogues).
-  bool overlapEpilogues = false;
   /// GPU targets, bf16-operands: the GEMMs of one CTA per tile run in
   /// clusters of two CTAs along N that load their shared lhs tile once
   /// (moe-gpu-kernel-config's cluster-gemms).
@@ -350,7 +346,8 @@ struct CompileOptions {
   /// GPU targets: kernel configurations set by hand, in place of
   /// moe-gpu-kernel-config's choice (a tuner's sweep with one build): the
   /// GEMM's index among the GPU GEMMs after moe-decompose-bwd, in IR order
-  /// (a layer's: 0 the recompute, 1 P1, 2 P2, 3 P3, 4 P4), and the text of
+  /// (a layer's: 0 the recompute, 1 P1, 2 P2, 3 P3, 4 P4; with a checkpoint
+  /// there is no recompute: 0 P1, 1 P2, ...), and the text of
   /// its `#moe.gemm_config`. convert-moe-to-nvgpu rejects a configuration
   /// the GEMM's kernel cannot take.
   std::vector<std::pair<unsigned, std::string>> gemmConfigs;

@@ -123,12 +123,6 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                      "one CTA per tile run in clusters of two CTAs along N "
                      "(default off)"),
       llvm::cl::init(false)};
-  typename PassPipelineOptions<Derived>::template Option<bool>
-      overlapEpilogues{
-          *this, "overlap-epilogues",
-          llvm::cl::desc("moe-gpu-kernel-config's overlap-epilogues: P1's "
-                         "kernel runs two CTAs per SM (default off)"),
-          llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

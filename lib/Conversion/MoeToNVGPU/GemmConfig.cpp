@@ -120,8 +120,6 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     for (const GemmTableEntry &entry : target.getBf16OperandsTable()) {
       if (problem.n >= entry.minN &&
           (entry.activationEpilogue || !activation) &&
-          (!entry.overlapEpilogue ||
-           (activation && choices.overlapEpilogue)) &&
           (!entry.config.pingpong || (activation && choices.persistent)) &&
           fitsMXGemm(problem, entry.config, target)) {
         c = entry.config;

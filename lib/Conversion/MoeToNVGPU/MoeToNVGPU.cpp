@@ -811,7 +811,7 @@ struct ConvertMoeToNVGPUPass
       } else {
         config = selectGemmConfig(
             op, choice->target, choice->preferred,
-            {persistentGemms, overlapEpilogues, clusterGemms},
+            {persistentGemms, clusterGemms},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);

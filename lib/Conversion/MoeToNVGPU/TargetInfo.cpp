@@ -123,20 +123,10 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     // round-robin over the tiles, moe-gpu-kernel-config persistent-gemms)
     // ran the shape-2 GEMMs 0-9% faster but shape 1's P1, P2 and P4
     // 16-44% slower (docs/results/2026-12-01-persistent-gemms.md).
-    // P1's activation-backward epilogue (the f32 g|u loads, the [dg|du],
-    // a*h and partials stores, ~35% of its tile time at shape 1) cannot
-    // overlap its own tile's MMAs. With 64-row tiles of one consumer
-    // warpgroup, two CTAs share an SM (4 stages of 24 KB and half the
-    // registers each), so one CTA's epilogue runs beside the other's MMAs
-    // (overlap-epilogues). Off by default: P1 took 4.88 ms at shape 1
-    // against 4.10 (ncu; each 64-row tile loads the weight tile for half
-    // the rows), the same bits (docs/results/2026-12-02-p1-tile-variants.md).
-    MXGemmConfig overlapped = info.bf16Operands;
-    overlapped.tileM = 64;
-    overlapped.consumerWarpgroups = 1;
-    overlapped.stages = 4;
-    overlapped.consumerRegisters = 216;
-    overlapped.ctasPerSM = 2;
+    // (P1 in 64-row tiles with two CTAs per SM, so that one CTA's
+    // epilogue runs beside the other's MMAs, took 4.88 ms at shape 1
+    // against 4.10 for one 128-row CTA per tile: no row; a configuration
+    // set by hand, docs/results/2026-12-02-p1-tile-variants.md.)
     // P1 with moe-gpu-kernel-config's persistent-gemms (the default): the
     // two consumer warpgroups take turns over 128x128 tiles, one's
     // activation epilogue beside the other's MMAs. 240 consumer registers
@@ -151,8 +141,6 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     pingpong.consumerRegisters = 240;
     info.bf16OperandsTable = {
         {/*minN=*/256, /*activationEpilogue=*/false, wide},
-        {/*minN=*/0, /*activationEpilogue=*/true, overlapped,
-         /*overlapEpilogue=*/true},
         {/*minN=*/0, /*activationEpilogue=*/true, pingpong},
         {/*minN=*/0, /*activationEpilogue=*/true, info.bf16Operands}};
     info.operandKernelThreads = 256;

@@ -66,9 +66,6 @@ struct GemmChoices {
   /// one CTA per tile, P1's (activation epilogue) as the table's ping-pong
   /// kernel.
   bool persistent = true;
-  /// P1's kernel may take a table row of several CTAs per SM
-  /// (GemmTableEntry::overlapEpilogue).
-  bool overlapEpilogue = false;
   /// bf16-operands kernels of one CTA per tile run in clusters of two CTAs
   /// along N that load their shared lhs tile once (cluster_n = 2), where
   /// the GEMM has an even number of N tiles.

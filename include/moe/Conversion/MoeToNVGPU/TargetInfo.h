@@ -111,9 +111,6 @@ struct GemmTableEntry {
   int64_t minN;
   bool activationEpilogue;
   MXGemmConfig config;
-  /// Taken only with moe-gpu-kernel-config's overlap-epilogues: a shape of
-  /// several CTAs per SM for the activation-backward epilogue.
-  bool overlapEpilogue = false;
 };
 
 /// Describes one GPU target. Obtain it with TargetInfo::get.
