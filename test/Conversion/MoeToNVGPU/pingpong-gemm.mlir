@@ -6,7 +6,9 @@
 // (its empty barriers count all 256 consumer threads) and advance their
 // ring position by every tile's K tiles, since the producer fills the TMA
 // ring in tile order; a stage is one warpgroup's (its empty barriers count
-// 128). The warpgroups take turns at the tensor cores through two named
+// 1: the warpgroup's first thread arrives once its wgmma.wait_group has
+// covered the stage's MMAs, after the mainloop for the tile's last stage
+// too). The warpgroups take turns at the tensor cores through two named
 // barriers of 256 threads: warpgroup w waits on 8 + w before its mainloop
 // and, once it has issued its last wgmma, arrives on the other's; warpgroup
 // 0 arrives on its own first.
@@ -58,6 +60,9 @@
 // CHECK:             scf.for
 // CHECK:             nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c256_i32
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:             scf.if %[[LEADER:.*]] {
+// CHECK-NEXT:          nvgpu.mbarrier.arrive
+// CHECK-NEXT:        }
 // CHECK:             llvm.store {{.*}} : vector<2xf32>, !llvm.ptr<1>
 // CHECK:           scf.yield
 
