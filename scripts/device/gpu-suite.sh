@@ -515,7 +515,8 @@ if want deep-prof; then
       >"$reports/$name-sass.csv" 2>&1
     summary=$(python3 - "$reports/$name-details.csv" "$reports/$name-sass.csv" <<'PY'
 import csv, sys
-want = {"Duration", "DRAM Throughput", "L2 Cache Throughput",
+want = {"Duration", "Elapsed Cycles", "SM Frequency", "DRAM Throughput",
+        "L2 Cache Throughput",
         "Compute (SM) Throughput", "L2 Hit Rate", "Issue Slots Busy",
         "No Eligible", "Warp Cycles Per Issued Instruction"}
 rows = list(csv.reader(open(sys.argv[1])))
