@@ -35,6 +35,10 @@
 #              layers with --grid-gemms --cluster-gemms bit for bit
 #              against --grid-gemms, memcheck and racecheck
 #   overlap    P1 in 64-row tiles, two CTAs per SM (--gemm-config-at)
+#   raster     tile orders in bands of raster_m M tiles: 8192^3 exact
+#              against 16 sampled rows and its ncu kernel time for bands of
+#              1, 4, 8 and 16 (one CTA per tile and persistent, 128x256),
+#              and a layer with P2 in bands bit for bit against the default
 #              against the default, outputs compared bit for bit, then
 #              memcheck and racecheck
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
@@ -67,7 +71,7 @@
 # Not in the default set: refcheck and the ref parts (the hybrid target
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own), and the
-# measurements cluster, p1-prof and deep-prof. Prints a table last; exit status 0 only if
+# measurements cluster, raster, p1-prof and deep-prof. Prints a table last; exit status 0 only if
 # every row passes.
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
@@ -287,6 +291,26 @@ if want cluster; then
       --target=sm90a --grid-gemms --cluster-gemms \
       --layer T=4096,H=512,I=256,E=4,K=2,B=128 --check none
   done
+fi
+if want raster; then
+  for form in "" ", persistent = true"; do
+    for g in 1 4 8 16; do
+      cfg="#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]$form, raster_m = $g>"
+      [ "$g" = 1 ] && cfg="#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]$form>"
+      run "gemm 8192^3 128x256${form:+ persistent} raster_m $g" moe-run \
+        --target=sm90a --gemm M=8192,N=8192,K=8192,G=1 --gemm-config "$cfg"
+      kernel_ns=$(ncu --clock-control none --metrics gpu__time_duration.sum \
+          --print-units base --csv --kernel-name regex:matmul moe-run \
+          --target=sm90a --gemm M=8192,N=8192,K=8192,G=1 --check none \
+          --gemm-config "$cfg" 2>&1 | grep gpu__time_duration | tail -1 |
+        awk -F'","' '{ gsub(/[",]/, "", $NF); print $NF }')
+      echo "raster: 8192^3${form:+ persistent} raster_m $g: ${kernel_ns:-?} ns"
+      record "ncu 8192^3 128x256${form:+ persistent} raster_m $g" \
+        "$([ -n "$kernel_ns" ] && echo PASS || echo FAIL) (${kernel_ns:-?} ns)"
+    done
+  done
+  bitwise_against "--gemm-config-at=2=#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, raster_m = 8>" \
+    "P2 in bands of 8 == the default P2" T=16384,H=1024,I=512,E=8,K=2,B=128
 fi
 if want overlap; then
   # 64-row tiles compute each row with the same products in the same order

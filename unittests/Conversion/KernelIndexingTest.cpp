@@ -19,3 +19,7 @@ TEST(KernelIndexing, Tcgen05ScaleWordsLandWhereTheMmaReadsThem) {
 TEST(KernelIndexing, MmaSyncFragmentsAndScaleLanesMatchTheInstruction) {
   EXPECT_TRUE(mmaSyncIndexingAgrees());
 }
+
+TEST(KernelIndexing, RasterOrdersVisitEveryTileOnceInBands) {
+  EXPECT_TRUE(rasterIndexingAgrees());
+}

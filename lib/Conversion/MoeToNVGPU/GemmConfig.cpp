@@ -176,7 +176,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
-      c.persistent, c.ctasPerSM, c.pingpong, c.clusterN);
+      c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -208,5 +208,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.ctasPerSM = config.getCtasPerSm();
   c.pingpong = config.getPingpong();
   c.clusterN = config.getClusterN();
+  c.rasterM = config.getRasterM();
   return c;
 }

@@ -68,7 +68,39 @@ struct IntOps {
   int64_t rem(int64_t x, int64_t y) { return x % y; }
   int64_t mul(int64_t x, int64_t y) { return x * y; }
   int64_t add(int64_t x, int64_t y) { return x + y; }
+  int64_t subFrom(int64_t c, int64_t x) { return c - x; }
+  int64_t min(int64_t x, int64_t y) { return std::min(x, y); }
 };
+
+/// The (M tile, N tile) at position `t` of a tilesM x tilesN tile order
+/// (#moe.gemm_config raster_m), each times its tile size (the tile's origin
+/// with sizes, its indices with 1): N fastest (rasterM = 1), or bands of
+/// rasterM M tiles (fewer in the last band), M fastest within a band, then
+/// N. (One op per statement: the same op order from every compiler.)
+template <typename Ops, typename V>
+std::pair<V, V> rasterTile(Ops o, V t, int64_t tilesM, int64_t tilesN,
+                           int64_t rasterM, int64_t tileM = 1,
+                           int64_t tileN = 1) {
+  if (rasterM == 1) {
+    V n = o.rem(t, tilesN);
+    V n0 = o.mul(n, tileN);
+    V rowOfTiles = o.div(t, tilesN);
+    V m = o.rem(rowOfTiles, tilesM);
+    V m0 = o.mul(m, tileM);
+    return {m0, n0};
+  }
+  V band = o.div(t, rasterM * tilesN);
+  V first = o.mul(band, rasterM);
+  V inBand = o.rem(t, rasterM * tilesN);
+  V left = o.subFrom(tilesM, first);
+  V rows = o.min(left, rasterM);
+  V row = o.rem(inBand, rows);
+  V m = o.add(first, row);
+  V m0 = o.mul(m, tileM);
+  V n = o.div(inBand, rows);
+  V n0 = o.mul(n, tileN);
+  return {m0, n0};
+}
 
 /// Emits the kernel body. Holds the builder, the values every part shares,
 /// and small helpers that materialize integer constants on demand.
@@ -275,6 +307,10 @@ private:
   /// Sets m0, n0, expertId, kBegin and kTiles of output tile `w` (i32):
   /// N fastest, then M, then the expert.
   void decodeTile(Value w);
+  /// m0 and n0 of the tile at position `t` of one expert's (or a block
+  /// GEMM's) tile order: N fastest, or with raster_m in bands of rasterM M
+  /// tiles, M fastest within a band.
+  void setTileOrigin(Value t);
   /// Producer: tile `w` into slot j % kTileSlots once it is free.
   void publishTile(Value j, Value w);
   /// Consumers: the tile id of slot j % kTileSlots, once published; the
@@ -313,6 +349,18 @@ private:
     Value rem(Value x, int64_t y) { return e.remu(x, y); }
     Value mul(Value x, int64_t y) { return e.mul(x, y); }
     Value add(Value x, Value y) { return e.add(x, y); }
+    Value div(Value x, Value y) {
+      return arith::DivUIOp::create(e.b, e.loc, x, y);
+    }
+    Value rem(Value x, Value y) {
+      return arith::RemUIOp::create(e.b, e.loc, x, y);
+    }
+    Value subFrom(int64_t c, Value x) {
+      return e.sub(e.cst(x.getType(), c), x);
+    }
+    Value min(Value x, int64_t y) {
+      return arith::MinUIOp::create(e.b, e.loc, x, e.cst(x.getType(), y));
+    }
   };
   /// block_scale (MXGemmSm100.cpp): the 512-byte scale atoms of B per
   /// stage, and the tensor-memory columns the kernel allocates.

@@ -450,16 +450,57 @@ void KernelEmitter::emitExpertTable() {
   gpu::BarrierOp::create(b, loc);
 }
 
+void KernelEmitter::setTileOrigin(Value t) {
+  int64_t tilesN = (p.n + cfg.tileN - 1) / cfg.tileN;
+  int64_t tilesM = (p.m + cfg.tileM - 1) / cfg.tileM;
+  std::tie(m0, n0) = rasterTile(IROps{*this}, t, tilesM, tilesN, cfg.rasterM,
+                                cfg.tileM, cfg.tileN);
+}
+
+bool moe::rasterIndexingAgrees() {
+  IntOps o;
+  // Every order is a permutation of the tiles. rasterM = 1 is N fastest,
+  // row of tiles after row. Otherwise the positions of each band are its
+  // (up to) rasterM M tiles times every N tile, and the next position
+  // within a band is the next M tile of the same N tile, or the first M
+  // tile of the band and the next N tile.
+  for (int64_t tilesM : {1, 5, 8, 13, 64})
+    for (int64_t tilesN : {1, 3, 16})
+      for (int64_t rasterM : {1, 2, 4, 8, 16}) {
+        std::vector<int> seen(tilesM * tilesN, 0);
+        int64_t prevM = -1, prevN = -1;
+        for (int64_t t = 0; t < tilesM * tilesN; ++t) {
+          auto [m, n] = rasterTile(o, t, tilesM, tilesN, rasterM);
+          if (m < 0 || m >= tilesM || n < 0 || n >= tilesN ||
+              seen[m * tilesN + n]++)
+            return false;
+          int64_t first = t / (rasterM * tilesN) * rasterM;
+          bool bandStart = t % (rasterM * tilesN) == 0;
+          bool next = rasterM == 1
+                          ? m == t / tilesN && n == t % tilesN
+                      : bandStart
+                          ? m == first && n == 0
+                          : (m == prevM + 1 && n == prevN) ||
+                                (m == first && n == prevN + 1);
+          if (!next || m < first || m >= first + rasterM)
+            return false;
+          prevM = m;
+          prevN = n;
+        }
+      }
+  return true;
+}
+
 void KernelEmitter::decodeTile(Value w) {
   int64_t tilesN = (p.n + cfg.tileN - 1) / cfg.tileN;
   int64_t tilesM = (p.m + cfg.tileM - 1) / cfg.tileM;
-  n0 = mul(remu(w, tilesN), cfg.tileN);
-  Value rest = divu(w, tilesN);
-  m0 = mul(remu(rest, tilesM), cfg.tileM);
+  // Experts outermost, then the expert's tile order.
+  setTileOrigin(cfg.rasterM == 1 ? w : remu(w, tilesM * tilesN));
   // A block GEMM's tiles all take the whole K range.
   if (p.kind == MXGemmKind::Block)
     return emitContractionRange();
-  expertId = divu(rest, tilesM);
+  expertId = cfg.rasterM == 1 ? divu(divu(w, tilesN), tilesM)
+                              : divu(w, tilesM * tilesN);
   int64_t E = p.numExperts;
   Value at = mul(toI64(expertId), 4);
   // Row `table` of emitExpertTable's table, for this expert.
@@ -1676,11 +1717,16 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     isClusterLeader = eq(NVVM::ClusterId::create(b, loc, i32T), 0);
   // One tile per CTA: the grid is (N tiles, M tiles, experts). A
   // persistent kernel sets these per tile (decodeTile).
-  if (!cfg.persistent) {
+  if (!cfg.persistent && cfg.rasterM == 1) {
     n0 = mul(indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)),
              cfg.tileN);
     m0 = mul(indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y)),
              cfg.tileM);
+  } else if (!cfg.persistent) {
+    // The grid's (x, y) as a position in the expert's tile order.
+    Value x = indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+    Value y = indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::y));
+    setTileOrigin(add(mul(y, (p.n + cfg.tileN - 1) / cfg.tileN), x));
   }
 
   // The dynamic shared memory, its base aligned to 1024 bytes (128B-swizzle

@@ -201,6 +201,9 @@ LogicalResult checkMXGemm(const MXGemmProblem &problem,
 /// scales. The kernel builders compute with the same functions.
 bool tcgen05IndexingAgrees();
 bool mmaSyncIndexingAgrees();
+/// The tile orders of #moe.gemm_config raster_m (rasterTile, MXGemmSm90.cpp)
+/// visit every tile once, in bands of raster_m M tiles.
+bool rasterIndexingAgrees();
 
 /// Builds the kernel `name` of `config` for `problem` at the end of
 /// `module`. The problem and config must pass checkMXGemm.

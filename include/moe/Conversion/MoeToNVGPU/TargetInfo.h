@@ -84,6 +84,11 @@ struct MXGemmConfig {
   /// cluster_n, 1 or 2); a pair shares its lhs tile, which the first CTA
   /// loads for both (TMA multicast).
   int64_t clusterN = 1;
+  /// The order of the output tiles (#moe.gemm_config raster_m): bands of
+  /// rasterM M tiles, M fastest within a band, then N, band after band (1:
+  /// N fastest), so that the tiles in flight share fewer, more reused
+  /// operand panels in L2.
+  int64_t rasterM = 1;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

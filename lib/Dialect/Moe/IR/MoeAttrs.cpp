@@ -22,20 +22,25 @@ using namespace mlir::moe;
 
 /// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`,
 /// `, persistent = true` and `, pingpong = true`, each present when set,
-/// and `, ctas_per_sm = N` and `, cluster_n = N`, in any order.
+/// and `, ctas_per_sm = N`, `, cluster_n = N` and `, raster_m = N`, in any
+/// order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &lhsMMajor, bool &persistent,
                                    int64_t &ctasPerSm, bool &pingpong,
-                                   int64_t &clusterN) {
+                                   int64_t &clusterN, int64_t &rasterM) {
   rhsNMajor = lhsMMajor = persistent = pingpong = false;
-  ctasPerSm = clusterN = 1;
+  ctasPerSm = clusterN = rasterM = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc at = parser.getCurrentLocation();
     if (parser.parseKeyword(&key) || parser.parseEqual())
       return failure();
-    if (key == "ctas_per_sm" || key == "cluster_n") {
-      if (parser.parseInteger(key == "ctas_per_sm" ? ctasPerSm : clusterN))
+    int64_t *count = key == "ctas_per_sm" ? &ctasPerSm
+                     : key == "cluster_n" ? &clusterN
+                     : key == "raster_m"  ? &rasterM
+                                          : nullptr;
+    if (count) {
+      if (parser.parseInteger(*count))
         return failure();
       continue;
     }
@@ -46,8 +51,8 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                         : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
-                                  "persistent, pingpong, ctas_per_sm or "
-                                  "cluster_n, got '")
+                                  "persistent, pingpong, ctas_per_sm, "
+                                  "cluster_n or raster_m, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -60,7 +65,7 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
 static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              bool lhsMMajor, bool persistent,
                              int64_t ctasPerSm, bool pingpong,
-                             int64_t clusterN) {
+                             int64_t clusterN, int64_t rasterM) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -73,6 +78,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", pingpong = true";
   if (clusterN != 1)
     printer << ", cluster_n = " << clusterN;
+  if (rasterM != 1)
+    printer << ", raster_m = " << rasterM;
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -203,7 +210,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t dequantStages, ArrayRef<int64_t> warpgroups,
                        ArrayRef<int64_t> registers, bool rhsNMajor,
                        bool lhsMMajor, bool persistent, int64_t ctasPerSm,
-                       bool pingpong, int64_t clusterN) {
+                       bool pingpong, int64_t clusterN, int64_t rasterM) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -273,6 +280,13 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "cluster_n must be 1, or 2 for a bf16_operands "
                           "kernel of one CTA per tile, got "
                        << clusterN;
+  // A cluster pair takes adjacent N tiles of the same rows, which a band
+  // order would separate.
+  if (rasterM < 1 || (rasterM > 1 && (mma != MXMmaPath::Bf16Operands ||
+                                      clusterN != 1)))
+    return emitError() << "raster_m must be 1, or more for a bf16_operands "
+                          "kernel without cluster_n, got "
+                       << rasterM;
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "

@@ -212,7 +212,11 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     epilogue runs beside the other's MMAs on the same TMA ring, and (one CTA
     per tile only) `cluster_n`, the CTAs of a cluster along N (1 when left
     out, or 2): the pair computes the tiles n and n + 1 of the same rows, and
-    the first CTA loads their shared lhs tile for both (TMA multicast).
+    the first CTA loads their shared lhs tile for both (TMA multicast), and
+    `raster_m`, the order of the output tiles (1 when left out: N fastest,
+    row of tiles after row): in bands of `raster_m` M tiles, M fastest
+    within a band, so that the tiles in flight share their operand panels
+    in L2 (not with `cluster_n`, whose pairs are adjacent N tiles).
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -264,7 +268,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$persistent,
     DefaultValuedParameter<"int64_t", "1">:$ctasPerSm,
     DefaultValuedParameter<"bool", "false">:$pingpong,
-    DefaultValuedParameter<"int64_t", "1">:$clusterN
+    DefaultValuedParameter<"int64_t", "1">:$clusterN,
+    DefaultValuedParameter<"int64_t", "1">:$rasterM
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -273,7 +278,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `warpgroups` `=` `[` $warpgroups `]` `,`
     `registers` `=` `[` $registers `]`
     `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
-                          $pingpong, $clusterN)
+                          $pingpong, $clusterN, $rasterM)
     `` `>`
   }];
   let genVerifyDecl = 1;
