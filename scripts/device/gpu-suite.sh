@@ -38,9 +38,8 @@
 #   raster     tile orders in bands of raster_m M tiles: 8192^3 exact
 #              against 16 sampled rows and its ncu kernel time for bands of
 #              1, 4, 8 and 16 (one CTA per tile and persistent, 128x256),
-#              and a layer with P2 in bands bit for bit against the default
-#              against the default, outputs compared bit for bit, then
-#              memcheck and racecheck
+#              a layer with P2 in bands bit for bit against the default,
+#              and a dense layer (bands by default) against R_mx
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
 #   determinism  two sm90a runs, outputs compared bit for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
@@ -49,12 +48,14 @@
 #              --dgate-up-epilogue: duration, instructions,
 #              DRAM bytes and the warp stall reasons, one table row each
 #   deep-prof  ncu's full section set with SASS-level stall sampling of
-#              P1 at reference shape 1 (torch-gen inputs) in three forms
-#              (the default ping-pong 128x128, --grid-gemms, 128x256 tiles
-#              through --gemm-config-at) and of the 8192^3 GEMM alone and
-#              in a cluster pair: DRAM bytes read / written, L2 throughput
-#              and the 12 SASS lines with the most stall samples each
-#              (reports kept in $SUITE_REPORTS when set)
+#              P1 at reference shape 1 (torch-gen inputs) in two forms
+#              (the default ping-pong 128x128, --grid-gemms), of P1's
+#              product alone (moe-run --gemm) and torch's bf16 grouped
+#              GEMM of that shape, of the operand kernels of x and dy,
+#              and of the 8192^3 GEMM alone and in a
+#              cluster pair: DRAM bytes read / written, L2 sectors by
+#              operation, L2 throughput and the 12 SASS lines with the
+#              most stall samples each (reports kept in $SUITE_REPORTS)
 #   sass       the SASS instruction mix of the embedded example's kernels on
 #              both MMA paths (cuobjdump): the tensor-core instructions
 #   refcheck   the torch reference on the GPU against moe-ref, and the
@@ -311,6 +312,10 @@ if want raster; then
   done
   bitwise_against "--gemm-config-at=2=#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, raster_m = 8>" \
     "P2 in bands of 8 == the default P2" T=16384,H=1024,I=512,E=8,K=2,B=128
+  # A dense layer's block GEMMs take bands of 16 by default (ping-pong P1
+  # included): against R_mx.
+  run "dense layer, block GEMMs in bands of 16" moe-run --target=sm90a \
+    --layer T=8192,H=2048,I=1024,E=1,K=1,B=128,dense=on
 fi
 if want overlap; then
   # 64-row tiles compute each row with the same products in the same order
@@ -519,17 +524,15 @@ if want deep-prof; then
   shape=T=16384,H=4096,I=1536,E=128,K=8,B=128
   run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
     --config "$shape" --seed 1 --out "$out/deep-in"
-  w256='#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>'
   c128='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2>'
   g128='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>'
-  deep() {  # NAME KERNEL-REGEX MOE-RUN-ARGS...
-    local name=$1 regex=$2
-    shift 2
-    echo "== deep-prof $name: moe-run $*"
+  profile() {  # NAME KERNEL-REGEX SKIP COMMAND...
+    local name=$1 regex=$2 skip=$3
+    shift 3
+    echo "== deep-prof $name: $*"
     if ! ncu --clock-control none --set full --import-source no \
-         --kernel-name "regex:$regex" --launch-count 1 -f \
-         -o "$reports/$name" moe-run --target=sm90a "$@" --check none \
-         >"$out/deep.log" 2>&1; then
+         --kernel-name "regex:$regex" --launch-skip "$skip" --launch-count 1 \
+         -f -o "$reports/$name" "$@" >"$out/deep.log" 2>&1; then
       tail -20 "$out/deep.log"
       record "deep-prof $name" FAIL
       return
@@ -537,7 +540,9 @@ if want deep-prof; then
     ncu -i "$reports/$name.ncu-rep" --page details --csv >"$reports/$name-details.csv" 2>&1
     ncu -i "$reports/$name.ncu-rep" --page source --print-source sass --csv \
       >"$reports/$name-sass.csv" 2>&1
-    summary=$(python3 - "$reports/$name-details.csv" "$reports/$name-sass.csv" <<'PY'
+    ncu -i "$reports/$name.ncu-rep" --page raw --csv >"$reports/$name-raw.csv" 2>&1
+    summary=$(python3 - "$reports/$name-details.csv" "$reports/$name-sass.csv" \
+        "$reports/$name-raw.csv" <<'PY'
 import csv, sys
 want = {"Duration", "Elapsed Cycles", "SM Frequency", "DRAM Throughput",
         "L2 Cache Throughput",
@@ -552,6 +557,22 @@ if head is not None:
     facts = ["%s=%s" % (r[n], r[v]) for r in rows[head + 1:]
              if len(r) > v and r[n] in want]
 print(" ".join(facts))
+# Bytes by direction and L2 sectors by operation (which bytes are extra).
+raw = list(csv.reader(open(sys.argv[3])))
+if len(raw) > 2:
+    names, units, values = raw[0], raw[1], raw[-1]
+    want = ("dram__bytes_read.sum", "dram__bytes_write.sum",
+            "lts__t_sectors_srcunit_tex_op_read.sum",
+            "lts__t_sectors_srcunit_tex_op_write.sum",
+            "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum",
+            "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
+            "lts__t_sectors_op_read.sum", "lts__t_sectors_op_write.sum",
+            "lts__t_sectors_srcunit_tex.sum", "launch__grid_size",
+            "launch__cluster_dim_x", "launch__block_size",
+            "launch__registers_per_thread",
+            "launch__shared_mem_per_block_dynamic")
+    print("  raw: " + " ".join("%s=%s%s" % (n, values[i], units[i])
+                               for i, n in enumerate(names) if n in want))
 # The SASS lines with the most stall samples, with their top reasons.
 rows = list(csv.reader(open(sys.argv[2])))
 head = next((i for i, r in enumerate(rows) if "Source" in r), None)
@@ -581,11 +602,33 @@ PY
     echo "$summary"
     record "deep-prof $name" "PASS ($(head -1 <<<"$summary"))"
   }
+  deep() {  # NAME KERNEL-REGEX MOE-RUN-ARGS...
+    local name=$1 regex=$2
+    shift 2
+    profile "$name" "$regex" 0 moe-run --target=sm90a "$@" --check none
+  }
+  torch_deep() {  # NAME SPEC: torch's bf16 GEMM (bench/torch_gemms.py)
+    profile "$1" 'cutlass|[Gg]emm|xmma' 2 python3 -c "import sys; sys.path.insert(0, 'bench')
+import torch, torch_gemms as t
+g = t.parse_gemm('$2'); a, b = t.make_operands(g, 'cuda')
+f = t.bf16_gemm(g, a, b, t.group_offsets(g, 'cuda'))
+for _ in range(3): f()
+torch.cuda.synchronize()"
+    ncu -i "$reports/$1.ncu-rep" --page details --csv 2>/dev/null |
+      awk -F'","' 'NR == 2 { print "  kernel: " $5 }'
+  }
   deep p1-pingpong block_matmul_act --layer "$shape" --inputs "$out/deep-in"
   deep p1-grid block_matmul_act --grid-gemms --layer "$shape" \
     --inputs "$out/deep-in"
-  deep p1-128x256 block_matmul_act --gemm-config-at "1=$w256" \
-    --layer "$shape" --inputs "$out/deep-in"
+  # P1's product alone (moe-run --gemm at P1's shape, the default config)
+  # and torch's bf16 grouped GEMM of the same shape: what the epilogue
+  # costs, and how the fastest kernel at this shape moves its bytes.
+  deep p1-plain matmul --gemm M=131072,N=1536,K=4096,G=128,B=128
+  # The operand kernels of x and dy (gathered rows, both roundings):
+  # 0.93 ms each at shape 1 for ~2.3 GB, below the DRAM rate.
+  deep operand-x 'mx_operand_0$' --layer "$shape" --inputs "$out/deep-in"
+  deep operand-dy 'mx_operand_3$' --layer "$shape" --inputs "$out/deep-in"
+  torch_deep torch-p1 M=131072,N=1536,K=4096,G=128,B=128
   deep gemm-128x128 matmul --gemm M=8192,N=8192,K=8192,G=1 --gemm-config "$g128"
   deep gemm-cluster-128x128 matmul --gemm M=8192,N=8192,K=8192,G=1 \
     --gemm-config "$c128"

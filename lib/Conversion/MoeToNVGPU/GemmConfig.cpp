@@ -171,6 +171,20 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     if (!fitsMXGemm(getMXGemmProblem(op, path), c, target))
       c.clusterN = 1;
   }
+  // A dense product (one group) of more tiles than SMs: the tiles in bands
+  // of M tiles, so that a wave's tiles reuse their A and B panels in L2.
+  if (path == MXMmaPath::Bf16Operands && c.clusterN == 1 &&
+      target.getDenseRasterM() > 1) {
+    MXGemmProblem problem = getMXGemmProblem(op, path);
+    int64_t tiles = (problem.m + c.tileM - 1) / c.tileM *
+                    ((problem.n + c.tileN - 1) / c.tileN);
+    if (problem.kind == MXGemmKind::Block && problem.numExperts == 1 &&
+        tiles > target.getMultiprocessors()) {
+      c.rasterM = target.getDenseRasterM();
+      if (!fitsMXGemm(problem, c, target))
+        c.rasterM = 1;
+    }
+  }
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,

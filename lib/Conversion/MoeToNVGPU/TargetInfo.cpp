@@ -143,6 +143,13 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
         {/*minN=*/256, /*activationEpilogue=*/false, wide},
         {/*minN=*/0, /*activationEpilogue=*/true, pingpong},
         {/*minN=*/0, /*activationEpilogue=*/true, info.bf16Operands}};
+    // A dense 8192^3 in N-fastest order reads B from DRAM once per wave of
+    // 132 tiles (ncu: DRAM 82.7%); in bands of 16 M tiles it took 1.327 ms
+    // against 1.562 one CTA per tile and 1.589 persistent (bands of 4: 1.37,
+    // of 8: 1.33; ncu, H200, 2026-12-02,
+    // docs/results/2026-12-02-raster-and-power.md). Grouped GEMMs keep N
+    // fastest: an expert's tiles already share their weight panel in L2.
+    info.denseRasterM = 16;
     info.operandKernelThreads = 256;
     // 227 KB: the opt-in limit of one CTA on sm_90.
     info.maxDynamicSharedMemory = 232448;

@@ -10,6 +10,11 @@
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=384,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="cluster-gemms=true" | FileCheck %s --check-prefix=CLUSTER-PERSISTENT
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_100a" 2>&1 | FileCheck %s --check-prefix=SM100-BIAS
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_120a" | FileCheck %s --check-prefix=SM120
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=8192,K=8192,G=1 --print-layer-ir | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=DENSE
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=8192,K=8192,G=1 --print-layer-ir | moe-opt -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=DENSE-GRID
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=8192,K=8192,G=2 --print-layer-ir | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=NO-RASTER
+// RUN: %moe_obj/bin/moe-run --gemm M=1024,N=4096,K=8192,G=1 --print-layer-ir | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=NO-RASTER
+// RUN: %moe_obj/bin/moe-run --layer T=8192,H=2048,I=1024,E=1,K=1,B=128,dense=on --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=DENSE-LAYER
 
 // The kernel configuration sm_90a gives each GPU GEMM. By default every GEMM
 // runs on bf16 operands, one TMA producer and two consumer warpgroups, with
@@ -151,6 +156,31 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 // LAYER:      moe.fused phase(<p4>)
 // LAYER:        moe.expert_matmul
 // LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, {{.*}}rhs_n_major = true, lhs_m_major = true
+
+// A dense product (one group) of more tiles than the chip's 132 SMs takes
+// its tiles in bands of 16 M tiles (raster_m), one CTA per tile or
+// persistent; grouped products, and dense ones of one wave (8 x 16 tiles
+// here), keep N fastest. In a dense layer the block GEMMs (recompute, P1,
+// P2) are dense products; the expert GEMMs contract over the slots of one
+// group and keep their order.
+// DENSE:      persistent = true, raster_m = 16>
+// DENSE-GRID: registers = [40, 232], raster_m = 16>
+// NO-RASTER-NOT: raster_m
+// DENSE-LAYER:      moe.fused phase(<recompute>)
+// DENSE-LAYER:        moe.block_matmul
+// DENSE-LAYER-SAME:     rhs_n_major = true, raster_m = 16>
+// DENSE-LAYER:      moe.fused phase(<p1>)
+// DENSE-LAYER:        moe.block_matmul
+// DENSE-LAYER-SAME:     pingpong = true, raster_m = 16>
+// DENSE-LAYER:      moe.fused phase(<p2>)
+// DENSE-LAYER:        moe.block_matmul
+// DENSE-LAYER-SAME:     persistent = true, raster_m = 16>
+// DENSE-LAYER:      moe.fused phase(<p3>)
+// DENSE-LAYER:        moe.expert_matmul
+// DENSE-LAYER-SAME:     lhs_m_major = true, persistent = true>
+// DENSE-LAYER:      moe.fused phase(<p4>)
+// DENSE-LAYER:        moe.expert_matmul
+// DENSE-LAYER-SAME:     lhs_m_major = true, persistent = true>
 
 // sm_100a: every GEMM of MX codes takes the block_scale kernel (a 128 x 128
 // x 128 tile, one 128 x 128 x 32 tcgen05.mma per K = 32, 4 stages, a

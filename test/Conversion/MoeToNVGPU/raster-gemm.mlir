@@ -1,9 +1,10 @@
-// #moe.gemm_config raster_m = G (set by hand; no table row takes it, and no
-// H200 run has measured it): the output tiles are taken in bands of G M
-// tiles, the M tile fastest within a band, then the N tile, band after band,
-// so that the tiles in flight at a time share fewer operand panels in L2
-// (at 8192^3 one CTA per tile walks N fastest and re-reads B from DRAM every
-// wave: docs/results/2026-12-02-clusters-and-l2.md). The order itself is
+// #moe.gemm_config raster_m = G (moe-gpu-kernel-config sets 16 on dense
+// products of more tiles than SMs, moe-gpu-kernel-config.mlir): the output
+// tiles are taken in bands of G M tiles, the M tile fastest within a band,
+// then the N tile, band after band, so that the tiles in flight at a time
+// share fewer operand panels in L2 (8192^3 in bands of 16: 1.327 ms against
+// 1.562 walking N fastest, docs/results/2026-12-02-raster-and-power.md).
+// The order itself is
 // rasterTile (MXGemmEmitter.h), checked on integers by KernelIndexingTest:
 // every tile once, in bands. Left out (1), the kernels are unchanged.
 // A block GEMM of 10 x 8 tiles of 128x128 (the last band of 4 holds 2 M

@@ -165,6 +165,10 @@ public:
   ArrayRef<GemmTableEntry> getBf16OperandsTable() const {
     return bf16OperandsTable;
   }
+  /// The tile order of bf16-operand GEMMs of one group (dense products)
+  /// with more tiles than SMs: bands of this many M tiles (rasterM; 1 keeps
+  /// N fastest).
+  int64_t getDenseRasterM() const { return denseRasterM; }
   /// Threads per block of the operand rounding kernels.
   int64_t getOperandKernelThreads() const { return operandKernelThreads; }
   /// The most dynamic shared memory one CTA may request (bytes).
@@ -190,6 +194,7 @@ private:
   MXGemmConfig blockScale = {};
   MmaEmitter mmaEmitter = MmaEmitter::Wgmma;
   SmallVector<GemmTableEntry, 2> bf16OperandsTable;
+  int64_t denseRasterM = 1;
   int64_t operandKernelThreads = 0;
   int64_t maxDynamicSharedMemory = 0;
   int64_t sharedMemoryPerMultiprocessor = 0;
