@@ -35,6 +35,11 @@
 #              layers with --grid-gemms --cluster-gemms bit for bit
 #              against --grid-gemms, memcheck and racecheck
 #   overlap    P1 in 64-row tiles, two CTAs per SM (--gemm-config-at)
+#   evict-first  #moe.gemm_config evict_first_outputs (the epilogue's
+#              streams with an L2 evict-first policy) on P1 and P2: bit for
+#              bit against the default on four layers, memcheck, and at
+#              reference shape 1 each GEMM's ncu time, DRAM bytes and L2
+#              hit rate with the flag on P1, P2, the recompute GEMM or all
 #   raster     tile orders in bands of raster_m M tiles: 8192^3 exact
 #              against 16 sampled rows and its ncu kernel time for bands of
 #              1, 4, 8 and 16 (one CTA per tile and persistent, 128x256),
@@ -72,8 +77,8 @@
 # Not in the default set: refcheck and the ref parts (the hybrid target
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own), and the
-# measurements cluster, raster, p1-prof and deep-prof. Prints a table last; exit status 0 only if
-# every row passes.
+# measurements cluster, raster, evict-first, p1-prof and deep-prof. Prints
+# a table last; exit status 0 only if every row passes.
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 out=$(mktemp -d)
@@ -316,6 +321,75 @@ if want raster; then
   # included): against R_mx.
   run "dense layer, block GEMMs in bands of 16" moe-run --target=sm90a \
     --layer T=8192,H=2048,I=1024,E=1,K=1,B=128,dense=on
+fi
+if want evict-first; then
+  # #moe.gemm_config evict_first_outputs on P1 (ping-pong) and P2: the same
+  # bits as the default on layers of both modes, memcheck, then at
+  # reference shape 1 (torch-gen inputs) each GEMM kernel's time, DRAM
+  # bytes read and written and L2 hit rate with the flag on P1, on P2, on
+  # the recompute GEMM, and on all three, against the default.
+  pp='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [24, 240], persistent = true, pingpong = true, evict_first_outputs = true>'
+  wide='#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]'
+  p2="$wide, persistent = true, evict_first_outputs = true>"
+  rc="$wide, rhs_n_major = true, evict_first_outputs = true>"
+  for layer in "$small" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+      T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
+      T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16; do
+    p1=1
+    [ "${layer#*checkpoint=}" != "$layer" ] && p1=0
+    bitwise_against "--gemm-config-at=$p1=$pp" \
+      "P1 evict-first outputs == the default P1" "$layer"
+    bitwise_against "--gemm-config-at=$((p1 + 1))=$p2" \
+      "P2 evict-first outputs == the default P2" "$layer"
+  done
+  run "compute-sanitizer memcheck P1 evict-first outputs" compute-sanitizer \
+    --tool memcheck --error-exitcode 1 moe-run --target=sm90a \
+    "--gemm-config-at=1=$pp" --layer T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    --empty-experts 1 --check none
+  shape=T=16384,H=4096,I=1536,E=128,K=8,B=128
+  run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
+    --config "$shape" --seed 1 --out "$out/evict-in"
+  for v in default "1=$pp" "2=$p2" "0=$rc" all; do
+    args=()
+    case $v in
+    default) ;;
+    all) args=("--gemm-config-at=0=$rc" "--gemm-config-at=1=$pp"
+               "--gemm-config-at=2=$p2") ;;
+    *) args=("--gemm-config-at=$v") ;;
+    esac
+    echo "== evict-first ${v:0:2}: per-GEMM ncu"
+    ncu --clock-control none --kernel-name regex:matmul --csv \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
+      moe-run --target=sm90a --layer "$shape" --inputs "$out/evict-in" \
+      --check none "${args[@]}" >"$out/evict.csv" 2>&1
+    summary=$(python3 - "$out/evict.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 12]
+head = next((r for r in rows if "Metric Name" in r), None)
+if head is None:
+    sys.exit(1)
+k, n, u, v = (head.index(c) for c in
+              ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"))
+out = {}
+for r in rows:
+    if r is head:
+        continue
+    value = float(r[v].replace(",", ""))
+    scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1, "byte": 1e-9,
+             "Kbyte": 1e-6, "Mbyte": 1e-3, "Gbyte": 1}.get(r[u], 1)
+    out.setdefault(r[k], []).append("%s=%.3f" % (r[n].split("__")[1][:18],
+                                                 value * scale))
+print("; ".join("%s %s" % (name, " ".join(m)) for name, m in out.items()))
+PY
+)
+    if [ -n "$summary" ]; then
+      echo "$summary" | tr ';' '\n'
+      record "ncu shape 1 evict-first ${v:0:2}" "PASS"
+    else
+      tail -5 "$out/evict.csv"
+      record "ncu shape 1 evict-first ${v:0:2}" FAIL
+    fi
+  done
 fi
 if want overlap; then
   # 64-row tiles compute each row with the same products in the same order

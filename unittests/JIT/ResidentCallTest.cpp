@@ -96,8 +96,9 @@ std::map<std::string, int> checkDeviceCall(const std::vector<FakeCall> &log,
   for (const FakeCall &call : log) {
     const std::string symbol = call.symbol;
     ++calls[symbol];
-    if (symbol != "cuModuleLoadDataEx")
+    if (symbol != "cuModuleLoadDataEx") {
       EXPECT_EQ(forbiddenInCall().count(symbol), 0u) << symbol;
+    }
     if (call.stream) {
       EXPECT_EQ(call.stream, stream) << symbol;
     }

@@ -190,7 +190,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
-      c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM);
+      c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
+      c.evictFirstOutputs);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -223,5 +224,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.pingpong = config.getPingpong();
   c.clusterN = config.getClusterN();
   c.rasterM = config.getRasterM();
+  c.evictFirstOutputs = config.getEvictFirstOutputs();
   return c;
 }

@@ -228,6 +228,18 @@ private:
                                 /*isNonTemporal=*/false,
                                 /*isInvariant=*/true);
   }
+  /// Starts an epilogue's streams: with cfg.evictFirstOutputs, makes the
+  /// L2 evict-first policy that loadStream and storeStream attach
+  /// (createpolicy.fractional, one instruction per epilogue).
+  void beginStreams();
+  /// A load of data that no other tile of the kernel reads (loadGlobal's
+  /// load, or with cfg.evictFirstOutputs ld.global.L2::cache_hint with the
+  /// evict-first policy). `type` is f32, vector<2xf32> or bf16.
+  Value loadStream(Type type, Value ptr, unsigned alignment);
+  /// A store of an output element the kernel does not read again (with
+  /// cfg.evictFirstOutputs st.global.L2::cache_hint). `value` is f32,
+  /// vector<2xf32> or vector<2xbf16>.
+  void storeStream(Value value, Value ptr, unsigned alignment);
   Value globalElement(Type type, Value base, Value index) {
     return LLVM::GEPOp::create(b, loc, globalPtrT, type, base,
                                ValueRange{index});
@@ -451,6 +463,9 @@ private:
   Value tokens;
   // [dg | du]'s MX values along N and along M (or null).
   Value dGateUpAlongNOut, dGateUpAlongMOut;
+  // The epilogue's L2 evict-first policy (i64; null unless
+  // cfg.evictFirstOutputs, set by beginStreams).
+  Value streamPolicy;
   Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
   // The expert (i32) of an Expert tile.
   Value expertId;

@@ -681,7 +681,93 @@ void KernelEmitter::emitProducerFp8() {
   arrive(s);
 }
 
+void KernelEmitter::beginStreams() {
+  streamPolicy = Value();
+  if (!cfg.evictFirstOutputs)
+    return;
+  auto dialect =
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
+  streamPolicy =
+      LLVM::InlineAsmOp::create(
+          b, loc, i64T, ValueRange{},
+          "createpolicy.fractional.L2::evict_first.b64 $0, 1.0;", "=l",
+          /*has_side_effects=*/false, /*is_align_stack=*/false,
+          LLVM::tailcallkind::TailCallKind::None, dialect,
+          /*operand_attrs=*/ArrayAttr())
+          .getResult(0);
+}
+
+// ld.global.nc / st.global with .L2::cache_hint: the evict-first forms on sm_90a
+// (`.L2::evict_first` without a policy takes only 256-bit vectors there).
+Value KernelEmitter::loadStream(Type type, Value ptr, unsigned alignment) {
+  if (!streamPolicy)
+    return loadGlobal(type, ptr, alignment);
+  auto dialect =
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
+  Value address = LLVM::PtrToIntOp::create(b, loc, i64T, ptr);
+  auto load = [&](Type result, StringRef text, StringRef constraints) {
+    return LLVM::InlineAsmOp::create(
+               b, loc, result, ValueRange{address, streamPolicy}, text,
+               constraints, /*has_side_effects=*/false,
+               /*is_align_stack=*/false,
+               LLVM::tailcallkind::TailCallKind::None, dialect,
+               /*operand_attrs=*/ArrayAttr())
+        .getResult(0);
+  };
+  if (type == f32T)
+    return load(f32T, "ld.global.nc.L2::cache_hint.f32 $0, [$1], $2;",
+                "=f,l,l");
+  if (type.isBF16()) {
+    Value bits = load(b.getI16Type(),
+                      "ld.global.nc.L2::cache_hint.b16 $0, [$1], $2;", "=h,l,l");
+    return LLVM::BitcastOp::create(b, loc, type, bits);
+  }
+  assert(type == VectorType::get({2}, f32T) && "a stream of f32 pairs");
+  auto pairT = LLVM::LLVMStructType::getLiteral(b.getContext(), {f32T, f32T});
+  Value both = load(pairT, "ld.global.nc.L2::cache_hint.v2.f32 {$0, $1}, [$2], $3;",
+                    "=f,=f,l,l");
+  Value vec = LLVM::UndefOp::create(b, loc, type);
+  for (int64_t e = 0; e < 2; ++e)
+    vec = LLVM::InsertElementOp::create(b, loc, vec, extract(both, e), i32(e));
+  return vec;
+}
+
+void KernelEmitter::storeStream(Value value, Value ptr, unsigned alignment) {
+  if (!streamPolicy) {
+    LLVM::StoreOp::create(b, loc, value, ptr, alignment);
+    return;
+  }
+  auto dialect =
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
+  Value address = LLVM::PtrToIntOp::create(b, loc, i64T, ptr);
+  auto store = [&](ValueRange operands, StringRef text,
+                   StringRef constraints) {
+    LLVM::InlineAsmOp::create(b, loc, TypeRange{}, operands, text,
+                              constraints, /*has_side_effects=*/true,
+                              /*is_align_stack=*/false,
+                              LLVM::tailcallkind::TailCallKind::None, dialect,
+                              /*operand_attrs=*/ArrayAttr());
+  };
+  Type type = value.getType();
+  if (type == f32T)
+    return store({address, value, streamPolicy},
+                 "st.global.L2::cache_hint.f32 [$0], $1, $2;", "l,f,l");
+  auto vecT = cast<VectorType>(type);
+  if (vecT.getElementType().isBF16()) {
+    Value bits = LLVM::BitcastOp::create(b, loc, i32T, value);
+    return store({address, bits, streamPolicy},
+                 "st.global.L2::cache_hint.b32 [$0], $1, $2;", "l,r,l");
+  }
+  assert(vecT == VectorType::get({2}, f32T) && "a stream of f32 pairs");
+  auto lane = [&](int64_t e) {
+    return LLVM::ExtractElementOp::create(b, loc, value, i32(e)).getResult();
+  };
+  store({address, lane(0), lane(1), streamPolicy},
+        "st.global.L2::cache_hint.v2.f32 [$0], {$1, $2}, $3;", "l,f,f,l");
+}
+
 void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
+  beginStreams();
   if (p.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd)
     return storeGatedActBwd(acc, rowInTile, quad);
   // Partial tiles (TMA zero-filled them) store only the rows and columns
@@ -735,8 +821,7 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
       if (biasRow)
         vec = LLVM::FAddOp::create(b, loc, vec, biasPair(jb));
       Value ix = add(r ? base1 : base0, 8 * jb);
-      LLVM::StoreOp::create(b, loc, vec, globalElement(f32T, base, ix),
-                            /*alignment=*/8);
+      storeStream(vec, globalElement(f32T, base, ix), /*alignment=*/8);
     }
   }
 }
@@ -782,8 +867,7 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
       auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
       b.setInsertionPointToStart(ifOp.thenBlock());
     }
-    LLVM::StoreOp::create(b, loc, vec, globalElement(f32T, base, index),
-                          /*alignment=*/8);
+    storeStream(vec, globalElement(f32T, base, index), /*alignment=*/8);
   };
 
   // What each of the two rows needs.
@@ -844,7 +928,7 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
             Value index = add(row.ckptBase,
                               mul(add(col, half * p.n + e), p.blockSize));
             Value v =
-                loadGlobal(bf16T, globalElement(bf16T, gateUp, index), 2);
+                loadStream(bf16T, globalElement(bf16T, gateUp, index), 2);
             Value f = arith::MulFOp::create(
                 b, loc, arith::ExtFOp::create(b, loc, f32T, v), row.mask);
             vec = LLVM::InsertElementOp::create(b, loc, vec, f, i32(e));
@@ -855,8 +939,8 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
       }
       Value gIndex = frag.gIndices[r * pairs + jb];
       row.gs.push_back(
-          loadGlobal(vecT, globalElement(f32T, gateUp, gIndex), 8));
-      row.us.push_back(loadGlobal(
+          loadStream(vecT, globalElement(f32T, gateUp, gIndex), 8));
+      row.us.push_back(loadStream(
           vecT, globalElement(f32T, gateUp, add(gIndex, p.n)), 8));
     }
   };
@@ -920,9 +1004,8 @@ void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
     b.setInsertionPointToStart(ifOp.thenBlock());
     Value tileN = divu(toI64(n0), cfg.tileN);
     Value index = add(mul(row.index, partials), tileN);
-    LLVM::StoreOp::create(b, loc, partial,
-                          globalElement(f32T, partialsOut, index),
-                          /*alignment=*/4);
+    storeStream(partial, globalElement(f32T, partialsOut, index),
+                /*alignment=*/4);
   };
 
   if (!epi.dGateUpAlongN && !epi.dGateUpAlongM) {
@@ -1011,8 +1094,7 @@ void KernelEmitter::roundAndStorePair(const DGateUpFragment &frag,
     auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
   }
-  LLVM::StoreOp::create(b, loc, vec, globalElement(bf16T, out, index),
-                        /*alignment=*/4);
+  storeStream(vec, globalElement(bf16T, out, index), /*alignment=*/4);
 }
 
 Value KernelEmitter::consumerWarp() {

@@ -838,6 +838,13 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 
 // -----
 
+// expected-error @+1 {{evict_first_outputs applies only to the bf16_operands MMA path}}
+func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232], evict_first_outputs = true>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{raster_m must be 1, or more for a bf16_operands kernel without cluster_n, got 4}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2, raster_m = 4>} {
   return
@@ -859,7 +866,7 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n or raster_m, got 'mn_major'}}
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m or evict_first_outputs, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }

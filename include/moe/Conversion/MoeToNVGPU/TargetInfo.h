@@ -89,6 +89,10 @@ struct MXGemmConfig {
   /// N fastest), so that the tiles in flight share fewer, more reused
   /// operand panels in L2.
   int64_t rasterM = 1;
+  /// Bf16Operands: the epilogue's streams (the result tile, the activation
+  /// backward's gate/up loads and outputs) carry an L2 evict-first policy
+  /// (#moe.gemm_config evict_first_outputs).
+  bool evictFirstOutputs = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

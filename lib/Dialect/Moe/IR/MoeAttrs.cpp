@@ -21,14 +21,16 @@ using namespace mlir::moe;
 #include "moe/Dialect/Moe/IR/MoeEnums.cpp.inc"
 
 /// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`,
-/// `, persistent = true` and `, pingpong = true`, each present when set,
+/// `, persistent = true`, `, pingpong = true` and
+/// `, evict_first_outputs = true`, each present when set,
 /// and `, ctas_per_sm = N`, `, cluster_n = N` and `, raster_m = N`, in any
 /// order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &lhsMMajor, bool &persistent,
                                    int64_t &ctasPerSm, bool &pingpong,
-                                   int64_t &clusterN, int64_t &rasterM) {
-  rhsNMajor = lhsMMajor = persistent = pingpong = false;
+                                   int64_t &clusterN, int64_t &rasterM,
+                                   bool &evictFirstOutputs) {
+  rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs = false;
   ctasPerSm = clusterN = rasterM = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
@@ -48,11 +50,13 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                  : key == "lhs_m_major" ? &lhsMMajor
                  : key == "persistent"  ? &persistent
                  : key == "pingpong"    ? &pingpong
-                                        : nullptr;
+                 : key == "evict_first_outputs" ? &evictFirstOutputs
+                                                : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
                                   "persistent, pingpong, ctas_per_sm, "
-                                  "cluster_n or raster_m, got '")
+                                  "cluster_n, raster_m or "
+                                  "evict_first_outputs, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -65,7 +69,8 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
 static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              bool lhsMMajor, bool persistent,
                              int64_t ctasPerSm, bool pingpong,
-                             int64_t clusterN, int64_t rasterM) {
+                             int64_t clusterN, int64_t rasterM,
+                             bool evictFirstOutputs) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -80,6 +85,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", cluster_n = " << clusterN;
   if (rasterM != 1)
     printer << ", raster_m = " << rasterM;
+  if (evictFirstOutputs)
+    printer << ", evict_first_outputs = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -210,7 +217,8 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t dequantStages, ArrayRef<int64_t> warpgroups,
                        ArrayRef<int64_t> registers, bool rhsNMajor,
                        bool lhsMMajor, bool persistent, int64_t ctasPerSm,
-                       bool pingpong, int64_t clusterN, int64_t rasterM) {
+                       bool pingpong, int64_t clusterN, int64_t rasterM,
+                       bool evictFirstOutputs) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -287,6 +295,10 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "raster_m must be 1, or more for a bf16_operands "
                           "kernel without cluster_n, got "
                        << rasterM;
+  // Only the bf16-operand kernels' epilogues stream with a cache policy.
+  if (evictFirstOutputs && mma != MXMmaPath::Bf16Operands)
+    return emitError()
+           << "evict_first_outputs applies only to the bf16_operands MMA path";
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "

@@ -216,7 +216,12 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `raster_m`, the order of the output tiles (1 when left out: N fastest,
     row of tiles after row): in bands of `raster_m` M tiles, M fastest
     within a band, so that the tiles in flight share their operand panels
-    in L2 (not with `cluster_n`, whose pairs are adjacent N tiles).
+    in L2 (not with `cluster_n`, whose pairs are adjacent N tiles), and
+    (`bf16_operands` only) `evict_first_outputs`: the epilogue's loads and
+    stores of data no other tile of the kernel touches again (the result
+    tile, the activation backward's gate/up reads and its outputs) carry
+    an L2 evict-first cache policy, so that these streams do not push the
+    operand panels that the tiles in flight share out of L2.
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -269,7 +274,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"int64_t", "1">:$ctasPerSm,
     DefaultValuedParameter<"bool", "false">:$pingpong,
     DefaultValuedParameter<"int64_t", "1">:$clusterN,
-    DefaultValuedParameter<"int64_t", "1">:$rasterM
+    DefaultValuedParameter<"int64_t", "1">:$rasterM,
+    DefaultValuedParameter<"bool", "false">:$evictFirstOutputs
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -278,7 +284,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `warpgroups` `=` `[` $warpgroups `]` `,`
     `registers` `=` `[` $registers `]`
     `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
-                          $pingpong, $clusterN, $rasterM)
+                          $pingpong, $clusterN, $rasterM,
+                          $evictFirstOutputs)
     `` `>`
   }];
   let genVerifyDecl = 1;
