@@ -176,10 +176,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   if (path == MXMmaPath::Bf16Operands && c.clusterN == 1 &&
       target.getDenseRasterM() > 1) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
-    int64_t tiles = (problem.m + c.tileM - 1) / c.tileM *
-                    ((problem.n + c.tileN - 1) / c.tileN);
     if (problem.kind == MXGemmKind::Block && problem.numExperts == 1 &&
-        tiles > target.getMultiprocessors()) {
+        numTiles(problem, c) > target.getMultiprocessors()) {
       c.rasterM = target.getDenseRasterM();
       if (!fitsMXGemm(problem, c, target))
         c.rasterM = 1;

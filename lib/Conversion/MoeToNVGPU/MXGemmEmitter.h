@@ -47,8 +47,6 @@ MemRefType smemType(ArrayRef<int64_t> shape, Type elementType);
 
 SmemLayout layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg);
 
-/// Output tiles of the problem: M tiles x N tiles (x experts).
-int64_t numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg);
 /// CTAs of the kernel's grid when it is persistent: one per SM, or one per
 /// tile when there are fewer tiles.
 int64_t persistentCtas(const MXGemmProblem &p, const MXGemmConfig &cfg,
@@ -288,6 +286,10 @@ private:
   /// asm with side effects that ties them all, so that no read of them is
   /// scheduled above the wait (CUTLASS's fence_operand).
   Value pinRegisters(Value st);
+  /// Inline PTX `text` (AT&T dialect operand syntax, $N) with `constraints`
+  /// on `operands`; returns its result (null when `result` is null).
+  Value inlinePtx(Type result, ValueRange operands, StringRef text,
+                  StringRef constraints, bool sideEffects);
   /// Issues the TMA loads of K tile `t` (index) into stage `s`, expecting
   /// their bytes on full[s]. Thread 0 only.
   void loadTile(Value t, Value s);

@@ -96,7 +96,7 @@ MemRefType gemm::smemType(ArrayRef<int64_t> shape, Type elementType) {
                                           3));
 }
 
-int64_t gemm::numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg) {
+int64_t moe::numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg) {
   return (p.m + cfg.tileM - 1) / cfg.tileM * ((p.n + cfg.tileN - 1) / cfg.tileN) *
          (p.kind == MXGemmKind::Expert ? p.numExperts : 1);
 }
@@ -211,14 +211,21 @@ Value KernelEmitter::pinRegisters(Value st) {
   }
   for (int64_t i = 0; i < accLen(); ++i)
     constraints += "," + std::to_string(i);
+  return inlinePtx(accT, regs, /*text=*/"", constraints,
+                   /*sideEffects=*/true);
+}
+
+Value KernelEmitter::inlinePtx(Type result, ValueRange operands,
+                               StringRef text, StringRef constraints,
+                               bool sideEffects) {
   auto dialect =
       LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
-  return LLVM::InlineAsmOp::create(
-             b, loc, accT, regs, /*asm_string=*/"", constraints,
-             /*has_side_effects=*/true, /*is_align_stack=*/false,
-             LLVM::tailcallkind::TailCallKind::None, dialect,
-             /*operand_attrs=*/ArrayAttr())
-      .getResult(0);
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, result ? TypeRange(result) : TypeRange(), operands, text,
+      constraints, sideEffects, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None, dialect,
+      /*operand_attrs=*/ArrayAttr());
+  return result ? op.getResult(0) : Value();
 }
 
 void KernelEmitter::loadTile(Value t, Value s) {
@@ -685,16 +692,9 @@ void KernelEmitter::beginStreams() {
   streamPolicy = Value();
   if (!cfg.evictFirstOutputs)
     return;
-  auto dialect =
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
   streamPolicy =
-      LLVM::InlineAsmOp::create(
-          b, loc, i64T, ValueRange{},
-          "createpolicy.fractional.L2::evict_first.b64 $0, 1.0;", "=l",
-          /*has_side_effects=*/false, /*is_align_stack=*/false,
-          LLVM::tailcallkind::TailCallKind::None, dialect,
-          /*operand_attrs=*/ArrayAttr())
-          .getResult(0);
+      inlinePtx(i64T, {}, "createpolicy.fractional.L2::evict_first.b64 $0, 1.0;",
+                "=l", /*sideEffects=*/false);
 }
 
 // ld.global.nc / st.global with .L2::cache_hint: the evict-first forms on sm_90a
@@ -702,17 +702,10 @@ void KernelEmitter::beginStreams() {
 Value KernelEmitter::loadStream(Type type, Value ptr, unsigned alignment) {
   if (!streamPolicy)
     return loadGlobal(type, ptr, alignment);
-  auto dialect =
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
   Value address = LLVM::PtrToIntOp::create(b, loc, i64T, ptr);
   auto load = [&](Type result, StringRef text, StringRef constraints) {
-    return LLVM::InlineAsmOp::create(
-               b, loc, result, ValueRange{address, streamPolicy}, text,
-               constraints, /*has_side_effects=*/false,
-               /*is_align_stack=*/false,
-               LLVM::tailcallkind::TailCallKind::None, dialect,
-               /*operand_attrs=*/ArrayAttr())
-        .getResult(0);
+    return inlinePtx(result, {address, streamPolicy}, text, constraints,
+                     /*sideEffects=*/false);
   };
   if (type == f32T)
     return load(f32T, "ld.global.nc.L2::cache_hint.f32 $0, [$1], $2;",
@@ -737,16 +730,10 @@ void KernelEmitter::storeStream(Value value, Value ptr, unsigned alignment) {
     LLVM::StoreOp::create(b, loc, value, ptr, alignment);
     return;
   }
-  auto dialect =
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
   Value address = LLVM::PtrToIntOp::create(b, loc, i64T, ptr);
   auto store = [&](ValueRange operands, StringRef text,
                    StringRef constraints) {
-    LLVM::InlineAsmOp::create(b, loc, TypeRange{}, operands, text,
-                              constraints, /*has_side_effects=*/true,
-                              /*is_align_stack=*/false,
-                              LLVM::tailcallkind::TailCallKind::None, dialect,
-                              /*operand_attrs=*/ArrayAttr());
+    inlinePtx(Type(), operands, text, constraints, /*sideEffects=*/true);
   };
   Type type = value.getType();
   if (type == f32T)
@@ -1351,13 +1338,11 @@ SmallVector<Value> KernelEmitter::bf16Factors(Value scaleByte,
 
 SmallVector<Value> KernelEmitter::dequantizeChunk(Value chunk,
                                                   ArrayRef<Value> factors) {
-  MLIRContext *ctx = b.getContext();
   bool e5m2 = exponentBias(p.elementType) == 15;
   // Sign stays in bit 15; exponent and mantissa move to the low bits of the
   // bf16 exponent field and the top of its mantissa.
   int64_t shift = e5m2 ? 3 : 4;
   int64_t mask = e5m2 ? 0x0FE00FE0 : 0x07F007F0;
-  auto dialect = LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT);
   auto bf16x2 = VectorType::get({2}, b.getBF16Type());
   SmallVector<Value> words;
   for (int64_t w = 0; w < 4; ++w) {
@@ -1366,13 +1351,8 @@ SmallVector<Value> KernelEmitter::dequantizeChunk(Value chunk,
     // lanes.
     for (StringRef selector : {"0x1404", "0x3424"}) {
       Value lanes =
-          LLVM::InlineAsmOp::create(
-              b, loc, i32T, ValueRange{word},
-              ("prmt.b32 $0, $1, 0, " + selector + ";").str(), "=r,r",
-              /*has_side_effects=*/false, /*is_align_stack=*/false,
-              LLVM::tailcallkind::TailCallKind::None, dialect,
-              /*operand_attrs=*/ArrayAttr())
-              .getResult(0);
+          inlinePtx(i32T, word, ("prmt.b32 $0, $1, 0, " + selector + ";").str(),
+                    "=r,r", /*sideEffects=*/false);
       Value bits = ori(andi(lanes, static_cast<int64_t>(0x80008000)),
                        andi(shru(lanes, shift), mask));
       for (Value factor : factors) {

@@ -205,6 +205,9 @@ bool mmaSyncIndexingAgrees();
 /// visit every tile once, in bands of raster_m M tiles.
 bool rasterIndexingAgrees();
 
+/// Output tiles of the problem: M tiles x N tiles (x experts).
+int64_t numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg);
+
 /// Builds the kernel `name` of `config` for `problem` at the end of
 /// `module`. The problem and config must pass checkMXGemm.
 MXGemmLaunch buildMXGemmKernel(OpBuilder &builder, Location loc,
