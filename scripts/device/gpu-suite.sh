@@ -37,9 +37,10 @@
 #   overlap    P1 in 64-row tiles, two CTAs per SM (--gemm-config-at)
 #   evict-first  #moe.gemm_config evict_first_outputs (the epilogue's
 #              streams with an L2 evict-first policy) on P1 and P2: bit for
-#              bit against the default on four layers, memcheck, and at
-#              reference shape 1 each GEMM's ncu time, DRAM bytes and L2
-#              hit rate with the flag on P1, P2, the recompute GEMM or all
+#              bit against the default on four layers, and memcheck
+#   evict-first-ncu  at reference shape 1 (torch-gen inputs) each GEMM's
+#              ncu time, DRAM bytes and L2 hit rate with evict_first_outputs
+#              on P1, P2, the recompute GEMM or all, against the default
 #   raster     tile orders in bands of raster_m M tiles: 8192^3 exact
 #              against 16 sampled rows and its ncu kernel time for bands of
 #              1, 4, 8 and 16 (one CTA per tile and persistent, 128x256),
@@ -77,7 +78,7 @@
 # Not in the default set: refcheck and the ref parts (the hybrid target
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own), and the
-# measurements cluster, raster, evict-first, p1-prof and deep-prof. Prints
+# measurements cluster, raster, evict-first, evict-first-ncu, p1-prof and deep-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
@@ -322,16 +323,15 @@ if want raster; then
   run "dense layer, block GEMMs in bands of 16" moe-run --target=sm90a \
     --layer T=8192,H=2048,I=1024,E=1,K=1,B=128,dense=on
 fi
+# The configs of the evict-first parts: P1 (ping-pong), P2 and the
+# recompute GEMM as the table picks them, with evict_first_outputs.
+pp='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [24, 240], persistent = true, pingpong = true, evict_first_outputs = true>'
+wide='#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]'
+p2="$wide, persistent = true, evict_first_outputs = true>"
+rc="$wide, rhs_n_major = true, evict_first_outputs = true>"
 if want evict-first; then
   # #moe.gemm_config evict_first_outputs on P1 (ping-pong) and P2: the same
-  # bits as the default on layers of both modes, memcheck, then at
-  # reference shape 1 (torch-gen inputs) each GEMM kernel's time, DRAM
-  # bytes read and written and L2 hit rate with the flag on P1, on P2, on
-  # the recompute GEMM, and on all three, against the default.
-  pp='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [24, 240], persistent = true, pingpong = true, evict_first_outputs = true>'
-  wide='#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]'
-  p2="$wide, persistent = true, evict_first_outputs = true>"
-  rc="$wide, rhs_n_major = true, evict_first_outputs = true>"
+  # bits as the default on layers of both modes, and memcheck.
   for layer in "$small" T=1024,H=1024,I=512,E=8,K=2,B=128 \
       T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
       T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16; do
@@ -346,25 +346,36 @@ if want evict-first; then
     --tool memcheck --error-exitcode 1 moe-run --target=sm90a \
     "--gemm-config-at=1=$pp" --layer T=1024,H=1024,I=512,E=8,K=2,B=128 \
     --empty-experts 1 --check none
+fi
+if want evict-first-ncu; then
+  # At reference shape 1 (torch-gen inputs) each GEMM kernel's time, DRAM
+  # bytes read and written and L2 hit rate with the flag on P1, on P2, on
+  # the recompute GEMM, and on all three, against the default.
   shape=T=16384,H=4096,I=1536,E=128,K=8,B=128
   run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
     --config "$shape" --seed 1 --out "$out/evict-in"
-  for v in default "1=$pp" "2=$p2" "0=$rc" all; do
+  # EVICT_NCU: which of default, p1, p2, recompute and all to profile.
+  for v in ${EVICT_NCU:-default p1 p2 recompute all}; do
     args=()
     case $v in
     default) ;;
+    p1) args=("--gemm-config-at=1=$pp") ;;
+    p2) args=("--gemm-config-at=2=$p2") ;;
+    recompute) args=("--gemm-config-at=0=$rc") ;;
     all) args=("--gemm-config-at=0=$rc" "--gemm-config-at=1=$pp"
                "--gemm-config-at=2=$p2") ;;
-    *) args=("--gemm-config-at=$v") ;;
     esac
-    echo "== evict-first ${v:0:2}: per-GEMM ncu"
+    echo "== evict-first $v: per-GEMM ncu"
     ncu --clock-control none --kernel-name regex:matmul --csv \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
       moe-run --target=sm90a --layer "$shape" --inputs "$out/evict-in" \
       --check none "${args[@]}" >"$out/evict.csv" 2>&1
+    [ -n "${SUITE_REPORTS:-}" ] && cp "$out/evict.csv" "$SUITE_REPORTS/evict-$v.csv"
     summary=$(python3 - "$out/evict.csv" <<'PY'
 import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 12]
+# moe-run's own output lines can split into many CSV fields: only the rows
+# of ncu's table (the header's width, a number in the value column) count.
+rows = list(csv.reader(open(sys.argv[1])))
 head = next((r for r in rows if "Metric Name" in r), None)
 if head is None:
     sys.exit(1)
@@ -372,9 +383,12 @@ k, n, u, v = (head.index(c) for c in
               ("Kernel Name", "Metric Name", "Metric Unit", "Metric Value"))
 out = {}
 for r in rows:
-    if r is head:
+    if r is head or len(r) != len(head):
         continue
-    value = float(r[v].replace(",", ""))
+    try:
+        value = float(r[v].replace(",", ""))
+    except ValueError:
+        continue
     scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1, "byte": 1e-9,
              "Kbyte": 1e-6, "Mbyte": 1e-3, "Gbyte": 1}.get(r[u], 1)
     out.setdefault(r[k], []).append("%s=%.3f" % (r[n].split("__")[1][:18],
@@ -384,10 +398,10 @@ PY
 )
     if [ -n "$summary" ]; then
       echo "$summary" | tr ';' '\n'
-      record "ncu shape 1 evict-first ${v:0:2}" "PASS"
+      record "ncu shape 1 evict-first $v" "PASS"
     else
       tail -5 "$out/evict.csv"
-      record "ncu shape 1 evict-first ${v:0:2}" FAIL
+      record "ncu shape 1 evict-first $v" FAIL
     fi
   done
 fi
