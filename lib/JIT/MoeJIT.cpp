@@ -99,6 +99,7 @@
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
@@ -159,6 +160,20 @@ struct Compiler::Impl {
   CompilerOptions options;
   mutable std::mutex mutex;
   std::map<std::string, std::shared_ptr<const Executable::Impl>> memory;
+
+  /// The threads of every GPU compile of this compiler: nested pass
+  /// pipelines run on them, and moe-gpu-module-to-binary serializes the
+  /// GPU modules on them at the same time (a cold sm90a compile is mostly
+  /// the NVPTX back end and ptxas). Made on the first one, kept.
+  llvm::ThreadPoolInterface &threads() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!pool)
+      pool = std::make_unique<llvm::DefaultThreadPool>();
+    return *pool;
+  }
+
+private:
+  std::unique_ptr<llvm::DefaultThreadPool> pool;
 };
 
 } // namespace moe::jit
@@ -1519,6 +1534,10 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
   DialectRegistry registry;
   fillRegistry(registry);
   MLIRContext context(registry, MLIRContext::Threading::DISABLED);
+  // Threads only where they pay: a host compile is short, and runs without
+  // threads of its own under a tight `ulimit -v` (ulimit-sweep.test).
+  if (isGPUTarget(options.target))
+    context.setThreadPool(impl_->threads());
   context.printOpOnDiagnostic(false);
   context.printStackTraceOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;

@@ -29,7 +29,8 @@
 //       64-bit index), nvvm-to-llvm, expand-strided-metadata, arith-to-llvm,
 //       index-to-llvm, canonicalize, cse, reconcile-unrealized-casts
 //     nvvm-attach-target{chip, features}     from the chip's TargetInfo
-//     gpu-module-to-binary{format}           gpu.binary (PTX / cubin)
+//     moe-gpu-module-to-binary{format}       gpu.binary (PTX / cubin), the
+//                                            modules in parallel
 //
 // and the hybrid GPU pipeline, which joins them:
 //
@@ -38,6 +39,7 @@
 //     moe-gpu-kernel-config{chip}            #moe.gemm_config on every GEMM
 //     convert-moe-to-nvgpu{chip}             kernels + calls of launch
 //                                            functions (declarations)
+//     moe-gpu-split-kernel-modules           a gpu.module per kernel
 //     kernel lowering and serialization      as in the device pipeline
 //     the host pipeline's tensor lowering,   everything else on the host
 //       bufferization and deallocation
@@ -68,7 +70,7 @@
 //                                          (host-arguments: upstream
 //                                          gpu-async-region)
 //     in the new gpu.modules: arith-expand (bf16), lower-affine, gpu-to-nvvm
-//       ..., then nvvm-attach-target, gpu-module-to-binary
+//       ..., then nvvm-attach-target, moe-gpu-module-to-binary
 //     the host pipeline's LLVM conversions with gpu-to-llvm
 //   llvm dialect + gpu.binary ops + gpu.launch_func
 //
@@ -147,8 +149,8 @@ namespace {
 
 using namespace mlir::moe;
 
-/// Lowers the kernels of gpu.module @moe_kernels for `target` and
-/// serializes them into a gpu.binary. The kernels take TMA descriptors and
+/// Lowers the kernels of the gpu.modules for `target` and serializes each
+/// module into a gpu.binary. The kernels take TMA descriptors and
 /// global buffers as bare pointers, so that convert-gpu-to-nvvm needs no
 /// memref descriptors in gpu.func signatures; nvgpu ops are lowered first,
 /// while their types are still visible.
@@ -188,15 +190,15 @@ void addKernelSerialization(OpPassManager &pm, const TargetInfo &target,
   attach.features = target.getFeatures().str();
   attach.optLevel = 3;
   pm.addPass(createGpuNVVMAttachTarget(attach));
-  GpuModuleToBinaryPassOptions binary;
-  binary.compilationTarget = format.str();
-  binary.toolkitPath = toolkit.str();
-  // ptxas compiles the kernels of the module on every core (a cold
-  // compile of the shape-1 layer spends half its time in ptxas: 2.1-2.6 s
-  // on one core, 1.6 s on two, measured on a 2-core machine). The option
-  // reaches only ptxas (format=bin or fatbin; format=isa runs no tool).
+  MoeGPUModuleToBinaryOptions binary;
+  binary.format = format.str();
+  binary.toolkit = toolkit.str();
+  // ptxas compiles the kernels of a module on every core, beside the other
+  // modules' serializations (a cold compile of the shape-1 layer spent
+  // half its time in ptxas: 2.1 s on one core for the GEMM module). The
+  // option reaches only ptxas (format=bin or fatbin; isa runs no tool).
   binary.cmdOptions = "--split-compile 0";
-  pm.addPass(createGpuModuleToBinaryPass(binary));
+  pm.addPass(createMoeGPUModuleToBinary(binary));
 }
 
 /// How much of the host lowering runs on the GPU.
@@ -329,7 +331,8 @@ void moe::buildHostPipeline(OpPassManager &pm,
 /// Returns false when the chip is unknown: convert-moe-to-nvgpu reports it
 /// and fails, so nothing more is added.
 template <typename Options>
-static bool addGPUKernels(OpPassManager &pm, const Options &options) {
+static bool addGPUKernels(OpPassManager &pm, const Options &options,
+                          bool splitModules = true) {
   StringRef chip = options.chip, mmaPath = options.mmaPath;
   MoeGPUKernelConfigOptions config;
   config.chip = chip.str();
@@ -349,13 +352,17 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options) {
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);
   if (!target)
     return false;
+  // Kernels in modules of their own compile in parallel. The device
+  // pipeline keeps @moe_kernels whole: its output is read as one PTX file.
+  if (splitModules)
+    pm.addPass(createMoeGPUSplitKernelModules());
   addKernelSerialization(pm, *target, options.format, options.toolkit);
   return true;
 }
 
 void moe::buildGPUDevicePipeline(OpPassManager &pm,
                                  const GPUDevicePipelineOptions &options) {
-  addGPUKernels(pm, options);
+  addGPUKernels(pm, options, /*splitModules=*/false);
 }
 
 void moe::buildGPUHybridPipeline(OpPassManager &pm,
@@ -455,7 +462,7 @@ void moe::registerPipelineDependencies(DialectRegistry &registry) {
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   // The GPU pipeline: convert-gpu-to-nvvm also applies the ConvertToLLVM
-  // interfaces of the dialects in the kernels; gpu-module-to-binary
+  // interfaces of the dialects in the kernels; moe-gpu-module-to-binary
   // serializes through the NVVM target attribute and its translation.
   arith::registerConvertArithToLLVMInterface(registry);
   cf::registerConvertControlFlowToLLVMInterface(registry);

@@ -36,21 +36,21 @@
 // CHECK:         llvm.call @mgpuMemcpy(%{{.*}}, %{{.*}}, %{{.*}}, %[[STREAM]])
 // CHECK:         %[[TMA:.*]] = llvm.call @mgpuTensorMapEncodeTiledMemref(%[[RANK]], %{{.*}}, %[[ZERO]], %[[ZERO]], %[[THREE]], %[[THREE]], %[[ZERO]], %{{.*}})
 // CHECK:         %[[TMB:.*]] = llvm.call @mgpuTensorMapEncodeTiledMemref(%[[RANK]], %{{.*}}, %[[ZERO]], %[[ZERO]], %[[THREE]], %[[THREE]], %[[ZERO]], %{{.*}})
-// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @moe_kernels::@mx_block_matmul_0 blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}}) : i64 dynamic_shared_memory_size %{{.*}} args(%[[TMA]] : !llvm.ptr, %[[TMB]] : !llvm.ptr, %{{.*}} : !llvm.ptr<1>, %{{.*}} : !llvm.ptr<1>, %{{.*}} : !llvm.ptr<1>, %{{.*}} : !llvm.ptr<1>)
+// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @moe_kernels_mx_block_matmul_0::@mx_block_matmul_0 blocks in (%{{.*}}, %{{.*}}, %{{.*}}) threads in (%{{.*}}, %{{.*}}, %{{.*}}) : i64 dynamic_shared_memory_size %{{.*}} args(%[[TMA]] : !llvm.ptr, %[[TMB]] : !llvm.ptr, %{{.*}} : !llvm.ptr<1>, %{{.*}} : !llvm.ptr<1>, %{{.*}} : !llvm.ptr<1>, %{{.*}} : !llvm.ptr<1>)
 // CHECK:         llvm.call @mgpuMemcpy(
 // CHECK:         llvm.call @mgpuMemFree(
 // CHECK:         llvm.call @mgpuStreamSynchronize(%[[STREAM]])
 // CHECK:         llvm.call @mgpuStreamDestroy(%[[STREAM]])
 //
 // CHECK-LABEL: llvm.func @mx_block_matmul_1_launch(
-// CHECK:         gpu.launch_func {{.*}} @moe_kernels::@mx_block_matmul_1
+// CHECK:         gpu.launch_func {{.*}} @moe_kernels_mx_block_matmul_1::@mx_block_matmul_1
 // CHECK-LABEL: llvm.func @mx_expert_matmul_4_launch(
-// CHECK:         gpu.launch_func {{.*}} @moe_kernels::@mx_expert_matmul_4
+// CHECK:         gpu.launch_func {{.*}} @moe_kernels_mx_expert_matmul_4::@mx_expert_matmul_4
 //
-// The kernels as a cubin (an ELF image of OS ABI 0x41, CUDA).
-// CHECK:       gpu.binary @moe_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, bin = "\7FELF\02\01\01A
+// The kernels as cubins, one per kernel (an ELF image of OS ABI 0x41, CUDA).
+// CHECK:       gpu.binary @moe_kernels_mx_block_matmul_0  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, bin = "\7FELF\02\01\01A
 //
-// PTX: gpu.binary @moe_kernels  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, assembly = "{{.*}}.target sm_90a
+// PTX: gpu.binary @moe_kernels_mx_block_matmul_0  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">, properties = {{{.*}}}, assembly = "{{.*}}.target sm_90a
 
 // CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a, sm_120a)
 
@@ -69,8 +69,9 @@
 // OPS:         llvm.call @mx_operand_9_launch(
 // OPS:         llvm.call @expert_matmul_10_launch(
 // OPS-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
-// OPS:       gpu.binary @moe_kernels
+// OPS:       gpu.binary @moe_kernels_mx_operand_0
 // OPS-SAME:    cvt.rn.satfinite.e4m3x2.f32
+// OPS:       gpu.binary @moe_kernels_block_matmul_act_5
 // OPS-SAME:    wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 
 func.func @moe_layer_bwd(%x: tensor<256x256xbf16>, %dy: tensor<256x256xbf16>,

@@ -27,44 +27,44 @@
 // CHECK-NOT:     llvm.call @mgpuEvent
 // CHECK:         llvm.call @mgpuMemAlloc(%{{.*}}, %[[S]], %{{.*}})
 // CHECK-NOT:     llvm.call @mgpuMemcpy
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_0
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_0::@mx_operand_0
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_1
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_1::@mx_operand_1
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_2
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_block_matmul_2::@block_matmul_2
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_3
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_3::@mx_operand_3
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_4
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_4::@mx_operand_4
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_layer_bwd_kernel::@moe_layer_bwd_kernel
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_act_5
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_block_matmul_act_5::@block_matmul_act_5
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_6
-// CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@block_matmul_7
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_6::@mx_operand_6
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@expert_matmul_8
-// CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_9
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_block_matmul_7::@block_matmul_7
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@expert_matmul_10
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_expert_matmul_8::@expert_matmul_8
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_9::@mx_operand_9
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_expert_matmul_10::@expert_matmul_10
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK-NOT:     llvm.call @mgpuEvent
 // CHECK:         llvm.call @mgpuMemFree(%{{.*}}, %[[S]])
@@ -87,7 +87,7 @@
 // HOST:         %[[S:.*]] = llvm.call @mgpuStreamCreate()
 // HOST:         llvm.call @mgpuMemAlloc(
 // HOST:         llvm.call @mgpuMemcpy(
-// HOST:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels::@mx_operand_0
+// HOST:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_0::@mx_operand_0
 
 // CHIP: error: unsupported GPU chip 'sm_80' (supported: sm_90a, sm_100a, sm_120a)
 

@@ -184,4 +184,47 @@ def MoeAllocHooks : Pass<"moe-alloc-hooks", "::mlir::ModuleOp"> {
   }];
 }
 
+def MoeGPUSplitKernelModules
+    : Pass<"moe-gpu-split-kernel-modules", "::mlir::ModuleOp"> {
+  let summary = "Give every GPU kernel a gpu.module of its own";
+  let description = [{
+    Moves each kernel of a `gpu.module` that holds several into a module of
+    its own, named `<module>_<kernel>` (made unique in the parent), with a
+    copy of the module's other symbols (device functions, globals; LLVM
+    drops the unused ones), and rewrites the references to it: the
+    `#moe.gpu_launch` records of convert-moe-to-nvgpu and
+    `gpu.launch_func`. Modules of one kernel are left as they are, and so
+    is their order. Kernels of separate modules are lowered and serialized
+    independently, so `moe-gpu-module-to-binary` compiles them at the same
+    time: a cold compile spends most of its time in LLVM's NVPTX back end
+    and ptxas, and one module of eleven kernels keeps that on one core.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def MoeGPUModuleToBinary
+    : Pass<"moe-gpu-module-to-binary", "::mlir::ModuleOp"> {
+  let summary = "Serialize the gpu.modules into gpu.binary ops, in parallel";
+  let description = [{
+    What upstream `gpu-module-to-binary` does (each target attribute of a
+    `gpu.module` serializes it; the objects become a `gpu.binary` of the
+    same name that replaces it), with the modules serialized at the same
+    time on the context's thread pool: translation to LLVM IR, the NVPTX
+    back end and ptxas run per module, and upstream runs the modules one
+    after another. The `gpu.binary` ops are created afterwards in the
+    modules' order, so the output does not depend on the threads. Errors
+    name the module that failed and nothing is replaced then.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"fatbin\"",
+           "What each object holds: isa (assembly), bin (binary), "
+           "fatbin (fat binary) or llvm (offloading)">,
+    Option<"toolkit", "toolkit", "std::string", /*default=*/"\"\"",
+           "The toolkit path the targets use (empty: their default)">,
+    Option<"cmdOptions", "opts", "std::string", /*default=*/"\"\"",
+           "Command-line options passed to the targets' tools (ptxas)">
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 #endif // MOE_GPU_TRANSFORMS_PASSES_TD
