@@ -75,6 +75,8 @@
 #              time of the whole resident backward (best of 3)
 #   ref1-prof ref2-prof  ncu durations of every kernel of the resident
 #              backward at that shape, the slowest first
+#              (REF_LAYER_EXTRA=,checkpoint=bf16 adds layer options to the
+#              ref parts' shape: checkpoint mode)
 # Not in the default set: refcheck and the ref parts (the hybrid target
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own), and the
@@ -760,9 +762,12 @@ for part in ref1 ref2 ref1-ncu ref2-ncu ref1-prof ref2-prof; do
   ref1*) shape=T=16384,H=4096,I=1536,E=128,K=8,B=128 ;;
   *) shape=T=24576,H=1536,I=256,E=128,K=8,B=128 ;;
   esac
+  # REF_LAYER_EXTRA: layer options added to the shape (",checkpoint=bf16").
+  shape=$shape${REF_LAYER_EXTRA:-}
   d=$out/$part
+  # torch-gen spells a checkpoint input checkpoint=true.
   run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
-    --config "$shape" --seed 1 --out "$d/in"
+    --config "${shape/checkpoint=bf16/checkpoint=true}" --seed 1 --out "$d/in"
   if [ "${part%-prof}" != "$part" ]; then
     # Every kernel of the resident backward (one pass per kernel: a single
     # metric needs no replay), the 25 slowest and the total.
