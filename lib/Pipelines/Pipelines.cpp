@@ -436,7 +436,6 @@ void moe::registerMoePipelines() {
   registerConvertNVVMToLLVMPass();
   registerConvertIndexToLLVMPass();
   registerGpuNVVMAttachTarget();
-  registerGpuModuleToBinaryPass();
   registerGpuToLLVMConversionPass();
   registerConvertLinalgToParallelLoopsPass();
   registerGpuMapParallelLoopsPass();

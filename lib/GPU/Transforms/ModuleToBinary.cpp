@@ -46,7 +46,9 @@ struct MoeGPUModuleToBinaryPass
 
     SmallVector<gpu::GPUModuleOp> kernels(module.getOps<gpu::GPUModuleOp>());
     for (gpu::GPUModuleOp kernel : kernels)
-      if (!kernel.getTargetsAttr() || kernel.getTargetsAttr().empty()) {
+      // The op's verifier makes `targets` a non-empty array of targets
+      // when present.
+      if (!kernel.getTargetsAttr()) {
         kernel.emitError() << "moe-gpu-module-to-binary: the module has no "
                               "target attribute to serialize it";
         return signalPassFailure();
@@ -77,13 +79,9 @@ struct MoeGPUModuleToBinaryPass
           size_t i = item.second;
           gpu::GPUModuleOp kernel = kernels[i];
           for (Attribute attr : kernel.getTargetsAttr()) {
-            auto targetAttr = dyn_cast<gpu::TargetAttrInterface>(attr);
-            if (!targetAttr)
-              return kernel.emitError()
-                     << "moe-gpu-module-to-binary: " << attr
-                     << " is not a GPU target attribute";
             std::optional<SmallVector<char, 0>> object =
-                targetAttr.serializeToObject(kernel, options);
+                cast<gpu::TargetAttrInterface>(attr).serializeToObject(
+                    kernel, options);
             if (!object)
               return kernel.emitError()
                      << "moe-gpu-module-to-binary: " << attr
