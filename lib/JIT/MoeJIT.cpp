@@ -458,6 +458,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.dGateUpEpilogue ? "dgate-up-epilogue" : "");
   add(options.persistentGemms ? "" : "grid-gemms");
   add(options.clusterGemms ? "cluster-gemms" : "");
+  add(options.rhsCodes ? "rhs-codes" : "");
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);
   add(gpuFormat);
@@ -1647,6 +1648,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.dGateUpEpilogue = options.dGateUpEpilogue;
       pipelineOptions.persistentGemms = options.persistentGemms;
       pipelineOptions.clusterGemms = options.clusterGemms;
+      pipelineOptions.rhsCodes = options.rhsCodes;
     };
     if (impl->deviceArguments) {
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;

@@ -339,6 +339,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   config.mmaPath = mmaPath.str();
   config.persistentGemms = options.persistentGemms;
   config.clusterGemms = options.clusterGemms;
+  config.rhsCodes = options.rhsCodes;
   pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
   convert.chip = chip.str();
@@ -348,6 +349,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   convert.dGateUpEpilogue = options.dGateUpEpilogue;
   convert.persistentGemms = options.persistentGemms;
   convert.clusterGemms = options.clusterGemms;
+  convert.rhsCodes = options.rhsCodes;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);
   if (!target)

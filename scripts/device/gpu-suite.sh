@@ -41,6 +41,12 @@
 #   evict-first-ncu  at reference shape 1 (torch-gen inputs) each GEMM's
 #              ncu time, DRAM bytes and L2 hit rate with evict_first_outputs
 #              on P1, P2, the recompute GEMM or all, against the default
+#   rhs-codes  #moe.gemm_config rhs_codes on P1 (ping-pong, one CTA per
+#              tile) and P2: bitwise equal to the default on five layers,
+#              memcheck, racecheck, and the 8192^3 GEMM against 16 rows
+#   rhs-codes-ncu  at reference shape 1 (torch-gen inputs) the ncu time of
+#              every GEMM and operand kernel with rhs_codes on P1, P2 or
+#              both (RHS_CODES_NCU), against the default
 #   raster     tile orders in bands of raster_m M tiles: 8192^3 exact
 #              against 16 sampled rows and its ncu kernel time for bands of
 #              1, 4, 8 and 16 (one CTA per tile and persistent, 128x256),
@@ -80,7 +86,8 @@
 # Not in the default set: refcheck and the ref parts (the hybrid target
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own), and the
-# measurements cluster, raster, evict-first, evict-first-ncu, p1-prof and deep-prof. Prints
+# measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
+# rhs-codes-ncu, p1-prof and deep-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
@@ -405,6 +412,72 @@ PY
       tail -5 "$out/evict.csv"
       record "ncu shape 1 evict-first $v" FAIL
     fi
+  done
+fi
+# The rhs_codes configs: P1 ping-pong and one CTA per tile, P2 persistent
+# 128x256, as moe-gpu-kernel-config's rhs-codes picks them.
+pprc='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], persistent = true, pingpong = true, rhs_codes = true>'
+gridrc='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], rhs_codes = true>'
+p2rc='#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], persistent = true, rhs_codes = true>'
+if want rhs-codes; then
+  # #moe.gemm_config rhs_codes (the weight read as FP8 codes, dequantized
+  # by the producer warpgroup) gives the default's bf16 values in the same
+  # MMA order: the same bits, on layers of both modes, e5m2 and partial N
+  # tiles, and with --rhs-codes (every GEMM it applies to; pre-quantized
+  # weights keep the operand kernel); memcheck and racecheck.
+  bitwise_against --rhs-codes "--rhs-codes == the default" "$small" \
+    T=512,H=256,I=128,E=4,K=2,B=128,weights=mx,checkpoint=bf16 \
+    T=300,H=256,I=96,E=4,K=2,B=128,checkpoint=bf16,bias=on
+  for layer in "$small" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+      T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
+      T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16; do
+    p1=1
+    [ "${layer#*checkpoint=}" != "$layer" ] && p1=0
+    bitwise_against "--gemm-config-at=$p1=$pprc" \
+      "P1 rhs_codes (ping-pong) == the default P1" "$layer"
+    bitwise_against "--gemm-config-at=$p1=$gridrc" \
+      "P1 rhs_codes (one CTA per tile) == the default P1" "$layer"
+    bitwise_against "--gemm-config-at=$((p1 + 1))=$p2rc" \
+      "P2 rhs_codes == the default P2" "$layer"
+  done
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool P1 and P2 rhs_codes" compute-sanitizer \
+      --tool $tool --error-exitcode 1 moe-run --target=sm90a \
+      "--gemm-config-at=1=$pprc" "--gemm-config-at=2=$p2rc" \
+      --layer T=1024,H=512,I=256,E=8,K=2,B=128 --empty-experts 1 --check none
+  done
+  for flag in "" --rhs-codes; do
+    run "gemm 8192^3${flag:+ $flag}" moe-run --target=sm90a \
+      --gemm M=8192,N=8192,K=8192,G=1 --repeat 10 --warmup 2 $flag
+  done
+fi
+if want rhs-codes-ncu; then
+  # At reference shape 1 (torch-gen inputs) the ncu time of every GEMM and
+  # operand kernel, default and with rhs_codes on P1, on P2 and on both
+  # (--rhs-codes).
+  shape=T=16384,H=4096,I=1536,E=128,K=8,B=128
+  run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
+    --config "$shape" --seed 1 --out "$out/rc-in"
+  for v in ${RHS_CODES_NCU:-default p1 p2 both}; do
+    args=()
+    case $v in
+    default) ;;
+    p1) args=("--gemm-config-at=1=$pprc") ;;
+    p2) args=("--gemm-config-at=2=$p2rc") ;;
+    both) args=(--rhs-codes) ;;
+    esac
+    echo "== rhs-codes $v: ncu"
+    ncu --clock-control none --kernel-name regex:'matmul|mx_operand' --csv \
+      --metrics gpu__time_duration.sum --print-units base \
+      moe-run --target=sm90a --layer "$shape" --inputs "$out/rc-in" \
+      --check none "${args[@]}" >"$out/rc.csv" 2>&1
+    [ -n "${SUITE_REPORTS:-}" ] && cp "$out/rc.csv" "$SUITE_REPORTS/rhs-codes-$v.csv"
+    summary=$(grep gpu__time_duration "$out/rc.csv" |
+      awk -F'","' '{ gsub(/[",]/, "", $NF); printf "%s %.3f\n", $5, $NF / 1e6; s += $NF }
+                   END { if (s) printf "total %.3f ms\n", s / 1e6 }')
+    echo "$summary"
+    record "ncu shape 1 rhs-codes $v" \
+      "$([ -n "$summary" ] && echo "PASS ($(echo "$summary" | tail -1))" || echo FAIL)"
   done
 fi
 if want overlap; then

@@ -149,6 +149,11 @@ options:
                        them with --grid-gemms) run in clusters of two CTAs
                        along N that load their shared lhs tile once (TMA
                        multicast), where the N tiles pair up (the same bits)
+  --rhs-codes          sm90a: block GEMMs whose rhs is an MX-quantized weight
+                       with K contiguous (P1's down weight, P2's gate/up
+                       weight) read it as FP8 codes and E8M0 scales, half
+                       the bytes of bf16, dequantized in the GEMM kernel by
+                       its producer warpgroup (the same bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -208,6 +213,7 @@ struct Options {
   bool dGateUpEpilogue = false;
   bool persistentGemms = true;
   bool clusterGemms = false;
+  bool rhsCodes = false;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -245,7 +251,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--checkpoint-unpacked",
                                           "--dgate-up-epilogue",
                                           "--grid-gemms",
-                                          "--cluster-gemms"};
+                                          "--cluster-gemms",
+                                          "--rhs-codes"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -388,6 +395,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.persistentGemms = false;
     } else if (name == "--cluster-gemms") {
       opts.clusterGemms = true;
+    } else if (name == "--rhs-codes") {
+      opts.rhsCodes = true;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
@@ -1215,6 +1224,7 @@ int run(const Options &opts) {
   compileOptions.dGateUpEpilogue = opts.dGateUpEpilogue;
   compileOptions.persistentGemms = opts.persistentGemms;
   compileOptions.clusterGemms = opts.clusterGemms;
+  compileOptions.rhsCodes = opts.rhsCodes;
   compileOptions.gemmConfigs = opts.gemmConfigs;
   compileOptions.kernelDir = opts.emitDir;
   compileOptions.kernelFormat = opts.emitFormat;

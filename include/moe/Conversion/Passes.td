@@ -83,7 +83,12 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
     Option<"clusterGemms", "cluster-gemms", "bool", /*default=*/"false",
            "bf16-operands: the GEMM kernels of one CTA per tile run in "
            "clusters of two CTAs along N, the shared lhs tile loaded once by "
-           "TMA multicast (cluster_n = 2), where the N tiles pair up">
+           "TMA multicast (cluster_n = 2), where the N tiles pair up">,
+    Option<"rhsCodes", "rhs-codes", "bool", /*default=*/"false",
+           "bf16-operands: block GEMMs whose rhs is an MX-quantized weight "
+           "with K contiguous read it as FP8 codes and E8M0 scales, "
+           "dequantized by the producer warpgroup (rhs_codes), where the "
+           "kernel fits">
   ];
 }
 
@@ -177,7 +182,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
     Option<"clusterGemms", "cluster-gemms", "bool", /*default=*/"false",
            "bf16-operands: the GEMM kernels of one CTA per tile run in "
            "clusters of two CTAs along N, the shared lhs tile loaded once by "
-           "TMA multicast (cluster_n = 2), where the N tiles pair up">
+           "TMA multicast (cluster_n = 2), where the N tiles pair up">,
+    Option<"rhsCodes", "rhs-codes", "bool", /*default=*/"false",
+           "bf16-operands: block GEMMs whose rhs is an MX-quantized weight "
+           "with K contiguous read it as FP8 codes and E8M0 scales, "
+           "dequantized by the producer warpgroup (rhs_codes), where the "
+           "kernel fits">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

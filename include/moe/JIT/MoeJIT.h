@@ -343,6 +343,10 @@ struct CompileOptions {
   /// clusters of two CTAs along N that load their shared lhs tile once
   /// (moe-gpu-kernel-config's cluster-gemms).
   bool clusterGemms = false;
+  /// GPU targets, bf16-operands: block GEMMs read an MX-quantized weight
+  /// with K contiguous as FP8 codes and scales, dequantized in the kernel
+  /// (moe-gpu-kernel-config's rhs-codes).
+  bool rhsCodes = false;
   /// GPU targets: kernel configurations set by hand, in place of
   /// moe-gpu-kernel-config's choice (a tuner's sweep with one build): the
   /// GEMM's index among the GPU GEMMs after moe-decompose-bwd, in IR order

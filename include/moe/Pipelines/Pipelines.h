@@ -123,6 +123,12 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                      "one CTA per tile run in clusters of two CTAs along N "
                      "(default off)"),
       llvm::cl::init(false)};
+  typename PassPipelineOptions<Derived>::template Option<bool> rhsCodes{
+      *this, "rhs-codes",
+      llvm::cl::desc("moe-gpu-kernel-config's rhs-codes: block GEMMs read "
+                     "an MX-quantized K-major weight as FP8 codes (default "
+                     "off)"),
+      llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

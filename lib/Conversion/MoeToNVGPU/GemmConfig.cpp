@@ -171,6 +171,44 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     if (!fitsMXGemm(getMXGemmProblem(op, path), c, target))
       c.clusterN = 1;
   }
+  // rhs_codes: a block GEMM's weight [E, N, K] that an mx_quantize along K
+  // makes read as FP8 codes, half the bytes of bf16 values through L2 and
+  // out of the operand kernel. The converters take registers from the
+  // consumers and the code ring shared memory from the stages.
+  // (Inside a moe.fused region the operands are its block arguments: the
+  // region's inputs, which convert-moe-to-nvgpu inlines.)
+  auto input = [](Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      if (auto fused = dyn_cast<FusedOp>(arg.getOwner()->getParentOp()))
+        return fused.getInputs()[arg.getArgNumber()];
+    return v;
+  };
+  auto quantizedAlongK = [&](BlockMatmulOp block) {
+    auto quantize = input(block.getRhs()).getDefiningOp<MXQuantizeOp>();
+    return quantize && quantize.getScales() == input(block.getRhsScales()) &&
+           static_cast<int64_t>(quantize.getAxis()) ==
+               block.getRhs().getType().getRank() - 1;
+  };
+  if (auto block = dyn_cast<BlockMatmulOp>(op);
+      block && choices.rhsCodes && path == MXMmaPath::Bf16Operands &&
+      !c.rhsNMajor && c.clusterN == 1 && quantizedAlongK(block)) {
+    MXGemmProblem problem = getMXGemmProblem(op, path);
+    MXGemmConfig coded = c;
+    coded.rhsCodes = true;
+    // Two bf16 tiles: one converted while the MMAs read the other.
+    coded.dequantStages = 2;
+    if (coded.producerRegisters < kRhsCodesProducerRegisters) {
+      int64_t freed = (kRhsCodesProducerRegisters - coded.producerRegisters) *
+                      coded.producerWarpgroups;
+      coded.producerRegisters = kRhsCodesProducerRegisters;
+      coded.consumerRegisters -= llvm::alignTo(
+          llvm::divideCeil(freed, coded.consumerWarpgroups), 8);
+    }
+    while (coded.stages > 2 && !fitsMXGemm(problem, coded, target))
+      --coded.stages;
+    if (fitsMXGemm(problem, coded, target))
+      c = coded;
+  }
   // A dense product (one group) of more tiles than SMs: the tiles in bands
   // of M tiles, so that a wave's tiles reuse their A and B panels in L2.
   if (path == MXMmaPath::Bf16Operands && c.clusterN == 1 &&
@@ -189,7 +227,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
       c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
-      c.evictFirstOutputs);
+      c.evictFirstOutputs, c.rhsCodes);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -223,5 +261,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.clusterN = config.getClusterN();
   c.rasterM = config.getRasterM();
   c.evictFirstOutputs = config.getEvictFirstOutputs();
+  c.rhsCodes = config.getRhsCodes();
   return c;
 }

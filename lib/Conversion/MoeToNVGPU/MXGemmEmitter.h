@@ -40,6 +40,13 @@ struct SmemLayout {
   /// P1's epilogue rounding [dg | du] along M: each consumer warp's column
   /// amaxes, [warp][2 * tileN] f32 (0 bytes otherwise).
   int64_t columnAmax = 0;
+  /// rhs_codes: the TMA ring's rhs code tiles, [stage][tileN rows][tileK
+  /// bytes], and their scale bytes, [stage][tileN rows][tileK / 32], as
+  /// the TMA writes them (no swizzle), and the first of the dequantStages
+  /// "dequantized" barriers, then as many "dequantized tile free" ones,
+  /// after the others (0 otherwise). `b` is then the converters' ring of
+  /// dequantStages bf16 rhs tiles.
+  int64_t bCodes = 0, bScales = 0, dequantized = 0;
 };
 
 /// A memref in shared memory (address space 3).
@@ -124,17 +131,32 @@ public:
     tileAT = cfg.lhsMMajor
                  ? smemType({cfg.tileK, kSwizzleBytes}, b.getI8Type())
                  : smemType({cfg.tileM, kSwizzleBytes}, b.getI8Type());
-    // An N-major rhs arrives as tileN / 64 boxes of tileK rows x 64 N.
+    // An N-major rhs arrives as tileN / 64 boxes of tileK rows x 64 N;
+    // rhs codes as tileN rows of tileK bytes, unswizzled (the converters
+    // read them in 16-byte chunks, a quarter-warp's 128 contiguous bytes).
     tileBT = cfg.rhsNMajor
                  ? smemType({cfg.tileK, kSwizzleBytes}, b.getI8Type())
-                 : smemType({cfg.tileN, kSwizzleBytes}, b.getI8Type());
+                 : smemType({cfg.tileN, cfg.rhsCodes ? cfg.tileK
+                                                     : kSwizzleBytes},
+                            b.getI8Type());
     tmapAT = tensorMapType(tileAT);
-    tmapBT = tensorMapType(tileBT);
+    tmapBT = tensorMapType(tileBT,
+                           cfg.rhsCodes
+                               ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
+                               : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B);
+    // rhs_codes: the K tile's scale bytes of the tile's rows, 16-byte rows
+    // of 8 rhs rows each (the operand kernel's layout, MXOperandKernel.h).
+    if (cfg.rhsCodes) {
+      tileST = smemType({cfg.tileN * (cfg.tileK / 32) / 16, 16},
+                        b.getI8Type());
+      tmapST = tensorMapType(tileST, nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE);
+    }
   }
 
   void emit(gpu::GPUFuncOp func);
   nvgpu::TensorMapDescriptorType getTensorMapA() const { return tmapAT; }
   nvgpu::TensorMapDescriptorType getTensorMapB() const { return tmapBT; }
+  nvgpu::TensorMapDescriptorType getTensorMapScales() const { return tmapST; }
 
 private:
   // Fragment registers of one m64nN f32 wgmma accumulator per thread.
@@ -155,9 +177,11 @@ private:
     return p.kind == MXGemmKind::Block ? p.numExperts * p.n : p.n;
   }
 
-  nvgpu::TensorMapDescriptorType tensorMapType(MemRefType tile) {
+  nvgpu::TensorMapDescriptorType tensorMapType(
+      MemRefType tile, nvgpu::TensorMapSwizzleKind swizzle =
+                           nvgpu::TensorMapSwizzleKind::SWIZZLE_128B) {
     return nvgpu::TensorMapDescriptorType::get(
-        b.getContext(), tile, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+        b.getContext(), tile, swizzle,
         nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
         nvgpu::TensorMapOOBKind::OOB_ZERO,
         nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
@@ -341,6 +365,19 @@ private:
   void setRhsRow0();
   /// The single-thread TMA producer of a persistent bf16-operands kernel.
   void emitPersistentProducerBf16Operands();
+  /// rhs_codes: warps 1-3 of the producer warpgroup dequantize every K tile
+  /// of the ring (each output tile's, persistent: in the order the tile ids
+  /// arrive) from the stage's codes into its swizzled bf16 rhs tile, then
+  /// arrive on its "dequantized" barrier.
+  void emitRhsDequant();
+  /// Dequantizes the rhs codes in ring stage `s` with their scale bytes
+  /// into bf16 tile `d` of the dequantStages-deep ring.
+  void dequantizeRhsStage(Value s, Value d);
+  /// rhs_codes: hands the bf16 tile of ring position `g` back to the
+  /// converters (one arrival per consumer warpgroup, by `leader`).
+  void releaseDequantized(Value g, Value leader);
+  /// Threads of warps 1-3 of the producer warpgroup.
+  static constexpr int64_t kRhsConverters = 96;
   /// The result matrix of the tile's expert (Expert) or the result (Block).
   Value resultBase();
 
@@ -454,11 +491,11 @@ private:
   Type i1T, i32T, i64T, f32T, idxT;
   Type accT, smemPtrT, globalPtrT;
   nvgpu::MBarrierGroupType barsT;
-  MemRefType tileAT, tileBT;
-  nvgpu::TensorMapDescriptorType tmapAT, tmapBT;
+  MemRefType tileAT, tileBT, tileST;
+  nvgpu::TensorMapDescriptorType tmapAT, tmapBT, tmapST;
 
   // Kernel arguments and the values both roles use.
-  Value tmapA, tmapB, scalesA, scalesB, result, blockToExpert, bias;
+  Value tmapA, tmapB, tmapS, scalesA, scalesB, result, blockToExpert, bias;
   // The GatedActBwd epilogue's operands and extra outputs (or null).
   Value gateUp, affinities, hOut, scaledHOut, partialsOut, tokenIds;
   // The slots' token ids of a skipPadding kernel (or null).

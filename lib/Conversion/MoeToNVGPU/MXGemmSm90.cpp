@@ -113,9 +113,19 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
   l.a = 0;
   if (path == MXMmaPath::Bf16Operands) {
     // [stage][rows][128 B] bf16 panels, as the TMA writes them.
+    // rhs_codes: the rhs's bf16 tiles are the converters' ring of
+    // dequantStages tiles instead, then the TMA ring's codes and scale
+    // bytes (the bf16 tiles first: they need 1024-byte alignment).
+    int64_t bTiles = cfg.rhsCodes ? cfg.dequantStages : cfg.stages;
     l.b = l.a + cfg.stages * cfg.tileM * kSwizzleBytes;
     l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
-        l.b + cfg.stages * cfg.tileN * kSwizzleBytes;
+        l.b + bTiles * cfg.tileN * kSwizzleBytes;
+    if (cfg.rhsCodes) {
+      l.bCodes = l.counters;
+      l.bScales = l.bCodes + cfg.stages * cfg.tileN * cfg.tileK;
+      l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
+          l.bScales + cfg.stages * cfg.tileN * (cfg.tileK / 32);
+    }
     // Three i32 counters (the expert's first block, blocks and token K
     // tiles), or a persistent kernel's table of every expert's (Expert)
     // and its ring of tile ids.
@@ -127,6 +137,12 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
     // full[s], empty[s], then a persistent kernel's full and empty
     // barrier of each tile slot.
     l.numBarriers = 2 * cfg.stages + (cfg.persistent ? 2 * kTileSlots : 0);
+    // rhs_codes: dequantized[d], the converters' arrivals, and
+    // dequantEmpty[d] (dequantized + dequantStages + d), the consumers'.
+    if (cfg.rhsCodes) {
+      l.dequantized = l.numBarriers;
+      l.numBarriers += 2 * cfg.dequantStages;
+    }
     l.bytes = l.barriers + l.numBarriers * 8;
     if (p.epilogue.dGateUpAlongM) {
       l.columnAmax = llvm::alignTo(l.bytes, 16);
@@ -229,15 +245,21 @@ Value KernelEmitter::inlinePtx(Type result, ValueRange operands,
 }
 
 void KernelEmitter::loadTile(Value t, Value s) {
-  // Tiles are one 128-byte row per operand row: tileK codes or bf16s.
+  // Tiles are one 128-byte row per operand row: tileK codes or bf16s
+  // (rhs_codes: tileK code bytes per rhs row).
   int64_t rowBytes = cfg.tileK * elementBytes();
-  int64_t tileBytes = (cfg.tileM + cfg.tileN) * rowBytes;
+  int64_t rowBytesB = cfg.rhsCodes ? cfg.tileK : rowBytes;
+  int64_t scaleBytes = cfg.rhsCodes ? cfg.tileN * (cfg.tileK / 32) : 0;
+  int64_t tileBytes = cfg.tileM * rowBytes + cfg.tileN * rowBytesB + scaleBytes;
   nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(tileBytes), s,
                                           /*predicate=*/Value());
   // The tensor maps are over bytes: the K coordinate is a byte offset.
-  Value kk = mul(add(kBegin, mul(t, cfg.tileK)), elementBytes());
+  Value kElement = add(kBegin, mul(t, cfg.tileK));
+  Value kk = mul(kElement, elementBytes());
+  Value kkB = cfg.rhsCodes ? kElement : kk;
   Value stageA = add(add(alignPad, mul(s, cfg.tileM * rowBytes)), lay.a);
-  Value stageB = add(add(alignPad, mul(s, cfg.tileN * rowBytes)), lay.b);
+  Value stageB = add(add(alignPad, mul(s, cfg.tileN * rowBytesB)),
+                     cfg.rhsCodes ? lay.bCodes : lay.b);
   // A cluster pair shares the lhs tile: the first CTA loads it into both
   // (multicast, each CTA's full barrier counting its bytes), the other
   // none.
@@ -269,10 +291,22 @@ void KernelEmitter::loadTile(Value t, Value s) {
                                   ValueRange{kk, i32ToIndex(m0)}, s, maskA,
                                   predA);
   }
+  if (cfg.rhsCodes) {
+    // The scale bytes of K tile kt of rows rowB0 .. rowB0 + tileN - 1:
+    // 16-byte rows of 8 rhs rows each, K tile after K tile.
+    Value kt = divu(indexToI32(kElement), cfg.tileK);
+    Value row = divu(add(mul(kt, i32(rowsB())), rowB0), 8);
+    Value at = add(add(alignPad, mul(s, scaleBytes)), lay.bScales);
+    Value vs = memref::ViewOp::create(b, loc, tileST, smem, at, {});
+    nvgpu::TmaAsyncLoadOp::create(b, loc, vs, bars, tmapS,
+                                  ValueRange{idx(0), i32ToIndex(row)}, s,
+                                  /*multicastMask=*/Value(),
+                                  /*predicate=*/Value());
+  }
   if (!cfg.rhsNMajor) {
     Value vb = memref::ViewOp::create(b, loc, tileBT, smem, stageB, {});
     nvgpu::TmaAsyncLoadOp::create(b, loc, vb, bars, tmapB,
-                                  ValueRange{kk, i32ToIndex(rowB0)}, s,
+                                  ValueRange{kkB, i32ToIndex(rowB0)}, s,
                                   /*multicastMask=*/Value(),
                                   /*predicate=*/Value());
     return;
@@ -303,6 +337,13 @@ void KernelEmitter::releaseStage(Value stage, Value leader) {
       b, loc, LLVM::LLVMPointerType::get(b.getContext(), 7), local, rank0);
   NVVM::MBarrierArriveOp::create(b, loc, /*res=*/Type(), remote,
                                  /*count=*/Value(), NVVM::MemScopeKind::CLUSTER);
+}
+
+void KernelEmitter::releaseDequantized(Value g, Value leader) {
+  if (!cfg.rhsCodes)
+    return;
+  int64_t D = cfg.dequantStages;
+  releaseStage(add(remu(g, D), lay.dequantized + D), leader);
 }
 
 void KernelEmitter::syncCluster() {
@@ -600,6 +641,134 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
                              ValueRange{add(args[0], idx(1)),
                                         add(ringBase, kTiles),
                                         add(taken, i32(ctas))});
+      });
+}
+
+void KernelEmitter::dequantizeRhsStage(Value s, Value d) {
+  // Converter ct takes the 16-byte code chunks q = ct + 96 j of the
+  // tileN x tileK code tile: row q / 4, chunk c = q % 4 = ct % 4 (96 is a
+  // multiple of 4), so its scale column and swizzle phase stay fixed. A
+  // quarter-warp reads 128 contiguous bytes; its two 16-byte bf16 stores
+  // per chunk go to chunks 2c and 2c + 1 of an even and an odd row, whose
+  // 128-byte swizzle phases differ in parity: eight different bank groups.
+  // The decode is the bf16 path's (dequantizeChunk: the code's bits placed
+  // in a bf16, times one or two bf16 powers of two), about two
+  // instructions per element: the cvt.f16x2 form (buildDecodePairToBf16)
+  // takes twice that, more than three warps keep up with at 820 TF.
+  Type i8T = b.getI8Type();
+  int64_t chunksPerRow = cfg.tileK / 16;
+  int64_t blocksPerRow = cfg.tileK / 32;
+  int64_t chunks = cfg.tileN * chunksPerRow;
+  int64_t rowsPerRound = kRhsConverters / chunksPerRow;
+  Value ct = sub(tid, i32(32));
+  Value c64 = toI64(remu(ct, chunksPerRow));
+  Value s64 = indexToI64(s);
+  Value codesBase =
+      smemAddr(add(mul(s64, cfg.tileN * cfg.tileK), lay.bCodes));
+  // Row r's scale byte of the chunk's 32-element block.
+  Value scalesBase = smemAddr(add(add(mul(s64, cfg.tileN * blocksPerRow),
+                                      lay.bScales),
+                                  divu(c64, 2)));
+  Value bf16Base = smemAddr(
+      add(mul(indexToI64(d), cfg.tileN * kSwizzleBytes), lay.b));
+  auto vec4 = VectorType::get({4}, i32T);
+  int64_t bigScale = 127 + exponentBias(p.elementType);
+  // A loop, not unrolled rounds: the converters have the few registers
+  // setmaxnreg leaves the producer warpgroup.
+  int64_t rounds = llvm::divideCeil(chunks, kRhsConverters);
+  auto loop = scf::ForOp::create(b, loc, i32(0), i32(rounds), i32(1));
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(loop.getBody()->getTerminator());
+  Value j = loop.getInductionVar();
+  // The last round's converters are whole warps (chunks is a multiple of
+  // 32).
+  if (chunks % kRhsConverters) {
+    Value q = add(ct, mul(j, kRhsConverters));
+    auto ifOp = scf::IfOp::create(b, loc,
+                                  cmp(arith::CmpIPredicate::ult, q, chunks),
+                                  /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+  }
+  Value r64 = toI64(add(divu(ct, chunksPerRow), mul(j, rowsPerRound)));
+  Value src = add(codesBase, add(mul(r64, cfg.tileK), mul(c64, 16)));
+  Value chunk = LLVM::LoadOp::create(b, loc, vec4, smemPtr(src), 16);
+  Value byte = LLVM::LoadOp::create(
+      b, loc, i8T, smemPtr(add(scalesBase, mul(r64, blocksPerRow))), 1);
+  Value scale = arith::ExtUIOp::create(b, loc, i32T, byte);
+  Value phase = remu(r64, 8);
+  auto convert = [&](bool twoFactors) {
+    SmallVector<Value> words =
+        dequantizeChunk(chunk, bf16Factors(scale, twoFactors));
+    for (int64_t half = 0; half < 2; ++half) {
+      Value v = LLVM::UndefOp::create(b, loc, vec4);
+      for (int64_t u = 0; u < 4; ++u)
+        v = LLVM::InsertElementOp::create(b, loc, v, words[4 * half + u],
+                                          i32(u));
+      Value at = add(mul(c64, 2), half);
+      Value dst = add(bf16Base, add(mul(r64, kSwizzleBytes),
+                                    mul(xori(at, phase), 16)));
+      LLVM::StoreOp::create(b, loc, v, smemPtr(dst), 16);
+    }
+  };
+  // One bf16 factor per code unless a scale byte of the warp needs two
+  // (the branch is warp-uniform: whole warps take each round).
+  Value anyBig = NVVM::VoteSyncOp::create(
+      b, loc, i1T, i32(-1),
+      cmp(arith::CmpIPredicate::ugt, scale, bigScale),
+      NVVM::VoteSyncKind::any);
+  auto ifOp = scf::IfOp::create(b, loc, anyBig, /*withElseRegion=*/true);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  convert(/*twoFactors=*/true);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  convert(/*twoFactors=*/false);
+}
+
+void KernelEmitter::emitRhsDequant() {
+  OpBuilder::InsertionGuard guard(b);
+  auto converters = scf::IfOp::create(
+      b, loc, cmp(arith::CmpIPredicate::uge, tid, i32(32)),
+      /*withElseRegion=*/false);
+  b.setInsertionPointToStart(converters.thenBlock());
+  // The K tiles of the current output tile, at ring positions ringBase on.
+  auto kLoop = [&] {
+    OpBuilder::InsertionGuard g(b);
+    auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    Value t = loop.getInductionVar();
+    Value at = ringBase ? add(ringBase, t) : t;
+    auto [s, parity] = stageAndParity(at, cfg.stages, /*flip=*/false);
+    waitParity(s, parity);
+    // The bf16 tile the MMAs of K tile `at` - dequantStages read is free.
+    int64_t D = cfg.dequantStages;
+    auto [d, freeParity] = stageAndParity(at, D, /*flip=*/true);
+    waitParity(add(d, lay.dequantized + D), freeParity);
+    dequantizeRhsStage(s, d);
+    // The generic-proxy stores must be visible to wgmma (async proxy).
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+    arrive(add(d, lay.dequantized));
+  };
+  if (!cfg.persistent)
+    return kLoop();
+  // Persistent: every tile id the producer thread publishes, as the
+  // consumers receive them; (slot count j, ring position).
+  scf::WhileOp::create(
+      b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0)},
+      [&](OpBuilder &, Location, ValueRange args) {
+        Value w = receiveTile(args[0]);
+        Value more = cmp(arith::CmpIPredicate::ult, w, numTiles(p, cfg));
+        scf::ConditionOp::create(b, loc, more,
+                                 ValueRange{args[0], args[1], w});
+      },
+      [&](OpBuilder &, Location, ValueRange args) {
+        ringBase = args[1];
+        decodeTile(args[2]);
+        setRhsRow0();
+        kLoop();
+        scf::YieldOp::create(
+            b, loc, ValueRange{add(args[0], idx(1)), add(ringBase, kTiles)});
       });
 }
 
@@ -1561,6 +1730,13 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     Value d64 = indexToI64(d);
     Value baseA = smemAddr(add(add(mul(d64, strideA), aWarpgroupOff), offA));
     Value baseB = smemAddr(add(mul(d64, strideB), offB));
+    // rhs_codes: the rhs is the converters' bf16 tile of ring position g.
+    if (cfg.rhsCodes) {
+      auto [dq, dqParity] =
+          stageAndParity(g, cfg.dequantStages, /*flip=*/false);
+      waitParity(add(dq, lay.dequantized), dqParity);
+      baseB = smemAddr(add(mul(indexToI64(dq), strideB), offB));
+    }
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // An N-major rhs: its boxes are tileK rows of 128 bytes apart, and a
     // k16 step is 16 rows on (2048 bytes, 128 units of 16 bytes).
@@ -1605,6 +1781,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       // Tile t - 1's wgmmas are complete: hand its bf16 buffer back.
       Value previous = remu(sub(g, idx(1)), SD);
       releaseStage(add(previous, emptyBase), lane.leader);
+      releaseDequantized(sub(g, idx(1)), lane.leader);
     }
     return accs;
   };
@@ -1634,6 +1811,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       // the next output tile's, while this one is stored.
       Value last = remu(sub(add(ringBase, kTiles), idx(1)), SD);
       releaseStage(add(last, emptyBase), lane.leader);
+      releaseDequantized(sub(add(ringBase, kTiles), idx(1)), lane.leader);
     }
     return llvm::to_vector_of<Value>(loop.getResults());
   };
@@ -1731,14 +1909,20 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
                                              entry.getArgument(1))
               .getResult(0);
   if (isBf16Operands()) {
-    result = entry.getArgument(2);
-    blockToExpert = entry.getArgument(3);
+    // rhs_codes: the scale bytes' tensor map comes third.
+    unsigned first = 2;
+    if (cfg.rhsCodes)
+      tmapS = UnrealizedConversionCastOp::create(b, loc, tmapST,
+                                                 entry.getArgument(first++))
+                  .getResult(0);
+    result = entry.getArgument(first);
+    blockToExpert = entry.getArgument(first + 1);
     if (p.biasType)
-      bias = entry.getArgument(4);
+      bias = entry.getArgument(first + 2);
     if (p.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd) {
-      gateUp = entry.getArgument(4);
-      affinities = entry.getArgument(5);
-      unsigned next = 6;
+      gateUp = entry.getArgument(first + 2);
+      affinities = entry.getArgument(first + 3);
+      unsigned next = first + 4;
       // Argument 2 is the first of [dg | du] (f32), its MX values along N
       // and along M that the kernel writes; the others follow affinities.
       const MXGemmEpilogue &e = p.epilogue;
@@ -1751,7 +1935,7 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
         dGateUpOuts.push_back(&dGateUpAlongNOut);
       if (e.dGateUpAlongM)
         dGateUpOuts.push_back(&dGateUpAlongMOut);
-      *dGateUpOuts.front() = entry.getArgument(2);
+      *dGateUpOuts.front() = entry.getArgument(first);
       for (Value *out : llvm::drop_begin(dGateUpOuts))
         *out = entry.getArgument(next++);
       if (p.epilogue.writeH)
@@ -1857,15 +2041,21 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
                          : isFp8()                        ? consumerThreads
                                                           : stageReleases());
     }
-    for (int64_t d = 0; d < cfg.dequantStages; ++d) {
+    for (int64_t d = 0; d < cfg.dequantStages && !isBf16Operands(); ++d) {
       initBarrier(2 * S + d, producerThreads);
       initBarrier(2 * S + cfg.dequantStages + d, stageReleases());
     }
     // A persistent kernel's tile slots: full, the producer thread's
     // arrival; empty, every consumer's.
+    // (rhs_codes: the converters receive the tiles too.)
     for (int64_t d = 0; d < kTileSlots && cfg.persistent; ++d) {
       initBarrier(2 * S + d, 1);
-      initBarrier(2 * S + kTileSlots + d, consumerThreads);
+      initBarrier(2 * S + kTileSlots + d,
+                  consumerThreads + (cfg.rhsCodes ? kRhsConverters : 0));
+    }
+    for (int64_t d = 0; d < cfg.dequantStages && cfg.rhsCodes; ++d) {
+      initBarrier(lay.dequantized + d, kRhsConverters);
+      initBarrier(lay.dequantized + cfg.dequantStages + d, stageReleases());
     }
     if (p.kind == MXGemmKind::Expert && !cfg.persistent)
       for (int64_t c = 0; c < numExpertCounters(); ++c)
@@ -1874,6 +2064,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
                               4);
     nvgpu::TmaPrefetchOp::create(b, loc, tmapA, /*predicate=*/Value());
     nvgpu::TmaPrefetchOp::create(b, loc, tmapB, /*predicate=*/Value());
+    if (cfg.rhsCodes)
+      nvgpu::TmaPrefetchOp::create(b, loc, tmapS, /*predicate=*/Value());
     // The pair's barriers are initialized before either multicasts into
     // or arrives on the other's.
     if (cfg.clusterN > 1)
@@ -1916,6 +2108,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       emitProducerBf16Operands();
     else
       emitProducerBf16();
+    if (cfg.rhsCodes)
+      emitRhsDequant();
     if (gateUp && !cfg.persistent) {
       // After thread 0's TMA loads: the producer warpgroup's threads
       // share the prefetches.
@@ -2196,6 +2390,17 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
        << problem.m << "x" << problem.n << "x" << problem.k;
     return why;
   }
+  // rhs_codes: warps 1-3 of the one producer warpgroup convert, in the
+  // registers setmaxnreg leaves them.
+  if (cfg.rhsCodes &&
+      (!isa_and_nonnull<Float8E4M3FNType, Float8E5M2Type>(problem.elementType) ||
+       problem.k % 32 || problem.n % 8 || cfg.producerWarpgroups != 1 ||
+       cfg.producerRegisters < kRhsCodesProducerRegisters)) {
+    os << "rhs_codes needs an rhs of f8E4M3FN or f8E5M2 codes, K a multiple "
+          "of 32, N of 8 and one producer warpgroup of at least "
+       << kRhsCodesProducerRegisters << " registers";
+    return why;
+  }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&
       (problem.path != MXMmaPath::Bf16Operands ||
        problem.kind != MXGemmKind::Block || problem.biasType ||
@@ -2261,6 +2466,9 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   SmallVector<Type> args = {ptr, ptr, gptr, gptr, gptr, gptr};
   if (bf16Operands)
     args.resize(problem.biasType ? 5 : 4);
+  // rhs_codes: the tensor map of the rhs scale bytes after the operands'.
+  if (cfg.rhsCodes)
+    args.insert(args.begin() + 2, ptr);
   const MXGemmEpilogue &epilogue = problem.epilogue;
   // gate_up, affinities, the [dg | du] outputs beyond the first, h, a * h,
   // partials, token ids.
@@ -2309,5 +2517,6 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                       layoutOf(problem, cfg).bytes,
                       emitter.getTensorMapA(),
                       emitter.getTensorMapB(),
+                      emitter.getTensorMapScales(),
                       cfg.persistent ? 1 : 0};
 }

@@ -198,7 +198,7 @@ private:
   const MXOperandProblem &p;
   Type i8T, i32T, i64T, f32T, bf16T, gptrT;
   bool codes, quantized, gathered;
-  Value source, scales, ids, out, outRows;
+  Value source, scales, ids, out, outRows, outScales;
 };
 
 } // namespace
@@ -296,6 +296,7 @@ SmallVector<Value> OperandEmitter::roundWithScale(ArrayRef<Value> xs,
 void OperandEmitter::storeRowRounded(ArrayRef<Value> xs, Value dest,
                                      Value at, Value inside) {
   SmallVector<Value> values;
+  Value scaleByte;
   if (!quantized) {
     for (Value x : xs)
       values.push_back(arith::TruncFOp::create(b, loc, bf16T, x));
@@ -306,14 +307,57 @@ void OperandEmitter::storeRowRounded(ArrayRef<Value> xs, Value dest,
     // Lanes 4q .. 4q + 3 hold the block's 32 columns; all 32 lanes are
     // active here (callers branch around the store only).
     amax = buildLaneAmax(b, loc, amax, {1, 2});
-    Value scaleByte = buildScaleByte(b, loc, amax, p.quant.getElement(),
-                                     p.quant.getRule());
-    values = roundWithScale(xs, scaleByte);
+    scaleByte = buildScaleByte(b, loc, amax, p.quant.getElement(),
+                               p.quant.getRule());
+    if (!p.codesOut)
+      values = roundWithScale(xs, scaleByte);
   }
   OpBuilder::InsertionGuard guard(b);
   if (inside) {
     auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
+  }
+  if (p.codesOut) {
+    // The lane's 8 codes as one 8-byte store; the first lane of the quad
+    // stores the block's scale byte.
+    Type codeType = getMXElementType(b.getContext(), p.quant.getElement());
+    Value inverse = buildInverseScale(b, loc, scaleByte);
+    auto codesT = VectorType::get({8}, i8T);
+    Value v = LLVM::UndefOp::create(b, loc, codesT);
+    for (int64_t j = 0; j < 8; j += 2) {
+      Value pair =
+          buildEncodePair(b, loc, xs[j], xs[j + 1], inverse, inverse, codeType);
+      for (int64_t k = 0; k < 2; ++k)
+        v = LLVM::InsertElementOp::create(
+            b, loc, v, element(pair, k),
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j + k)));
+    }
+    store(v, dest, at, 8);
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        remu(at, kBlock), i64(0));
+    auto ifOp = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    // Byte j % 2 of row R in K tile j / 2 (codesOut's layout).
+    int64_t blocksPerTile = kCodesScaleTileK / kBlock;
+    Value row = divu(at, p.cols);
+    Value block = divu(remu(at, p.cols), kBlock);
+    Value offset =
+        add(mul(add(mul(divu(block, blocksPerTile), p.batch * p.rows), row),
+                blocksPerTile),
+            remu(block, blocksPerTile));
+    store(scaleByte, outScales, offset, 1);
+    // A last half K tile: its missing block's byte is a plain 127 (factor
+    // 1 for the zero codes the GEMM's TMA fills in).
+    int64_t blocks = p.cols / kBlock;
+    if (blocks % blocksPerTile) {
+      Value last = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         block, i64(blocks - 1));
+      auto pad = scf::IfOp::create(b, loc, last, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(pad.thenBlock());
+      store(arith::ConstantOp::create(b, loc, b.getI8IntegerAttr(127)),
+            outScales, add(offset, 1), 1);
+    }
+    return;
   }
   auto vecT = VectorType::get({8}, bf16T);
   Value v = LLVM::UndefOp::create(b, loc, vecT);
@@ -431,6 +475,8 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
   out = entry.getArgument(codes || gathered ? 2 : 1);
   if (p.bothAxes)
     outRows = entry.getArgument(gathered ? 3 : 2);
+  if (p.codesOut)
+    outScales = entry.getArgument(gathered ? 3 : 2);
   if (tiled()) {
     emitTiled(func, threads);
     gpu::ReturnOp::create(b, loc);
@@ -534,6 +580,13 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
   gpu::ReturnOp::create(b, loc);
 }
 
+std::array<int64_t, 2>
+moe::codesOutScaleShape(const MXOperandProblem &problem) {
+  return {llvm::divideCeil(problem.cols, kCodesScaleTileK) * problem.batch *
+              problem.rows / 8,
+          16};
+}
+
 bool moe::canRoundBothAxes(const MXOperandProblem &problem) {
   return !isMXCodeType(problem.sourceType) && problem.quant &&
          problem.quant.isQuantized() && problem.cols % kTileColumns == 0 &&
@@ -562,6 +615,14 @@ moe::checkMXOperandKernel(const MXOperandProblem &problem,
   if (problem.alongRows && problem.cols % 2)
     return shape(emitError())
            << "needs an even number of columns to be written transposed";
+  if (problem.codesOut &&
+      (isMXCodeType(type) || !problem.quant || !problem.quant.isQuantized() ||
+       problem.alongRows || problem.bothAxes ||
+       (problem.batch * problem.rows) % 8))
+    return shape(emitError())
+           << "can be written as FP8 codes only when its values are "
+              "MX-quantized along its columns and its rows are a multiple "
+              "of 8";
   if (problem.bothAxes && !canRoundBothAxes(problem))
     return shape(emitError())
            << "cannot be rounded along both axes at once (quantized values, "
@@ -584,7 +645,7 @@ MXOperandLaunch moe::buildMXOperandKernel(OpBuilder &builder, Location loc,
   SmallVector<Type> args = {gptr, gptr};
   if (isMXCodeType(problem.sourceType) || problem.sourceRows > 0)
     args.push_back(gptr);
-  if (problem.bothAxes)
+  if (problem.bothAxes || problem.codesOut)
     args.push_back(gptr);
   OperandEmitter emitter(builder, loc, problem);
   SmallVector<Type> workgroup;

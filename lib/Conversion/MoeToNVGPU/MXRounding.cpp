@@ -35,19 +35,24 @@ std::pair<Value, Value> moe::buildDecodePairToBf16(OpBuilder &b, Location loc,
   return {out[0], out[1]};
 }
 
+Value moe::buildEncodePair(OpBuilder &b, Location loc, Value x0, Value x1,
+                          Value inverse0, Value inverse1, Type codeType) {
+  auto pairI8T = VectorType::get({2}, b.getI8Type());
+  Value y0 = arith::MulFOp::create(b, loc, x0, inverse0);
+  Value y1 = arith::MulFOp::create(b, loc, x1, inverse1);
+  // The first operand lands in the upper byte, element 1.
+  return NVVM::ConvertF32x2ToF8x2Op::create(
+      b, loc, pairI8T, y1, y0, NVVM::FPRoundingMode::RN,
+      NVVM::SaturationMode::SATFINITE, /*relu=*/false, codeType);
+}
+
 std::pair<Value, Value> moe::buildRoundPairToBf16(OpBuilder &b, Location loc,
                                                   Value x0, Value x1,
                                                   Value inverse0,
                                                   Value inverse1, Value factor0,
                                                   Value factor1,
                                                   Type codeType) {
-  auto pairI8T = VectorType::get({2}, b.getI8Type());
-  Value y0 = arith::MulFOp::create(b, loc, x0, inverse0);
-  Value y1 = arith::MulFOp::create(b, loc, x1, inverse1);
-  // The first operand lands in the upper byte, element 1.
-  Value codes = NVVM::ConvertF32x2ToF8x2Op::create(
-      b, loc, pairI8T, y1, y0, NVVM::FPRoundingMode::RN,
-      NVVM::SaturationMode::SATFINITE, /*relu=*/false, codeType);
+  Value codes = buildEncodePair(b, loc, x0, x1, inverse0, inverse1, codeType);
   return buildDecodePairToBf16(b, loc, codes, factor0, factor1, codeType);
 }
 

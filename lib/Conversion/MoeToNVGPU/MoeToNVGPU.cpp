@@ -125,14 +125,19 @@ struct LaunchRecord {
 /// over host arguments `mapA` and `mapB`, then global pointers to the host
 /// arguments `pointers`, in the kernel's argument order.
 LaunchRecord gemmRecord(const MXGemmLaunch &launch, int64_t mapA,
-                        int64_t mapB, ArrayRef<int64_t> pointers) {
-  return {launch.kernel,
-          launch.grid,
-          launch.block,
-          launch.dynamicSharedMemory,
-          {{mapA, launch.tensorMapA}, {mapB, launch.tensorMapB}},
-          SmallVector<int64_t>(pointers),
-          launch.counters};
+                        int64_t mapB, ArrayRef<int64_t> pointers,
+                        int64_t mapScales = -1) {
+  LaunchRecord record = {launch.kernel,
+                         launch.grid,
+                         launch.block,
+                         launch.dynamicSharedMemory,
+                         {{mapA, launch.tensorMapA}, {mapB, launch.tensorMapB}},
+                         SmallVector<int64_t>(pointers),
+                         launch.counters};
+  // rhs_codes: the rhs scale bytes' map, third.
+  if (mapScales >= 0)
+    record.tensorMaps.push_back({mapScales, launch.tensorMapScales});
+  return record;
 }
 
 /// Declares the host function that runs `record` (its body comes from
@@ -267,10 +272,12 @@ public:
   /// `op` on the MX path of `config`: codes and scales, K-major.
   LogicalResult lowerMXCodes(Operation *op, GemmConfigAttr config);
   /// `op` (a P1 GEMM) and the activation-backward epilogue `epi` of its
-  /// region as one kernel on the operands `lhs` and `rhs`.
+  /// region as one kernel on the operands `lhs` and `rhs` (with the rhs's
+  /// scales `rhsScales` for rhs_codes).
   LogicalResult lowerGatedActEpilogue(
       Operation *op, const MXGemmProblem &problem, const MXGemmConfig &cfg,
-      Value lhs, Value rhs, Value blocks, GatedActEpilogue epi,
+      Value lhs, Value rhs, Value rhsScales, Value blocks,
+      GatedActEpilogue epi,
       const std::optional<CheckpointGateUp> &checkpoint,
       const DGateUpRoundings &roundings);
   /// `op` on the Bf16Operands path, with the kernel of `config`; with the
@@ -290,6 +297,14 @@ private:
   /// the operand already made for the same value, scales and axis.
   FailureOr<Value> prepareOperand(Operation *op, Value data, Value scales,
                                   int64_t kAxis, bool transpose = true);
+  /// The rhs `codes` (with `scales`, quantized along K, its last axis) of
+  /// a rhs_codes GEMM as the kernel reads them: FP8 codes and E8M0 scales,
+  /// K contiguous. Codes an mx_quantize makes come from an operand kernel
+  /// that writes codes (so its bf16 values are never written); other codes
+  /// (pre-quantized weights) are read as they are.
+  FailureOr<std::pair<Value, Value>> prepareRhsCodes(Operation *op,
+                                                     Value codes,
+                                                     Value scales);
 
   /// The request of a Bf16Operands GEMM for the operand that the codes
   /// `codes` give it, or none when no such GEMM reads them.
@@ -320,6 +335,7 @@ private:
   bool dGateUpEpilogue;
   unsigned next = 0;
   DenseMap<std::tuple<Value, Value, int64_t, int64_t>, Value> prepared;
+  DenseMap<std::pair<Value, Value>, std::pair<Value, Value>> preparedCodes;
 };
 
 LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
@@ -379,7 +395,8 @@ GemmLowering::requestOf(Value codes) {
     if (auto gemm = dyn_cast<BlockMatmulOp>(user)) {
       if (gemm.getLhs() == codes)
         return OperandRequest{user, 1, true};
-      if (gemm.getRhs() == codes)
+      // (A rhs_codes kernel reads its rhs as codes, not as bf16 values.)
+      if (gemm.getRhs() == codes && !config.getRhsCodes())
         return OperandRequest{user, gemm.getTransposeRhs() ? 1 : 2,
                               !config.getRhsNMajor()};
     } else if (auto gemm = dyn_cast<ExpertMatmulOp>(user)) {
@@ -553,6 +570,49 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   return prepared[key];
 }
 
+FailureOr<std::pair<Value, Value>>
+GemmLowering::prepareRhsCodes(Operation *op, Value codes, Value scales) {
+  auto key = std::make_pair(codes, scales);
+  if (auto it = preparedCodes.find(key); it != preparedCodes.end())
+    if (it->second.first.getParentBlock() == op->getBlock())
+      return it->second;
+  auto type = cast<RankedTensorType>(codes.getType());
+  int64_t rank = type.getRank();
+  // (Codes given as they are, pre-quantized weights, have their scales in
+  // the op's layout, not the one the kernel loads by TMA.)
+  auto quantize = codes.getDefiningOp<MXQuantizeOp>();
+  if (!scales || !quantize || quantize.getScales() != scales ||
+      static_cast<int64_t>(quantize.getAxis()) != rank - 1)
+    return op->emitOpError()
+           << "rhs_codes needs an rhs that an mx_quantize along its last "
+              "axis makes";
+  ArrayRef<int64_t> shape = type.getShape();
+  Value source = quantize.getInput();
+  MXOperandProblem problem;
+  problem.batch = rank == 3 ? shape[0] : 1;
+  problem.rows = shape[rank - 2];
+  problem.cols = shape[rank - 1];
+  problem.alongRows = false;
+  problem.sourceType = cast<ShapedType>(source.getType()).getElementType();
+  problem.quant = quantize.getQuant();
+  problem.codesOut = true;
+  if (failed(checkMXOperandKernel(problem, [&] { return op->emitOpError(); })))
+    return failure();
+  b.setInsertionPoint(op);
+  MXOperandLaunch launch = buildMXOperandKernel(
+      b, op->getLoc(), kernels, freshName("mx_operand_"), problem, target);
+  LaunchRecord record{launch.kernel, launch.grid, launch.block, 0, {},
+                      {0, 1, 2}};
+  auto scalesType = RankedTensorType::get(
+      codesOutScaleShape(problem),
+      cast<ShapedType>(scales.getType()).getElementType());
+  SmallVector<Value> results = emitLaunch(b, op->getLoc(), record,
+                                          ValueRange{source},
+                                          {codes.getType(), scalesType});
+  preparedCodes[key] = {results[0], results[1]};
+  return preparedCodes[key];
+}
+
 LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
                                               GemmConfigAttr config,
                                               const KernelGroup *group) {
@@ -593,17 +653,27 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     }
   }
   FailureOr<Value> lhs, rhs;
-  Value bias, blocks;
+  Value bias, blocks, rhsScales;
   StringRef prefix;
   if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
     lhs = prepareOperand(op, gemm.getLhs(), gemm.getLhsScales(), 1);
     if (failed(lhs))
       return failure();
     // rhs_n_major: the kernel reads a transpose_rhs weight [E, K, N] as it
-    // is stored.
-    rhs = prepareOperand(op, gemm.getRhs(), gemm.getRhsScales(),
-                         gemm.getTransposeRhs() ? 1 : 2,
-                         /*transpose=*/!cfg.rhsNMajor);
+    // is stored; rhs_codes: a weight [E, N, K] as codes.
+    if (cfg.rhsCodes && gemm.getTransposeRhs())
+      return op->emitOpError()
+             << "rhs_codes needs an rhs stored with K contiguous";
+    if (cfg.rhsCodes) {
+      auto codes = prepareRhsCodes(op, gemm.getRhs(), gemm.getRhsScales());
+      if (failed(codes))
+        return failure();
+      std::tie(rhs, rhsScales) = *codes;
+    } else {
+      rhs = prepareOperand(op, gemm.getRhs(), gemm.getRhsScales(),
+                           gemm.getTransposeRhs() ? 1 : 2,
+                           /*transpose=*/!cfg.rhsNMajor);
+    }
     bias = gemm.getBias();
     blocks = gemm.getBlockToExpert();
     prefix = "block_matmul_";
@@ -611,6 +681,9 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     // lhs_m_major / rhs_n_major: the kernel reads the slot-major operands
     // as stored, so their operand kernels round along the slots in place.
     auto expert = cast<ExpertMatmulOp>(op);
+    if (cfg.rhsCodes)
+      return op->emitOpError()
+             << "rhs_codes needs an rhs stored with K contiguous";
     lhs = prepareOperand(op, expert.getLhs(), expert.getLhsScales(), 0,
                          /*transpose=*/!cfg.lhsMMajor);
     if (failed(lhs))
@@ -627,26 +700,28 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     return failure();
   b.setInsertionPoint(op);
   if (epi)
-    return lowerGatedActEpilogue(op, problem, cfg, *lhs, *rhs, blocks, *epi,
-                                 checkpoint, roundings);
+    return lowerGatedActEpilogue(op, problem, cfg, *lhs, *rhs, rhsScales,
+                                 blocks, *epi, checkpoint, roundings);
   MXGemmLaunch launch =
       buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg,
                         target);
-  // Host arguments: lhs, rhs, block_to_expert (, bias) (, token ids),
-  // result. Kernel arguments: tmapA, tmapB, then the global pointers c,
-  // blockToExpert (, bias) (, token ids).
+  // Host arguments: lhs, rhs, block_to_expert (, bias) (, token ids)
+  // (, rhs scales), result. Kernel arguments: tmapA, tmapB (, the rhs
+  // scales' map), then the global pointers c, blockToExpert (, bias)
+  // (, token ids).
   SmallVector<Value> operands = {*lhs, *rhs, blocks};
   Value tokens = problem.skipPadding ? tokensOf(op) : Value();
-  int64_t resultArg = 3 + bool(bias) + bool(tokens);
-  LaunchRecord record = gemmRecord(launch, 0, 1, {resultArg, 2});
-  if (bias) {
-    operands.push_back(bias);
-    record.pointerArgs.push_back(3);
-  }
-  if (tokens) {
+  int64_t resultArg = 3 + bool(bias) + bool(tokens) + bool(rhsScales);
+  LaunchRecord record = gemmRecord(launch, 0, 1, {resultArg, 2},
+                                   rhsScales ? resultArg - 1 : -1);
+  for (Value pointer : {bias, tokens}) {
+    if (!pointer)
+      continue;
     record.pointerArgs.push_back(operands.size());
-    operands.push_back(tokens);
+    operands.push_back(pointer);
   }
+  if (rhsScales)
+    operands.push_back(rhsScales);
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
@@ -656,7 +731,7 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
 
 LogicalResult GemmLowering::lowerGatedActEpilogue(
     Operation *op, const MXGemmProblem &problem, const MXGemmConfig &cfg,
-    Value lhs, Value rhs, Value blocks, GatedActEpilogue epi,
+    Value lhs, Value rhs, Value rhsScales, Value blocks, GatedActEpilogue epi,
     const std::optional<CheckpointGateUp> &checkpoint,
     const DGateUpRoundings &roundings) {
   // The launch goes where the activation backward was: its operands (the
@@ -666,12 +741,13 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   MXGemmLaunch launch = buildMXGemmKernel(
       b, loc, kernels, freshName("block_matmul_act_"), problem, cfg, target);
   // Host arguments: lhs, rhs, block_to_expert, gate_up (or the
-  // checkpoint), affinities (, token ids) (, token ids of skipPadding),
-  // then the results: [dg | du] as f32 and / or its MX values along N and
-  // along M (at least one), (, h) (, a * h) (, partials). Kernel
-  // arguments: tmapA, tmapB, the first of the [dg | du] results,
-  // blockToExpert, gateUp, affinities, the other [dg | du] results (, h)
-  // (, a * h) (, partials) (, token ids) (, token ids of skipPadding).
+  // checkpoint), affinities (, token ids) (, token ids of skipPadding)
+  // (, rhs scales), then the results: [dg | du] as f32 and / or its MX
+  // values along N and along M (at least one), (, h) (, a * h)
+  // (, partials). Kernel arguments: tmapA, tmapB (, the rhs scales' map),
+  // the first of the [dg | du] results, blockToExpert, gateUp,
+  // affinities, the other [dg | du] results (, h) (, a * h) (, partials)
+  // (, token ids) (, token ids of skipPadding).
   SmallVector<Value> operands = {
       lhs, rhs, blocks,
       checkpoint ? checkpoint->checkpoint : epi.act.getGateUp(),
@@ -679,10 +755,15 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   if (checkpoint)
     operands.push_back(checkpoint->tokenIds);
   Value tokens = problem.skipPadding ? tokensOf(op) : Value();
+  int64_t tokensArg = operands.size();
   if (tokens)
     operands.push_back(tokens);
+  int64_t scalesArg = rhsScales ? int64_t(operands.size()) : -1;
+  if (rhsScales)
+    operands.push_back(rhsScales);
   int64_t firstResult = operands.size();
-  LaunchRecord record = gemmRecord(launch, 0, 1, {firstResult, 2, 3, 4});
+  LaunchRecord record =
+      gemmRecord(launch, 0, 1, {firstResult, 2, 3, 4}, scalesArg);
   const MXGemmEpilogue &e = problem.epilogue;
   auto dGateUpType = cast<RankedTensorType>(epi.act.getDGateUp().getType());
   auto roundedType =
@@ -708,7 +789,7 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   if (checkpoint)
     record.pointerArgs.push_back(5);
   if (tokens)
-    record.pointerArgs.push_back(firstResult - 1);
+    record.pointerArgs.push_back(tokensArg);
   SmallVector<Value> results =
       emitLaunch(b, loc, record, operands, resultTypes);
   unsigned next = 0;
@@ -811,7 +892,7 @@ struct ConvertMoeToNVGPUPass
       } else {
         config = selectGemmConfig(
             op, choice->target, choice->preferred,
-            {persistentGemms, clusterGemms},
+            {persistentGemms, clusterGemms, rhsCodes},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
@@ -882,9 +963,11 @@ bool mlir::moe::isMXCodesGemm(Operation *op) {
 }
 
 MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
-  // The Bf16Operands kernels read bf16 values, whatever the operands were.
-  auto codes = [&](Type type) {
-    return path == MXMmaPath::Bf16Operands ? Type() : type;
+  // The Bf16Operands kernels read bf16 values, whatever the operands were,
+  // except an rhs of codes that a rhs_codes kernel dequantizes itself.
+  auto rhsCodeType = [](Value rhs) -> Type {
+    Type type = cast<ShapedType>(rhs.getType()).getElementType();
+    return isMXCodeType(type) ? type : Type();
   };
   // The bf16-operands kernels skip padding when they get the token ids.
   bool skipPadding = path == MXMmaPath::Bf16Operands && tokensOf(op);
@@ -901,7 +984,8 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
             rhs[0],
             static_cast<int64_t>(gemm.getBlockSize()),
             gemm.getBlockToExpert().getType().getDimSize(0),
-            codes(mxElementType(gemm)),
+            path == MXMmaPath::Bf16Operands ? rhsCodeType(gemm.getRhs())
+                                            : mxElementType(gemm),
             path,
             biasType};
     problem.skipPadding = skipPadding;
@@ -916,7 +1000,8 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
           result[0],
           static_cast<int64_t>(expert.getBlockSize()),
           expert.getBlockToExpert().getType().getDimSize(0),
-          codes(mxElementType(expert)),
+          path == MXMmaPath::Bf16Operands ? rhsCodeType(expert.getRhs())
+                                          : mxElementType(expert),
           path,
           Type()};
   problem.skipPadding = skipPadding;

@@ -70,6 +70,10 @@ struct GemmChoices {
   /// along N that load their shared lhs tile once (cluster_n = 2), where
   /// the GEMM has an even number of N tiles.
   bool cluster = false;
+  /// bf16-operands block GEMMs whose rhs is an MX-quantized weight stored
+  /// with K contiguous read it as FP8 codes with E8M0 scales, dequantized
+  /// by the producer warpgroup (rhs_codes), where the kernel fits.
+  bool rhsCodes = false;
 };
 
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when

@@ -102,8 +102,10 @@ struct MXGemmProblem {
   int64_t blockSize;
   /// Entries of block_to_expert.
   int64_t numBlocks;
-  /// The code type of both operands: f8E4M3FN or f8E5M2 (unused by the
-  /// Bf16Operands path, whose operands are bf16 values).
+  /// The code type of both operands: f8E4M3FN or f8E5M2. On the
+  /// Bf16Operands path, whose operands are bf16 values, the rhs's code type
+  /// when it is codes (null otherwise): what a rhs_codes kernel
+  /// dequantizes.
   Type elementType;
   /// The MMA path the kernel uses.
   MXMmaPath path;
@@ -153,6 +155,12 @@ struct MXGemmProblem {
 /// with gateUpCheckpoint, gateUp is the bf16 checkpoint and the i32 token
 /// ids of the slots come last.
 ///
+/// With rhs_codes (MXGemmConfig::rhsCodes) tmapB is over the rhs's FP8
+/// codes (ui8 [rows, K], box tileK bytes x tileN rows, no swizzle) and a
+/// third tensor map follows it, before the pointers: the rhs's E8M0 scale
+/// bytes in the layout an operand kernel writes them for it
+/// (MXOperandProblem::codesOut: ui8 [K tiles * rows / 8, 16], box 16 x
+/// tileN / 8).
 /// With skipPadding the slots' i32 token ids follow (!llvm.ptr<1>). A
 /// persistent kernel (MXGemmConfig::persistent) takes one more
 /// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
@@ -164,10 +172,18 @@ struct MXGemmLaunch {
   /// The descriptor types the kernel reads tmapA and tmapB as; their
   /// `tensor` is the shared-memory tile, so its shape is the TMA box.
   nvgpu::TensorMapDescriptorType tensorMapA, tensorMapB;
+  /// rhs_codes: the descriptor type of the rhs scale bytes' map (null
+  /// otherwise).
+  nvgpu::TensorMapDescriptorType tensorMapScales;
   /// Zeroed i32 words the kernel takes last: 1 (the tile counter) for a
   /// persistent kernel, else 0.
   int64_t counters = 0;
 };
+
+/// The setmaxnreg registers a producer warpgroup needs to dequantize rhs
+/// codes (MXGemmConfig::rhsCodes) without spilling (ptxas -v: none at 40
+/// for every kernel the table and rhs-codes make).
+constexpr int64_t kRhsCodesProducerRegisters = 40;
 
 /// Whether convert-moe-to-nvgpu turns `op` into a GPU kernel: a
 /// moe.block_matmul or moe.expert_matmul each of whose operands is either

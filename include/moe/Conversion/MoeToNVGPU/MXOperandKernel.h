@@ -12,6 +12,8 @@
 //           quantized by the caller): dequantized.
 //
 //   out     bf16 [batch, rows, cols] (along cols) or [batch, cols, rows]
+//           (or, codesOut, quantized values along cols: their FP8 codes
+//           [batch, rows, cols] and E8M0 scales [batch, rows, cols / 32])
 //           (along rows: written transposed, so K is contiguous; or as
 //           [batch, rows, cols] for a GEMM that reads it N-major)
 //
@@ -71,13 +73,31 @@ struct MXOperandProblem {
   /// that reads it M- or N-major); `alongRows` and `transposeOut` are then
   /// unused. Needs cols a multiple of 256 and rows of 32.
   bool bothAxes = false;
+  /// Quantized values along cols, not bothAxes, batch * rows a multiple of
+  /// 8: write the FP8 codes [batch, rows, cols] and their E8M0 scale bytes
+  /// instead of the bf16 values (for a GEMM that dequantizes the operand
+  /// itself, #moe.gemm_config rhs_codes): half the bytes. The scale bytes
+  /// are laid out for that GEMM's TMA: K tile by K tile of
+  /// kCodesScaleTileK columns, the two bytes of each of the batch * rows
+  /// rows, [ceil(cols / 64), batch * rows, 2] (a last half K tile's second
+  /// byte is 127), which is [ceil(cols / 64) * batch * rows / 8, 16].
+  bool codesOut = false;
 };
+
+/// The K tile of the scale layout of MXOperandProblem::codesOut: the tile K
+/// of the bf16-operands GEMM kernels (one 128-byte swizzle panel of bf16).
+constexpr int64_t kCodesScaleTileK = 64;
+
+/// The shape [K tiles * rows / 8, 16] of the scale bytes that an operand
+/// kernel with codesOut writes for `problem`.
+std::array<int64_t, 2> codesOutScaleShape(const struct MXOperandProblem &problem);
 
 /// What the host needs to launch a built operand kernel. Kernel ABI, in
 /// order: (!llvm.ptr<1> source[, !llvm.ptr<1> scales | ids],
-/// !llvm.ptr<1> out[, !llvm.ptr<1> outAlongRows]), scales for codes, ids
-/// for gathered rows, the second output for `bothAxes` (the first is then
-/// the rounding along cols).
+/// !llvm.ptr<1> out[, !llvm.ptr<1> outAlongRows | outScales]), scales for
+/// codes, ids for gathered rows, the second output for `bothAxes` (the
+/// first is then the rounding along cols) or the scale bytes for
+/// `codesOut` (the first is then the codes).
 struct MXOperandLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;

@@ -29,10 +29,17 @@ std::pair<Value, Value> buildDecodePairToBf16(OpBuilder &b, Location loc,
                                               Value codes, Value factor0,
                                               Value factor1, Type codeType);
 
+/// The FP8 codes (vector<2xi8> of `codeType`, element 0 first) of the f32
+/// pair (x0, x1), element i in a block whose scale byte has inverse
+/// `inverse_i`: x_i * inverse_i rounded by one cvt.rn.satfinite pair
+/// conversion (each element on its own), the rounding of buildEncodeFP8.
+Value buildEncodePair(OpBuilder &b, Location loc, Value x0, Value x1,
+                      Value inverse0, Value inverse1, Type codeType);
+
 /// The MX values, as bf16, of the f32 pair (x0, x1), element i in a block
 /// whose scale byte has inverse `inverse_i` and factor `factor_i`: x_i *
-/// inverse_i rounded to `codeType` by one cvt.rn.satfinite pair conversion
-/// (each element on its own), then buildDecodePairToBf16.
+/// inverse_i rounded to `codeType` (buildEncodePair), then
+/// buildDecodePairToBf16.
 std::pair<Value, Value> buildRoundPairToBf16(OpBuilder &b, Location loc,
                                              Value x0, Value x1,
                                              Value inverse0, Value inverse1,

@@ -93,6 +93,10 @@ struct MXGemmConfig {
   /// backward's gate/up loads and outputs) carry an L2 evict-first policy
   /// (#moe.gemm_config evict_first_outputs).
   bool evictFirstOutputs = false;
+  /// Bf16Operands, K-major rhs: the rhs arrives as FP8 codes with E8M0
+  /// scales, and the producer warpgroup's warps 1-3 dequantize each K tile
+  /// into the bf16 stage the MMAs read (#moe.gemm_config rhs_codes).
+  bool rhsCodes = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

@@ -22,15 +22,17 @@ using namespace mlir::moe;
 
 /// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`,
 /// `, persistent = true`, `, pingpong = true` and
-/// `, evict_first_outputs = true`, each present when set,
+/// `, evict_first_outputs = true` and `, rhs_codes = true`, each present when
+/// set,
 /// and `, ctas_per_sm = N`, `, cluster_n = N` and `, raster_m = N`, in any
 /// order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &lhsMMajor, bool &persistent,
                                    int64_t &ctasPerSm, bool &pingpong,
                                    int64_t &clusterN, int64_t &rasterM,
-                                   bool &evictFirstOutputs) {
-  rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs = false;
+                                   bool &evictFirstOutputs, bool &rhsCodes) {
+  rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
+      rhsCodes = false;
   ctasPerSm = clusterN = rasterM = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
@@ -51,12 +53,13 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                  : key == "persistent"  ? &persistent
                  : key == "pingpong"    ? &pingpong
                  : key == "evict_first_outputs" ? &evictFirstOutputs
+                 : key == "rhs_codes"           ? &rhsCodes
                                                 : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
                                   "persistent, pingpong, ctas_per_sm, "
-                                  "cluster_n, raster_m or "
-                                  "evict_first_outputs, got '")
+                                  "cluster_n, raster_m, "
+                                  "evict_first_outputs or rhs_codes, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -70,7 +73,7 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              bool lhsMMajor, bool persistent,
                              int64_t ctasPerSm, bool pingpong,
                              int64_t clusterN, int64_t rasterM,
-                             bool evictFirstOutputs) {
+                             bool evictFirstOutputs, bool rhsCodes) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -87,6 +90,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", raster_m = " << rasterM;
   if (evictFirstOutputs)
     printer << ", evict_first_outputs = true";
+  if (rhsCodes)
+    printer << ", rhs_codes = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -218,7 +223,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ArrayRef<int64_t> registers, bool rhsNMajor,
                        bool lhsMMajor, bool persistent, int64_t ctasPerSm,
                        bool pingpong, int64_t clusterN, int64_t rasterM,
-                       bool evictFirstOutputs) {
+                       bool evictFirstOutputs, bool rhsCodes) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -261,8 +266,13 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (mma == MXMmaPath::Bf16Dequant && dequantStages < 1)
     return emitError() << "the bf16 MMA path needs dequant_stages >= 1, got "
                        << dequantStages;
-  if (mma != MXMmaPath::Bf16Dequant && dequantStages != 0)
-    return emitError() << "dequant_stages applies only to the bf16 MMA path";
+  // (rhs_codes: the converters' ring of bf16 rhs tiles.)
+  if (mma != MXMmaPath::Bf16Dequant && !rhsCodes && dequantStages != 0)
+    return emitError()
+           << "dequant_stages applies only to the bf16 MMA path and rhs_codes";
+  if (rhsCodes && dequantStages < 1)
+    return emitError() << "rhs_codes needs dequant_stages >= 1, got "
+                       << dequantStages;
   // Only the kernels that stream bf16 values by TMA read them N-major.
   if (rhsNMajor && mma != MXMmaPath::Bf16Operands)
     return emitError()
@@ -299,6 +309,12 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (evictFirstOutputs && mma != MXMmaPath::Bf16Operands)
     return emitError()
            << "evict_first_outputs applies only to the bf16_operands MMA path";
+  // The producer warpgroup dequantizes the rhs codes into the bf16 stage
+  // the MMAs read K-major; a cluster pair's stages are filled by TMA alone.
+  if (rhsCodes && (mma != MXMmaPath::Bf16Operands || rhsNMajor ||
+                   clusterN != 1))
+    return emitError() << "rhs_codes needs the bf16_operands MMA path, a "
+                          "K-major rhs and no cluster";
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "

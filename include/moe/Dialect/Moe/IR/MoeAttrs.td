@@ -189,7 +189,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `block_scale`),
     the CTA tile `[M, N, K]`, the shape `[M, N, K]` of one MMA instruction,
     the depth of the shared-memory ring of operand tiles (`stages`) and, on
-    the `bf16` path, of the ring of dequantized tiles (`dequant_stages`),
+    the `bf16` path and with `rhs_codes`, of the ring of dequantized tiles
+    (`dequant_stages`),
     the producer and consumer warpgroups, and their `setmaxnreg` register
     counts, and (`bf16_operands` only) whether the kernel reads an operand
     as it is stored with its M or N contiguous, through the transposed form
@@ -221,7 +222,12 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     stores of data no other tile of the kernel touches again (the result
     tile, the activation backward's gate/up reads and its outputs) carry
     an L2 evict-first cache policy, so that these streams do not push the
-    operand panels that the tiles in flight share out of L2.
+    operand panels that the tiles in flight share out of L2, and
+    (`bf16_operands` only, the rhs read with K contiguous) `rhs_codes`: the
+    kernel reads the rhs as FP8 codes with their E8M0 scales, half the
+    bytes of bf16 values, and the producer warpgroup's warps 1-3
+    dequantize each K tile into a ring of `dequant_stages` bf16 tiles that
+    the MMAs read (warp 0 keeps the TMA loads).
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -275,7 +281,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$pingpong,
     DefaultValuedParameter<"int64_t", "1">:$clusterN,
     DefaultValuedParameter<"int64_t", "1">:$rasterM,
-    DefaultValuedParameter<"bool", "false">:$evictFirstOutputs
+    DefaultValuedParameter<"bool", "false">:$evictFirstOutputs,
+    DefaultValuedParameter<"bool", "false">:$rhsCodes
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -285,7 +292,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `registers` `=` `[` $registers `]`
     `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
                           $pingpong, $clusterN, $rasterM,
-                          $evictFirstOutputs)
+                          $evictFirstOutputs, $rhsCodes)
     `` `>`
   }];
   let genVerifyDecl = 1;
