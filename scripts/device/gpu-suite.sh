@@ -188,6 +188,24 @@ bitwise_against() {  # FLAG LABEL LAYER...
   done
 }
 
+# bitwise_against for each LAYER with each config of the array p1_configs
+# on P1 (GEMM 1, or 0 with a checkpoint: no recompute GEMM) and p2_config
+# on P2 (the GEMM after it); LABEL names the configs' option.
+p1_p2_bitwise() {  # LABEL LAYER...
+  local label=$1 layer cfg p1
+  shift
+  for layer in "$@"; do
+    p1=1
+    [ "${layer#*checkpoint=}" != "$layer" ] && p1=0
+    for cfg in "${p1_configs[@]}"; do
+      bitwise_against "--gemm-config-at=$p1=$cfg" \
+        "P1 $label == the default P1" "$layer"
+    done
+    bitwise_against "--gemm-config-at=$((p1 + 1))=$p2_config" \
+      "P2 $label == the default P2" "$layer"
+  done
+}
+
 if want smoke; then
   run "runtime smoke (moe-cuda-smoke)" moe-cuda-smoke
   run "host: embedded example" moe-run examples/blockwise_bwd.mlir
@@ -341,16 +359,11 @@ rc="$wide, rhs_n_major = true, evict_first_outputs = true>"
 if want evict-first; then
   # #moe.gemm_config evict_first_outputs on P1 (ping-pong) and P2: the same
   # bits as the default on layers of both modes, and memcheck.
-  for layer in "$small" T=1024,H=1024,I=512,E=8,K=2,B=128 \
-      T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
-      T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16; do
-    p1=1
-    [ "${layer#*checkpoint=}" != "$layer" ] && p1=0
-    bitwise_against "--gemm-config-at=$p1=$pp" \
-      "P1 evict-first outputs == the default P1" "$layer"
-    bitwise_against "--gemm-config-at=$((p1 + 1))=$p2" \
-      "P2 evict-first outputs == the default P2" "$layer"
-  done
+  p1_configs=("$pp") p2_config=$p2
+  p1_p2_bitwise "evict-first outputs" "$small" \
+    T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    T=512,H=512,I=256,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
+    T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16
   run "compute-sanitizer memcheck P1 evict-first outputs" compute-sanitizer \
     --tool memcheck --error-exitcode 1 moe-run --target=sm90a \
     "--gemm-config-at=1=$pp" --layer T=1024,H=1024,I=512,E=8,K=2,B=128 \
@@ -428,18 +441,10 @@ if want rhs-codes; then
   bitwise_against --rhs-codes "--rhs-codes == the default" "$small" \
     T=512,H=256,I=128,E=4,K=2,B=128,weights=mx,checkpoint=bf16 \
     T=300,H=256,I=96,E=4,K=2,B=128,checkpoint=bf16,bias=on
-  for layer in "$small" T=1024,H=1024,I=512,E=8,K=2,B=128 \
-      T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
-      T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16; do
-    p1=1
-    [ "${layer#*checkpoint=}" != "$layer" ] && p1=0
-    bitwise_against "--gemm-config-at=$p1=$pprc" \
-      "P1 rhs_codes (ping-pong) == the default P1" "$layer"
-    bitwise_against "--gemm-config-at=$p1=$gridrc" \
-      "P1 rhs_codes (one CTA per tile) == the default P1" "$layer"
-    bitwise_against "--gemm-config-at=$((p1 + 1))=$p2rc" \
-      "P2 rhs_codes == the default P2" "$layer"
-  done
+  p1_configs=("$pprc" "$gridrc") p2_config=$p2rc
+  p1_p2_bitwise rhs_codes "$small" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
+    T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16
   for tool in memcheck racecheck; do
     run "compute-sanitizer $tool P1 and P2 rhs_codes" compute-sanitizer \
       --tool $tool --error-exitcode 1 moe-run --target=sm90a \

@@ -753,7 +753,16 @@ void KernelEmitter::emitRhsDequant() {
   if (!cfg.persistent)
     return kLoop();
   // Persistent: every tile id the producer thread publishes, as the
-  // consumers receive them; (slot count j, ring position).
+  // consumers receive them.
+  forEachReceivedTile([&](Value) {
+    setRhsRow0();
+    kLoop();
+  });
+}
+
+void KernelEmitter::forEachReceivedTile(function_ref<void(Value j)> body) {
+  // (slot count j, ring position): receive a tile, stop at one past the
+  // last.
   scf::WhileOp::create(
       b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0)},
       [&](OpBuilder &, Location, ValueRange args) {
@@ -765,8 +774,7 @@ void KernelEmitter::emitRhsDequant() {
       [&](OpBuilder &, Location, ValueRange args) {
         ringBase = args[1];
         decodeTile(args[2]);
-        setRhsRow0();
-        kLoop();
+        body(args[0]);
         scf::YieldOp::create(
             b, loc, ValueRange{add(args[0], idx(1)), add(ringBase, kTiles)});
       });
@@ -1870,33 +1878,16 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       turnBarrier(warpgroup, /*wait=*/true);
     outputTile();
   };
-  // (slot count j, ring position): receive a tile, stop at one past the
-  // last.
-  scf::WhileOp::create(
-      b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0)},
-      [&](OpBuilder &, Location, ValueRange args) {
-        Value w = receiveTile(args[0]);
-        Value more = cmp(arith::CmpIPredicate::ult, w, numTiles(p, cfg));
-        scf::ConditionOp::create(b, loc, more,
-                                 ValueRange{args[0], args[1], w});
-      },
-      [&](OpBuilder &, Location, ValueRange args) {
-        ringBase = args[1];
-        decodeTile(args[2]);
-        if (!cfg.pingpong) {
-          computeTile();
-        } else {
-          Value own = cmp(arith::CmpIPredicate::eq,
-                          andi(indexToI32(args[0]), 1), warpgroup);
-          OpBuilder::InsertionGuard g(b);
-          auto mine = scf::IfOp::create(b, loc, own,
-                                        /*withElseRegion=*/false);
-          b.setInsertionPointToStart(mine.thenBlock());
-          computeTile();
-        }
-        scf::YieldOp::create(
-            b, loc, ValueRange{add(args[0], idx(1)), add(ringBase, kTiles)});
-      });
+  forEachReceivedTile([&](Value j) {
+    if (!cfg.pingpong)
+      return computeTile();
+    Value own = cmp(arith::CmpIPredicate::eq, andi(indexToI32(j), 1),
+                    warpgroup);
+    OpBuilder::InsertionGuard g(b);
+    auto mine = scf::IfOp::create(b, loc, own, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(mine.thenBlock());
+    computeTile();
+  });
 }
 
 void KernelEmitter::emit(gpu::GPUFuncOp func) {
