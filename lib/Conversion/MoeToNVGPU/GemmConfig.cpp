@@ -201,8 +201,9 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       int64_t freed = (kRhsCodesProducerRegisters - coded.producerRegisters) *
                       coded.producerWarpgroups;
       coded.producerRegisters = kRhsCodesProducerRegisters;
-      coded.consumerRegisters -= llvm::alignTo(
-          llvm::divideCeil(freed, coded.consumerWarpgroups), 8);
+      int64_t perConsumer = (freed + coded.consumerWarpgroups - 1) /
+                            coded.consumerWarpgroups;
+      coded.consumerRegisters -= (perConsumer + 7) / 8 * 8;
     }
     while (coded.stages > 2 && !fitsMXGemm(problem, coded, target))
       --coded.stages;

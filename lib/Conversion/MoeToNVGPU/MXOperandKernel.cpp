@@ -582,9 +582,8 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
 
 std::array<int64_t, 2>
 moe::codesOutScaleShape(const MXOperandProblem &problem) {
-  return {llvm::divideCeil(problem.cols, kCodesScaleTileK) * problem.batch *
-              problem.rows / 8,
-          16};
+  int64_t tiles = (problem.cols + kCodesScaleTileK - 1) / kCodesScaleTileK;
+  return {tiles * problem.batch * problem.rows / 8, 16};
 }
 
 bool moe::canRoundBothAxes(const MXOperandProblem &problem) {
