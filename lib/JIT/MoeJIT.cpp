@@ -459,6 +459,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.persistentGemms ? "" : "grid-gemms");
   add(options.clusterGemms ? "cluster-gemms" : "");
   add(options.rhsCodes ? "rhs-codes" : "");
+  add(options.lhsCodes ? "lhs-codes" : "");
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);
   add(gpuFormat);
@@ -1649,6 +1650,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.persistentGemms = options.persistentGemms;
       pipelineOptions.clusterGemms = options.clusterGemms;
       pipelineOptions.rhsCodes = options.rhsCodes;
+      pipelineOptions.lhsCodes = options.lhsCodes;
     };
     if (impl->deviceArguments) {
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;

@@ -340,6 +340,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   config.persistentGemms = options.persistentGemms;
   config.clusterGemms = options.clusterGemms;
   config.rhsCodes = options.rhsCodes;
+  config.lhsCodes = options.lhsCodes;
   pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
   convert.chip = chip.str();
@@ -350,6 +351,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   convert.persistentGemms = options.persistentGemms;
   convert.clusterGemms = options.clusterGemms;
   convert.rhsCodes = options.rhsCodes;
+  convert.lhsCodes = options.lhsCodes;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);
   if (!target)

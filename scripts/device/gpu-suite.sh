@@ -8,7 +8,8 @@
 #   smoke      the CUDA runtime smoke test and the host target from the bundle
 #   matrix     every moe-run case of test/Integration/Host/matrix-*.test on
 #              the sm90a target (resident: every phase on the GPU; hybrid
-#              where the layer has a bias or bf16 GEMMs)
+#              where the layer has a bias or bf16 GEMMs), with the flags of
+#              MATRIX_EXTRA
 #   resident   resident (default MMA path) against hybrid (the elementwise
 #              phases in host loops; default path, and mma-path bf16 with
 #              the activation backward on the host) on several layers,
@@ -47,6 +48,14 @@
 #   rhs-codes-ncu  at reference shape 1 (torch-gen inputs) the ncu time of
 #              every GEMM and operand kernel with rhs_codes on P1, P2 or
 #              both (RHS_CODES_NCU), against the default
+#   lhs-codes  --lhs-codes (#moe.gemm_config lhs_codes on the block GEMMs:
+#              the lhs rows read as FP8 codes, decoded in the consumers'
+#              registers for a register-A wgmma): bitwise equal to the
+#              default on seven layers, memcheck, racecheck, and the
+#              8192^3 GEMM against 16 rows, both ways
+#   lhs-codes-ncu  at reference shapes 1 and 2 (torch-gen inputs) the ncu
+#              time of every GEMM and operand kernel, default and
+#              --lhs-codes (LHS_CODES_SHAPES picks the shapes)
 #   raster     tile orders in bands of raster_m M tiles: 8192^3 exact
 #              against 16 sampled rows and its ncu kernel time for bands of
 #              1, 4, 8 and 16 (one CTA per tile and persistent, 128x256),
@@ -87,6 +96,7 @@
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own), and the
 # measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
+# lhs-codes, lhs-codes-ncu,
 # rhs-codes-ncu, p1-prof and deep-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
@@ -130,6 +140,28 @@ kernel_times() {
     tail -20 "$out/ncu"
     record "ncu $name" FAIL
   fi
+}
+
+# ncu durations of every GEMM and operand kernel of one resident backward
+# of LAYER on the inputs in INPUTS (moe-run ARGS...): one line per kernel
+# (ms) and the total; records a row; the CSV goes to SUITE_REPORTS as
+# NAME.csv (NAME without '=': such files do not come back from the device
+# tool).
+layer_kernel_times() {  # LABEL NAME LAYER INPUTS ARGS...
+  local label=$1 name=${2//=/} layer=$3 inputs=$4 summary
+  shift 4
+  echo "== $label: ncu"
+  timeout 300 ncu --clock-control none --kernel-name regex:'matmul|mx_operand' \
+    --csv --metrics gpu__time_duration.sum --print-units base \
+    moe-run --target=sm90a --layer "$layer" --inputs "$inputs" \
+    --check none "$@" >"$out/kernels.csv" 2>&1
+  [ -n "${SUITE_REPORTS:-}" ] && cp "$out/kernels.csv" "$SUITE_REPORTS/$name.csv"
+  summary=$(grep gpu__time_duration "$out/kernels.csv" |
+    awk -F'","' '{ gsub(/[",]/, "", $NF); printf "%s %.3f\n", $5, $NF / 1e6; s += $NF }
+                 END { if (s) printf "total %.3f ms\n", s / 1e6 }')
+  echo "$summary"
+  record "$label" \
+    "$([ -n "$summary" ] && echo "PASS ($(echo "$summary" | tail -1))" || echo FAIL)"
 }
 
 parts=("$@")
@@ -216,9 +248,11 @@ if want matrix; then
   mapfile -t cases < <(grep -h "RUN: moe-run --layer" \
       test/Integration/Host/matrix-*.test |
     sed -e 's/.*RUN: moe-run //' -e 's/ | FileCheck.*//' | sort -u)
+  # MATRIX_EXTRA: flags for every run (e.g. --lhs-codes).
   for c in "${cases[@]}"; do
     # shellcheck disable=SC2086
-    run "sm90a ${c% --opt-level 0}" moe-run --target=sm90a $c
+    run "sm90a ${MATRIX_EXTRA:+$MATRIX_EXTRA }${c% --opt-level 0}" \
+      moe-run --target=sm90a ${MATRIX_EXTRA:-} $c
   done
 fi
 
@@ -471,18 +505,45 @@ if want rhs-codes-ncu; then
     p2) args=("--gemm-config-at=2=$p2rc") ;;
     both) args=(--rhs-codes) ;;
     esac
-    echo "== rhs-codes $v: ncu"
-    ncu --clock-control none --kernel-name regex:'matmul|mx_operand' --csv \
-      --metrics gpu__time_duration.sum --print-units base \
-      moe-run --target=sm90a --layer "$shape" --inputs "$out/rc-in" \
-      --check none "${args[@]}" >"$out/rc.csv" 2>&1
-    [ -n "${SUITE_REPORTS:-}" ] && cp "$out/rc.csv" "$SUITE_REPORTS/rhs-codes-$v.csv"
-    summary=$(grep gpu__time_duration "$out/rc.csv" |
-      awk -F'","' '{ gsub(/[",]/, "", $NF); printf "%s %.3f\n", $5, $NF / 1e6; s += $NF }
-                   END { if (s) printf "total %.3f ms\n", s / 1e6 }')
-    echo "$summary"
-    record "ncu shape 1 rhs-codes $v" \
-      "$([ -n "$summary" ] && echo "PASS ($(echo "$summary" | tail -1))" || echo FAIL)"
+    layer_kernel_times "ncu shape 1 rhs-codes $v" "rhs-codes-$v" "$shape" \
+      "$out/rc-in" "${args[@]}"
+  done
+fi
+if want lhs-codes; then
+  # #moe.gemm_config lhs_codes gives the MMAs the default's bf16 values in
+  # the same order (decoded from the codes in registers instead of read
+  # from a bf16 tile): the same bits, on layers of both modes, e5m2, K
+  # tiles of an odd count, partial tiles, a bias, clamps; memcheck and
+  # racecheck. Each run under a time limit: a barrier mismatch would hang.
+  bitwise_against --lhs-codes "--lhs-codes == the default" "$small" \
+    "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
+    T=300,H=256,I=96,E=4,K=2,B=128,checkpoint=bf16,bias=on \
+    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on" \
+    T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool --lhs-codes" timeout 300 compute-sanitizer \
+      --tool $tool --error-exitcode 1 moe-run --target=sm90a --lhs-codes \
+      --layer T=1024,H=512,I=256,E=8,K=2,B=128 --empty-experts 1 --check none
+  done
+  for flag in "" --lhs-codes; do
+    run "gemm 8192^3${flag:+ $flag}" timeout 120 moe-run --target=sm90a \
+      --gemm M=8192,N=8192,K=8192,G=1 --repeat 10 --warmup 2 $flag
+  done
+fi
+if want lhs-codes-ncu; then
+  # At the reference shapes (torch-gen inputs) the ncu time of every GEMM
+  # and operand kernel, default and --lhs-codes.
+  for shape in ${LHS_CODES_SHAPES:-T=16384,H=4096,I=1536,E=128,K=8,B=128 T=24576,H=1536,I=256,E=128,K=8,B=128}; do
+    run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
+      --config "$shape" --seed 1 --out "$out/lc-in"
+    for v in default lhs-codes; do
+      args=()
+      [ $v = lhs-codes ] && args=(--lhs-codes)
+      layer_kernel_times "ncu ${shape%%,H*} $v" "lhs-codes-$v-${shape%%,H*}" \
+        "$shape" "$out/lc-in" "${args[@]}"
+    done
+    rm -rf "$out/lc-in"
   done
 fi
 if want overlap; then

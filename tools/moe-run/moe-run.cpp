@@ -154,6 +154,10 @@ options:
                        weight) read it as FP8 codes and E8M0 scales, half
                        the bytes of bf16, dequantized in the GEMM kernel by
                        its producer warpgroup (the same bits)
+  --lhs-codes          sm90a: block GEMMs whose lhs rows are MX-quantized
+                       along K (x, dy, [dg|du]) read them as FP8 codes and
+                       E8M0 scales, decoded by the consumer warpgroups into
+                       the registers of a register-A wgmma (the same bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -214,6 +218,7 @@ struct Options {
   bool persistentGemms = true;
   bool clusterGemms = false;
   bool rhsCodes = false;
+  bool lhsCodes = false;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -252,7 +257,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--dgate-up-epilogue",
                                           "--grid-gemms",
                                           "--cluster-gemms",
-                                          "--rhs-codes"};
+                                          "--rhs-codes",
+                                          "--lhs-codes"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -397,6 +403,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.clusterGemms = true;
     } else if (name == "--rhs-codes") {
       opts.rhsCodes = true;
+    } else if (name == "--lhs-codes") {
+      opts.lhsCodes = true;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
@@ -1225,6 +1233,7 @@ int run(const Options &opts) {
   compileOptions.persistentGemms = opts.persistentGemms;
   compileOptions.clusterGemms = opts.clusterGemms;
   compileOptions.rhsCodes = opts.rhsCodes;
+  compileOptions.lhsCodes = opts.lhsCodes;
   compileOptions.gemmConfigs = opts.gemmConfigs;
   compileOptions.kernelDir = opts.emitDir;
   compileOptions.kernelFormat = opts.emitFormat;

@@ -88,7 +88,12 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "bf16-operands: block GEMMs whose rhs is an MX-quantized weight "
            "with K contiguous read it as FP8 codes and E8M0 scales, "
            "dequantized by the producer warpgroup (rhs_codes), where the "
-           "kernel fits">
+           "kernel fits">,
+    Option<"lhsCodes", "lhs-codes", "bool", /*default=*/"false",
+           "bf16-operands: block GEMMs whose lhs rows are MX-quantized along "
+           "K read them as FP8 codes in wgmma A-fragment order and E8M0 "
+           "scales, decoded by the consumer warpgroups into the registers of "
+           "a register-A wgmma (lhs_codes), where the kernel fits">
   ];
 }
 
@@ -187,7 +192,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "bf16-operands: block GEMMs whose rhs is an MX-quantized weight "
            "with K contiguous read it as FP8 codes and E8M0 scales, "
            "dequantized by the producer warpgroup (rhs_codes), where the "
-           "kernel fits">
+           "kernel fits">,
+    Option<"lhsCodes", "lhs-codes", "bool", /*default=*/"false",
+           "bf16-operands: block GEMMs whose lhs rows are MX-quantized along "
+           "K read them as FP8 codes in wgmma A-fragment order and E8M0 "
+           "scales, decoded by the consumer warpgroups into the registers of "
+           "a register-A wgmma (lhs_codes), where the kernel fits">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -347,6 +347,10 @@ struct CompileOptions {
   /// with K contiguous as FP8 codes and scales, dequantized in the kernel
   /// (moe-gpu-kernel-config's rhs-codes).
   bool rhsCodes = false;
+  /// GPU targets, bf16-operands: block GEMMs read their MX-quantized lhs
+  /// rows as FP8 codes, decoded by the consumers into the registers of a
+  /// register-A wgmma (moe-gpu-kernel-config's lhs-codes).
+  bool lhsCodes = false;
   /// GPU targets: kernel configurations set by hand, in place of
   /// moe-gpu-kernel-config's choice (a tuner's sweep with one build): the
   /// GEMM's index among the GPU GEMMs after moe-decompose-bwd, in IR order

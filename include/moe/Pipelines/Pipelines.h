@@ -129,6 +129,12 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                      "an MX-quantized K-major weight as FP8 codes (default "
                      "off)"),
       llvm::cl::init(false)};
+  typename PassPipelineOptions<Derived>::template Option<bool> lhsCodes{
+      *this, "lhs-codes",
+      llvm::cl::desc("moe-gpu-kernel-config's lhs-codes: block GEMMs read "
+                     "their MX-quantized lhs rows as FP8 codes decoded into "
+                     "registers (default off)"),
+      llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

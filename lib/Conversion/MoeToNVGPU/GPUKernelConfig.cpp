@@ -47,7 +47,7 @@ struct MoeGPUKernelConfigPass
         return WalkResult::advance();
       GemmConfigAttr config =
           selectGemmConfig(op, choice->target, choice->preferred,
-                           {persistentGemms, clusterGemms, rhsCodes});
+                           {persistentGemms, clusterGemms, rhsCodes, lhsCodes});
       if (!config) {
         op->emitOpError() << noKernelMessage(choice->target);
         return WalkResult::interrupt();

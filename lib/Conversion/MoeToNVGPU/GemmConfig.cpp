@@ -177,21 +177,35 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // consumers and the code ring shared memory from the stages.
   // (Inside a moe.fused region the operands are its block arguments: the
   // region's inputs, which convert-moe-to-nvgpu inlines.)
+  // (A result of another region is the value its terminator yields.)
   auto input = [](Value v) {
-    if (auto arg = dyn_cast<BlockArgument>(v))
-      if (auto fused = dyn_cast<FusedOp>(arg.getOwner()->getParentOp()))
-        return fused.getInputs()[arg.getArgNumber()];
-    return v;
+    while (true) {
+      if (auto arg = dyn_cast<BlockArgument>(v))
+        if (auto fused = dyn_cast<FusedOp>(arg.getOwner()->getParentOp())) {
+          v = fused.getInputs()[arg.getArgNumber()];
+          continue;
+        }
+      if (auto result = dyn_cast<OpResult>(v))
+        if (auto fused = dyn_cast<FusedOp>(result.getOwner())) {
+          v = fused.getBody().front().getTerminator()->getOperand(
+              result.getResultNumber());
+          continue;
+        }
+      return v;
+    }
   };
-  auto quantizedAlongK = [&](BlockMatmulOp block) {
-    auto quantize = input(block.getRhs()).getDefiningOp<MXQuantizeOp>();
-    return quantize && quantize.getScales() == input(block.getRhsScales()) &&
+  // (A value that an mx_quantize along its last axis makes, with its
+  // scales: codes the kernel can read with their TMA scale layout.)
+  auto quantizedAlongK = [&](Value codes, Value scales) {
+    auto quantize = input(codes).getDefiningOp<MXQuantizeOp>();
+    return quantize && quantize.getScales() == input(scales) &&
            static_cast<int64_t>(quantize.getAxis()) ==
-               block.getRhs().getType().getRank() - 1;
+               cast<ShapedType>(codes.getType()).getRank() - 1;
   };
   if (auto block = dyn_cast<BlockMatmulOp>(op);
       block && choices.rhsCodes && path == MXMmaPath::Bf16Operands &&
-      !c.rhsNMajor && c.clusterN == 1 && quantizedAlongK(block)) {
+      !c.rhsNMajor && c.clusterN == 1 &&
+      quantizedAlongK(block.getRhs(), block.getRhsScales())) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
     MXGemmConfig coded = c;
     coded.rhsCodes = true;
@@ -207,6 +221,29 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     }
     while (coded.stages > 2 && !fitsMXGemm(problem, coded, target))
       --coded.stages;
+    if (fitsMXGemm(problem, coded, target))
+      c = coded;
+  }
+  // lhs_codes: a block GEMM's lhs rows (x, dy, [dg | du]) that an
+  // mx_quantize along K makes read as FP8 codes, a quarter of the bytes
+  // the kernel streams through L2 at 128x256 and half of what the operand
+  // kernel writes; the consumers decode them beside their MMAs.
+  if (auto block = dyn_cast<BlockMatmulOp>(op);
+      block && choices.lhsCodes && path == MXMmaPath::Bf16Operands &&
+      c.clusterN == 1 && !c.rhsCodes &&
+      quantizedAlongK(block.getLhs(), block.getLhsScales())) {
+    MXGemmProblem problem = getMXGemmProblem(op, path);
+    MXGemmConfig coded = c;
+    coded.lhsCodes = true;
+    // The producer thread also loads the scale bytes: the ping-pong
+    // kernel's 24 registers spill 8 bytes (ptxas -v); the consumers give up
+    // what it takes.
+    if (coded.producerRegisters < kLhsCodesProducerRegisters) {
+      coded.producerRegisters = kLhsCodesProducerRegisters;
+      while (coded.consumerRegisters > 24 &&
+             !fitsMXGemm(problem, coded, target))
+        coded.consumerRegisters -= 8;
+    }
     if (fitsMXGemm(problem, coded, target))
       c = coded;
   }
@@ -228,7 +265,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
       c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
-      c.evictFirstOutputs, c.rhsCodes);
+      c.evictFirstOutputs, c.rhsCodes, c.lhsCodes);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -263,5 +300,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.rasterM = config.getRasterM();
   c.evictFirstOutputs = config.getEvictFirstOutputs();
   c.rhsCodes = config.getRhsCodes();
+  c.lhsCodes = config.getLhsCodes();
   return c;
 }

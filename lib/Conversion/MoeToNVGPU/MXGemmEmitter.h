@@ -47,6 +47,10 @@ struct SmemLayout {
   /// after the others (0 otherwise). `b` is then the converters' ring of
   /// dequantStages bf16 rhs tiles.
   int64_t bCodes = 0, bScales = 0, dequantized = 0;
+  /// lhs_codes: the lhs scale bytes of each stage, [stage][tileM rows][2]
+  /// as the TMA writes them (0 otherwise); `a` is then the ring's lhs code
+  /// tiles, [stage][tileM rows][tileK bytes] in A-fragment order.
+  int64_t aScales = 0;
 };
 
 /// A memref in shared memory (address space 3).
@@ -127,9 +131,12 @@ public:
         ctx, gpu::GPUDialect::getWorkgroupAddressSpace());
     barsT = nvgpu::MBarrierGroupType::get(ctx, workgroup, lay.numBarriers);
     // One 128-byte row per tile row: tileK codes, or tileK / 2 bf16s.
-    // An M-major lhs arrives as tileM / 64 boxes of tileK rows x 64 M.
-    tileAT = cfg.lhsMMajor
-                 ? smemType({cfg.tileK, kSwizzleBytes}, b.getI8Type())
+    // An M-major lhs arrives as tileM / 64 boxes of tileK rows x 64 M;
+    // lhs codes as tileM rows of tileK bytes, unswizzled (a consumer thread
+    // reads 16 bytes of a row, a warp 512 contiguous bytes).
+    tileAT = cfg.lhsMMajor ? smemType({cfg.tileK, kSwizzleBytes}, b.getI8Type())
+             : cfg.lhsCodes
+                 ? smemType({cfg.tileM, cfg.tileK}, b.getI8Type())
                  : smemType({cfg.tileM, kSwizzleBytes}, b.getI8Type());
     // An N-major rhs arrives as tileN / 64 boxes of tileK rows x 64 N;
     // rhs codes as tileN rows of tileK bytes, unswizzled (the converters
@@ -139,7 +146,10 @@ public:
                  : smemType({cfg.tileN, cfg.rhsCodes ? cfg.tileK
                                                      : kSwizzleBytes},
                             b.getI8Type());
-    tmapAT = tensorMapType(tileAT);
+    tmapAT = tensorMapType(tileAT,
+                           cfg.lhsCodes
+                               ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
+                               : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B);
     tmapBT = tensorMapType(tileBT,
                            cfg.rhsCodes
                                ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
@@ -151,12 +161,23 @@ public:
                         b.getI8Type());
       tmapST = tensorMapType(tileST, nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE);
     }
+    // lhs_codes: the K tile's two scale bytes of each of the tile's rows,
+    // 16-byte rows of 8 lhs rows each.
+    if (cfg.lhsCodes) {
+      tileSAT = smemType({cfg.tileM * (cfg.tileK / 32) / 16, 16},
+                         b.getI8Type());
+      tmapSAT =
+          tensorMapType(tileSAT, nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE);
+    }
   }
 
   void emit(gpu::GPUFuncOp func);
   nvgpu::TensorMapDescriptorType getTensorMapA() const { return tmapAT; }
   nvgpu::TensorMapDescriptorType getTensorMapB() const { return tmapBT; }
   nvgpu::TensorMapDescriptorType getTensorMapScales() const { return tmapST; }
+  nvgpu::TensorMapDescriptorType getTensorMapScalesA() const {
+    return tmapSAT;
+  }
 
 private:
   // Fragment registers of one m64nN f32 wgmma accumulator per thread.
@@ -395,6 +416,12 @@ private:
     Value leader;
   };
   ConsumerLane consumerLane();
+  /// lhs_codes: a consumer thread's A fragments of the lhs code tile in
+  /// ring stage `d` (i64): for each M step of its warpgroup, the 16 b32
+  /// registers of the 4 k16 steps (a0..a3 of step j at 4 j), decoded with
+  /// the scale bytes of its rows.
+  SmallVector<SmallVector<Value>> decodeLhsStage(Value d,
+                                                 const ConsumerLane &lane);
 
   bool isBlockScale() const { return p.path == MXMmaPath::BlockScale; }
   /// IntOps on IR values (unsigned division of non-negative i32 indices).
@@ -444,9 +471,21 @@ private:
                         int64_t strideB, int64_t panels);
   /// The bf16x2 words of 16 codes (one 16-byte chunk) times 2^(s - 127).
   SmallVector<Value> dequantizeChunk(Value chunk, ArrayRef<Value> factors);
+  /// The two bf16x2 words of the 4 codes of `word` (i32): codes 0, 1 and
+  /// codes 2, 3, each times the bf16Factors `factors` of its scale, for
+  /// codes of `codeType`.
+  std::pair<Value, Value> dequantizeWord(Value word, ArrayRef<Value> factors,
+                                         Type codeType);
   /// bf16x2 factors whose product is 2^(s - 127 + 127 - bias): one when the
-  /// warp's scales allow, else two (and NaN for s = 255).
-  SmallVector<Value> bf16Factors(Value scaleByte, bool twoFactors);
+  /// warp's scales allow, else two (and NaN for s = 255), for codes of
+  /// `codeType` (the rhs's when null).
+  SmallVector<Value> bf16Factors(Value scaleByte, bool twoFactors,
+                                 Type codeType = Type());
+  /// One bf16 wgmma m64nNk16 with A from the 4 b32 registers `a` and B
+  /// from shared memory (descriptor `descB`, N-major when `transB`):
+  /// inline PTX, as the NVVM op takes only descriptors.
+  Value wgmmaRegisterA(Value acc, ArrayRef<Value> a, Value descB,
+                       bool accumulate, bool transB);
   void storeAccumulator(Value acc, Value rowInTile, Value quad);
   /// The GatedActBwd epilogue of a consumer thread's dA fragment.
   void storeGatedActBwd(Value acc, Value rowInTile, Value quad);
@@ -495,11 +534,12 @@ private:
   Type i1T, i32T, i64T, f32T, idxT;
   Type accT, smemPtrT, globalPtrT;
   nvgpu::MBarrierGroupType barsT;
-  MemRefType tileAT, tileBT, tileST;
-  nvgpu::TensorMapDescriptorType tmapAT, tmapBT, tmapST;
+  MemRefType tileAT, tileBT, tileST, tileSAT;
+  nvgpu::TensorMapDescriptorType tmapAT, tmapBT, tmapST, tmapSAT;
 
   // Kernel arguments and the values both roles use.
-  Value tmapA, tmapB, tmapS, scalesA, scalesB, result, blockToExpert, bias;
+  Value tmapA, tmapB, tmapS, tmapSA, scalesA, scalesB, result, blockToExpert,
+      bias;
   // The GatedActBwd epilogue's operands and extra outputs (or null).
   Value gateUp, affinities, hOut, scaledHOut, partialsOut, tokenIds;
   // The slots' token ids of a skipPadding kernel (or null).

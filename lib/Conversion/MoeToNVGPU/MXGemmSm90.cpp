@@ -72,6 +72,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "MXGemmEmitter.h"
+#include "moe/Conversion/MoeToNVGPU/LhsCodeLayout.h"
 #include "moe/Conversion/MoeToNVGPU/MXRounding.h"
 #include "moe/Dialect/Moe/Utils/MXBuilders.h"
 
@@ -116,10 +117,18 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
     // rhs_codes: the rhs's bf16 tiles are the converters' ring of
     // dequantStages tiles instead, then the TMA ring's codes and scale
     // bytes (the bf16 tiles first: they need 1024-byte alignment).
+    // lhs_codes: the lhs stages hold tileK code bytes per row, and their
+    // scale bytes follow the rhs tiles.
     int64_t bTiles = cfg.rhsCodes ? cfg.dequantStages : cfg.stages;
-    l.b = l.a + cfg.stages * cfg.tileM * kSwizzleBytes;
+    int64_t rowBytesA = cfg.lhsCodes ? cfg.tileK : kSwizzleBytes;
+    l.b = l.a + cfg.stages * cfg.tileM * rowBytesA;
     l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
         l.b + bTiles * cfg.tileN * kSwizzleBytes;
+    if (cfg.lhsCodes) {
+      l.aScales = l.counters;
+      l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
+          l.aScales + cfg.stages * cfg.tileM * (cfg.tileK / 32);
+    }
     if (cfg.rhsCodes) {
       l.bCodes = l.counters;
       l.bScales = l.bCodes + cfg.stages * cfg.tileN * cfg.tileK;
@@ -247,16 +256,23 @@ Value KernelEmitter::inlinePtx(Type result, ValueRange operands,
 void KernelEmitter::loadTile(Value t, Value s) {
   // Tiles are one 128-byte row per operand row: tileK codes or bf16s
   // (rhs_codes: tileK code bytes per rhs row).
-  int64_t rowBytes = cfg.tileK * elementBytes();
-  int64_t rowBytesB = cfg.rhsCodes ? cfg.tileK : rowBytes;
+  // (lhs_codes: tileK code bytes per lhs row.)
+  int64_t rowBytesB = cfg.tileK * elementBytes();
+  int64_t rowBytes = cfg.lhsCodes ? cfg.tileK : rowBytesB;
+  if (cfg.rhsCodes)
+    rowBytesB = cfg.tileK;
   int64_t scaleBytes = cfg.rhsCodes ? cfg.tileN * (cfg.tileK / 32) : 0;
-  int64_t tileBytes = cfg.tileM * rowBytes + cfg.tileN * rowBytesB + scaleBytes;
+  int64_t scaleBytesA = cfg.lhsCodes ? cfg.tileM * (cfg.tileK / 32) : 0;
+  int64_t tileBytes = cfg.tileM * rowBytes + cfg.tileN * rowBytesB +
+                      scaleBytes + scaleBytesA;
   nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(tileBytes), s,
                                           /*predicate=*/Value());
   // The tensor maps are over bytes: the K coordinate is a byte offset.
   Value kElement = add(kBegin, mul(t, cfg.tileK));
-  Value kk = mul(kElement, elementBytes());
-  Value kkB = cfg.rhsCodes ? kElement : kk;
+  Value kkB = mul(kElement, elementBytes());
+  Value kk = cfg.lhsCodes ? kElement : kkB;
+  if (cfg.rhsCodes)
+    kkB = kElement;
   Value stageA = add(add(alignPad, mul(s, cfg.tileM * rowBytes)), lay.a);
   Value stageB = add(add(alignPad, mul(s, cfg.tileN * rowBytesB)),
                      cfg.rhsCodes ? lay.bCodes : lay.b);
@@ -290,6 +306,18 @@ void KernelEmitter::loadTile(Value t, Value s) {
     nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
                                   ValueRange{kk, i32ToIndex(m0)}, s, maskA,
                                   predA);
+  }
+  if (cfg.lhsCodes) {
+    // The scale bytes of K tile kt of rows m0 .. m0 + tileM - 1: 16-byte
+    // rows of 8 lhs rows each, K tile after K tile.
+    Value kt = divu(indexToI32(kElement), cfg.tileK);
+    Value row = divu(add(mul(kt, i32(p.m)), m0), 8);
+    Value at = add(add(alignPad, mul(s, scaleBytesA)), lay.aScales);
+    Value vs = memref::ViewOp::create(b, loc, tileSAT, smem, at, {});
+    nvgpu::TmaAsyncLoadOp::create(b, loc, vs, bars, tmapSA,
+                                  ValueRange{idx(0), i32ToIndex(row)}, s,
+                                  /*multicastMask=*/Value(),
+                                  /*predicate=*/Value());
   }
   if (cfg.rhsCodes) {
     // The scale bytes of K tile kt of rows rowB0 .. rowB0 + tileN - 1:
@@ -1496,8 +1524,9 @@ void KernelEmitter::emitConsumerFp8() {
 }
 
 SmallVector<Value> KernelEmitter::bf16Factors(Value scaleByte,
-                                              bool twoFactors) {
-  int64_t bias = exponentBias(p.elementType);
+                                              bool twoFactors,
+                                              Type codeType) {
+  int64_t bias = exponentBias(codeType ? codeType : p.elementType);
   // The codes were placed into bf16 as q * 2^(bias - 127): the factors
   // multiply by 2^(s - 127) * 2^(127 - bias) = 2^(s - bias), whose bf16
   // exponent field is s + 127 - bias. It fits one bf16 up to s = 127 + bias.
@@ -1515,33 +1544,145 @@ SmallVector<Value> KernelEmitter::bf16Factors(Value scaleByte,
 
 SmallVector<Value> KernelEmitter::dequantizeChunk(Value chunk,
                                                   ArrayRef<Value> factors) {
-  bool e5m2 = exponentBias(p.elementType) == 15;
+  SmallVector<Value> words;
+  for (int64_t w = 0; w < 4; ++w) {
+    Value word = LLVM::ExtractElementOp::create(b, loc, chunk, i32(w));
+    auto [low, high] = dequantizeWord(word, factors, p.elementType);
+    words.push_back(low);
+    words.push_back(high);
+  }
+  return words;
+}
+
+std::pair<Value, Value> KernelEmitter::dequantizeWord(Value word,
+                                                      ArrayRef<Value> factors,
+                                                      Type codeType) {
+  bool e5m2 = exponentBias(codeType) == 15;
   // Sign stays in bit 15; exponent and mantissa move to the low bits of the
   // bf16 exponent field and the top of its mantissa.
   int64_t shift = e5m2 ? 3 : 4;
   int64_t mask = e5m2 ? 0x0FE00FE0 : 0x07F007F0;
   auto bf16x2 = VectorType::get({2}, b.getBF16Type());
-  SmallVector<Value> words;
-  for (int64_t w = 0; w < 4; ++w) {
-    Value word = LLVM::ExtractElementOp::create(b, loc, chunk, i32(w));
-    // prmt puts codes 0, 1 (then 2, 3) into the high bytes of two 16-bit
-    // lanes.
-    for (StringRef selector : {"0x1404", "0x3424"}) {
-      Value lanes =
-          inlinePtx(i32T, word, ("prmt.b32 $0, $1, 0, " + selector + ";").str(),
-                    "=r,r", /*sideEffects=*/false);
-      Value bits = ori(andi(lanes, static_cast<int64_t>(0x80008000)),
-                       andi(shru(lanes, shift), mask));
-      for (Value factor : factors) {
-        Value x = LLVM::BitcastOp::create(b, loc, bf16x2, bits);
-        Value f = LLVM::BitcastOp::create(b, loc, bf16x2, factor);
-        Value product = LLVM::FMulOp::create(b, loc, x, f);
-        bits = LLVM::BitcastOp::create(b, loc, i32T, product);
-      }
-      words.push_back(bits);
+  SmallVector<Value, 2> words;
+  // prmt puts codes 0, 1 (then 2, 3) into the high bytes of two 16-bit
+  // lanes.
+  for (StringRef selector : {"0x1404", "0x3424"}) {
+    Value lanes =
+        inlinePtx(i32T, word, ("prmt.b32 $0, $1, 0, " + selector + ";").str(),
+                  "=r,r", /*sideEffects=*/false);
+    Value bits = ori(andi(lanes, static_cast<int64_t>(0x80008000)),
+                     andi(shru(lanes, shift), mask));
+    for (Value factor : factors) {
+      Value x = LLVM::BitcastOp::create(b, loc, bf16x2, bits);
+      Value f = LLVM::BitcastOp::create(b, loc, bf16x2, factor);
+      Value product = LLVM::FMulOp::create(b, loc, x, f);
+      bits = LLVM::BitcastOp::create(b, loc, i32T, product);
     }
+    words.push_back(bits);
   }
-  return words;
+  return {words[0], words[1]};
+}
+
+SmallVector<SmallVector<Value>>
+KernelEmitter::decodeLhsStage(Value d, const ConsumerLane &lane) {
+  // Rows row and row + 8 of each M step: 16 code bytes each at byte 16 q
+  // of the row (all four k16 steps of the lane, LhsCodeLayout.h), and the
+  // row's two scale bytes (32-column blocks 0 and 1 of the K tile: k16
+  // steps 0, 1 and 2, 3).
+  Type codeType = p.lhsElementType;
+  int64_t steps = mSteps();
+  Value codesBase = smemAddr(add(mul(d, cfg.tileM * cfg.tileK), lay.a));
+  Value scalesBase =
+      smemAddr(add(mul(d, cfg.tileM * (cfg.tileK / 32)), lay.aScales));
+  auto vec4 = VectorType::get({4}, i32T);
+  // (The byte of column 2 q, the lane's first of k16 step 0.)
+  Value quadBytes = toI64(lhsCodeByte(IROps{*this}, mul(lane.quad, 2)));
+  SmallVector<Value> chunks, scales;
+  for (int64_t m = 0; m < steps; ++m)
+    for (int64_t half = 0; half < 2; ++half) {
+      int64_t offset = m * cfg.mmaM + 8 * half;
+      Value row = toI64(offset ? add(lane.rowInTile, offset) : lane.rowInTile);
+      Value src = add(add(codesBase, mul(row, cfg.tileK)), quadBytes);
+      chunks.push_back(LLVM::LoadOp::create(b, loc, vec4, smemPtr(src), 16));
+      Value pair = LLVM::LoadOp::create(
+          b, loc, b.getI16Type(),
+          smemPtr(add(scalesBase, mul(row, cfg.tileK / 32))), 2);
+      Value bytes = arith::ExtUIOp::create(b, loc, i32T, pair);
+      scales.push_back(andi(bytes, 0xFF));
+      scales.push_back(shru(bytes, 8));
+    }
+  // One bf16 factor per code unless a scale byte of the warp needs two
+  // (warp-uniform: the vote's branch).
+  Value largest = scales.front();
+  for (Value scale : llvm::drop_begin(scales))
+    largest = arith::MaxUIOp::create(b, loc, largest, scale);
+  Value anyBig = NVVM::VoteSyncOp::create(
+      b, loc, i1T, i32(-1),
+      cmp(arith::CmpIPredicate::ugt, largest, 127 + exponentBias(codeType)),
+      NVVM::VoteSyncKind::any);
+  int64_t words = 16 * steps;
+  auto decode = [&](bool twoFactors) {
+    SmallVector<Value> regs(words);
+    for (int64_t m = 0; m < steps; ++m)
+      for (int64_t half = 0; half < 2; ++half) {
+        int64_t at = 2 * m + half;
+        SmallVector<Value> factors[2] = {
+            bf16Factors(scales[2 * at], twoFactors, codeType),
+            bf16Factors(scales[2 * at + 1], twoFactors, codeType)};
+        for (int64_t j = 0; j < 4; ++j) {
+          Value word =
+              LLVM::ExtractElementOp::create(b, loc, chunks[at], i32(j));
+          auto [low, high] = dequantizeWord(word, factors[j / 2], codeType);
+          // a0 / a2: row g, columns 2q, 2q + 1 and 2q + 8, 2q + 9; a1 / a3
+          // the same of row g + 8.
+          regs[16 * m + 4 * j + half] = low;
+          regs[16 * m + 4 * j + 2 + half] = high;
+        }
+      }
+    return regs;
+  };
+  auto ifOp = scf::IfOp::create(b, loc, SmallVector<Type>(words, i32T), anyBig,
+                                /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    scf::YieldOp::create(b, loc, decode(/*twoFactors=*/true));
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(b, loc, decode(/*twoFactors=*/false));
+  }
+  SmallVector<SmallVector<Value>> fragments(steps);
+  for (int64_t m = 0; m < steps; ++m)
+    fragments[m] = llvm::to_vector_of<Value>(ifOp.getResults().slice(16 * m, 16));
+  return fragments;
+}
+
+Value KernelEmitter::wgmmaRegisterA(Value acc, ArrayRef<Value> a, Value descB,
+                                    bool accumulate, bool transB) {
+  int64_t n = accLen();
+  SmallVector<Value> operands;
+  std::string constraints, text;
+  llvm::raw_string_ostream os(text);
+  for (int64_t i = 0; i < n; ++i) {
+    operands.push_back(extract(acc, i));
+    constraints += i ? ",=f" : "=f";
+  }
+  for (int64_t i = 0; i < n; ++i)
+    constraints += "," + std::to_string(i);
+  operands.append(a.begin(), a.end());
+  constraints += ",r,r,r,r,l,n";
+  operands.push_back(descB);
+  operands.push_back(i32(accumulate ? 1 : 0));
+  // The accumulators tied to themselves, then a0..a3, the descriptor and
+  // scale-d (a predicate, set from the immediate).
+  os << "{\n.reg .pred p;\nsetp.ne.b32 p, $" << 2 * n + 5
+     << ", 0;\nwgmma.mma_async.sync.aligned.m64n" << cfg.mmaN
+     << "k16.f32.bf16.bf16 {";
+  for (int64_t i = 0; i < n; ++i)
+    os << (i ? ", $" : "$") << i;
+  os << "}, {$" << 2 * n << ", $" << 2 * n + 1 << ", $" << 2 * n + 2 << ", $"
+     << 2 * n + 3 << "}, $" << 2 * n + 4 << ", p, 1, 1, " << (transB ? 1 : 0)
+     << ";\n}\n";
+  return inlinePtx(accT, operands, text, constraints, /*sideEffects=*/true);
 }
 
 void KernelEmitter::emitProducerBf16() {
@@ -1745,6 +1886,11 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       waitParity(add(dq, lay.dequantized), dqParity);
       baseB = smemAddr(add(mul(indexToI64(dq), strideB), offB));
     }
+    // lhs_codes: the thread's A fragments of the stage's lhs codes, decoded
+    // while the previous K tile's MMAs run.
+    SmallVector<SmallVector<Value>> fragments;
+    if (cfg.lhsCodes)
+      fragments = decodeLhsStage(d64, lane);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // An N-major rhs: its boxes are tileK rows of 128 bytes apart, and a
     // k16 step is 16 rows on (2048 bytes, 128 units of 16 bytes).
@@ -1754,7 +1900,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     int64_t stepB = nMajor ? majorStep : 2;
     for (int64_t panel = 0; panel < panels; ++panel) {
       SmallVector<Value> descAs;
-      for (int64_t m = 0; m < steps; ++m) {
+      for (int64_t m = 0; m < steps && !cfg.lhsCodes; ++m) {
         Value stepBase = m ? add(baseA, m * rowsBytes) : baseA;
         descAs.push_back(
             mMajor ? matrixDescriptor(stepBase, cfg.tileK * kSwizzleBytes)
@@ -1766,11 +1912,17 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       for (int64_t i = 0; i < stepsPerPanel; ++i) {
         // K-major k16 steps advance 32 bytes (2 units of 16 bytes).
         SmallVector<Value> das;
-        for (int64_t m = 0; m < steps; ++m)
+        for (int64_t m = 0; m < steps && !cfg.lhsCodes; ++m)
           das.push_back(i ? add(descAs[m], stepA * i) : descAs[m]);
         Value db = i ? add(descB, stepB * i) : descB;
         bool start = first && panel == 0 && i == 0;
         for (int64_t m = 0; m < steps; ++m) {
+          if (cfg.lhsCodes) {
+            accs[m] = wgmmaRegisterA(
+                accs[m], ArrayRef<Value>(fragments[m]).slice(4 * i, 4), db,
+                /*accumulate=*/!start, nMajor);
+            continue;
+          }
           Value da = das[m];
           accs[m] = NVVM::WgmmaMmaAsyncOp::create(
               b, loc, accT, accs[m], da, db, shape, NVVM::WGMMATypes::bf16,
@@ -1800,17 +1952,43 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       turnBarrier(xori(lane.warpgroup, i32(1)), /*wait=*/false);
   };
   // The accumulators of the tile's K tiles.
+  // lhs_codes: two K tiles per iteration. The MMAs of a K tile read its A
+  // registers until a later wgmma.wait_group, after the next tile's decode:
+  // each of the two must write other registers than the one before it (a
+  // loop of one tile would rewrite the registers of its MMAs in flight).
+  int64_t unroll = cfg.lhsCodes ? 2 : 1;
   auto mainloop = [&]() -> SmallVector<Value> {
     SmallVector<Value> accs(steps, LLVM::UndefOp::create(b, loc, accT));
     accs = tile(idx(0), accs, true);
-    auto loop = scf::ForOp::create(b, loc, idx(1), kTiles, idx(1), accs);
+    // K tiles 1 .. end - 1 in the loop (kTiles >= 1), the last one after
+    // it when their number is odd.
+    Value end = unroll == 1 ? kTiles
+                            : sub(kTiles, remu(sub(kTiles, idx(1)), unroll));
+    auto loop = scf::ForOp::create(b, loc, idx(1), end, idx(unroll), accs);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
       SmallVector<Value> next =
-          tile(loop.getInductionVar(),
-               llvm::to_vector_of<Value>(loop.getRegionIterArgs()), false);
+          llvm::to_vector_of<Value>(loop.getRegionIterArgs());
+      for (int64_t u = 0; u < unroll; ++u) {
+        Value t = loop.getInductionVar();
+        next = tile(u ? add(t, idx(u)) : t, next, false);
+      }
       scf::YieldOp::create(b, loc, next);
+    }
+    ValueRange results = loop.getResults();
+    if (unroll > 1) {
+      auto tail = scf::IfOp::create(b, loc, SmallVector<Type>(steps, accT),
+                                    cmp(arith::CmpIPredicate::ult, end, kTiles),
+                                    /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(tail.thenBlock());
+      scf::YieldOp::create(b, loc,
+                           tile(sub(kTiles, idx(1)),
+                                llvm::to_vector_of<Value>(results), false));
+      b.setInsertionPointToStart(tail.elseBlock());
+      scf::YieldOp::create(b, loc, results);
+      results = tail.getResults();
     }
     passTurn();
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
@@ -1821,7 +1999,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       releaseStage(add(last, emptyBase), lane.leader);
       releaseDequantized(sub(add(ringBase, kTiles), idx(1)), lane.leader);
     }
-    return llvm::to_vector_of<Value>(loop.getResults());
+    return llvm::to_vector_of<Value>(results);
   };
   // The epilogue of M step m's rows.
   auto store = [&](ValueRange accs) {
@@ -1906,6 +2084,11 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       tmapS = UnrealizedConversionCastOp::create(b, loc, tmapST,
                                                  entry.getArgument(first++))
                   .getResult(0);
+    // lhs_codes: the lhs scale bytes' tensor map after the operands'.
+    if (cfg.lhsCodes)
+      tmapSA = UnrealizedConversionCastOp::create(b, loc, tmapSAT,
+                                                  entry.getArgument(first++))
+                   .getResult(0);
     result = entry.getArgument(first);
     blockToExpert = entry.getArgument(first + 1);
     if (p.biasType)
@@ -2057,6 +2240,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     nvgpu::TmaPrefetchOp::create(b, loc, tmapB, /*predicate=*/Value());
     if (cfg.rhsCodes)
       nvgpu::TmaPrefetchOp::create(b, loc, tmapS, /*predicate=*/Value());
+    if (cfg.lhsCodes)
+      nvgpu::TmaPrefetchOp::create(b, loc, tmapSA, /*predicate=*/Value());
     // The pair's barriers are initialized before either multicasts into
     // or arrives on the other's.
     if (cfg.clusterN > 1)
@@ -2392,6 +2577,22 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
        << kRhsCodesProducerRegisters << " registers";
     return why;
   }
+  // lhs_codes: the consumers decode whole 64-column K tiles of codes in
+  // A-fragment order, and the scale bytes come in 16-byte rows of 8 lhs
+  // rows.
+  if (cfg.lhsCodes &&
+      (problem.path != MXMmaPath::Bf16Operands ||
+       problem.kind != MXGemmKind::Block ||
+       !isa_and_nonnull<Float8E4M3FNType, Float8E5M2Type>(
+           problem.lhsElementType) ||
+       problem.k % cfg.tileK || problem.m % 8 || cfg.tileK != 64 ||
+       cfg.lhsMMajor || cfg.rhsCodes || cfg.clusterN != 1)) {
+    os << "lhs_codes needs a block GEMM whose lhs is f8E4M3FN or f8E5M2 "
+          "codes, K a multiple of 64, M of 8, and a K-major lhs without "
+          "rhs_codes or clusters, got "
+       << problem.m << "x" << problem.n << "x" << problem.k;
+    return why;
+  }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&
       (problem.path != MXMmaPath::Bf16Operands ||
        problem.kind != MXGemmKind::Block || problem.biasType ||
@@ -2460,6 +2661,9 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   // rhs_codes: the tensor map of the rhs scale bytes after the operands'.
   if (cfg.rhsCodes)
     args.insert(args.begin() + 2, ptr);
+  // lhs_codes: the tensor map of the lhs scale bytes after those.
+  if (cfg.lhsCodes)
+    args.insert(args.begin() + 2 + cfg.rhsCodes, ptr);
   const MXGemmEpilogue &epilogue = problem.epilogue;
   // gate_up, affinities, the [dg | du] outputs beyond the first, h, a * h,
   // partials, token ids.
@@ -2509,5 +2713,6 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                       emitter.getTensorMapA(),
                       emitter.getTensorMapB(),
                       emitter.getTensorMapScales(),
+                      emitter.getTensorMapScalesA(),
                       cfg.persistent ? 1 : 0};
 }

@@ -47,6 +47,8 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/MXOperandKernel.h"
 
+#include "moe/Conversion/MoeToNVGPU/LhsCodeLayout.h"
+
 #include "moe/Conversion/MoeToNVGPU/MXRounding.h"
 #include "moe/Dialect/Moe/Utils/MXBuilders.h"
 
@@ -186,6 +188,15 @@ private:
   /// when null). Unquantized values are only narrowed to bf16.
   void storeRowRounded(ArrayRef<Value> xs, Value dest, Value at,
                        Value inside = Value());
+  /// The A-fragment order (LhsCodeLayout.h) of the 8 codes `codes` of
+  /// columns c .. c + 7 (c = `at` % cols, a multiple of 8) of a row, which
+  /// this lane holds while the neighbouring lane (lane ^ 1) holds the other
+  /// 8 columns of their 16-column k16 step: one xor shuffle gives each
+  /// lane two of the four 4-byte words of the step's columns, `words`,
+  /// and their byte offsets in the output, `offsets`. Every lane of the
+  /// warp takes part.
+  void fragmentOrderWords(Value codes, Value at, Value words[2],
+                          Value offsets[2]);
   /// Stores 32 bf16 values contiguously at byte offset `bytes` of out.
   void storeBlock(ArrayRef<Value> values, Value bytes);
   /// The tiled transposed form: the block's 32 x 256 tile is read by rows
@@ -312,27 +323,39 @@ void OperandEmitter::storeRowRounded(ArrayRef<Value> xs, Value dest,
     if (!p.codesOut)
       values = roundWithScale(xs, scaleByte);
   }
+  // Codes: the lane's 8 codes, computed (and, in A-fragment order,
+  // exchanged with the neighbouring lane) by every lane.
+  Value codesV, fragmentWords[2], fragmentAt[2];
+  if (p.codesOut) {
+    Type codeType = getMXElementType(b.getContext(), p.quant.getElement());
+    Value inverse = buildInverseScale(b, loc, scaleByte);
+    auto codesT = VectorType::get({8}, i8T);
+    codesV = LLVM::UndefOp::create(b, loc, codesT);
+    for (int64_t j = 0; j < 8; j += 2) {
+      Value pair =
+          buildEncodePair(b, loc, xs[j], xs[j + 1], inverse, inverse, codeType);
+      for (int64_t k = 0; k < 2; ++k)
+        codesV = LLVM::InsertElementOp::create(
+            b, loc, codesV, element(pair, k),
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j + k)));
+    }
+    if (p.fragmentOrder)
+      fragmentOrderWords(codesV, at, fragmentWords, fragmentAt);
+  }
   OpBuilder::InsertionGuard guard(b);
   if (inside) {
     auto ifOp = scf::IfOp::create(b, loc, inside, /*withElseRegion=*/false);
     b.setInsertionPointToStart(ifOp.thenBlock());
   }
   if (p.codesOut) {
-    // The lane's 8 codes as one 8-byte store; the first lane of the quad
-    // stores the block's scale byte.
-    Type codeType = getMXElementType(b.getContext(), p.quant.getElement());
-    Value inverse = buildInverseScale(b, loc, scaleByte);
-    auto codesT = VectorType::get({8}, i8T);
-    Value v = LLVM::UndefOp::create(b, loc, codesT);
-    for (int64_t j = 0; j < 8; j += 2) {
-      Value pair =
-          buildEncodePair(b, loc, xs[j], xs[j + 1], inverse, inverse, codeType);
-      for (int64_t k = 0; k < 2; ++k)
-        v = LLVM::InsertElementOp::create(
-            b, loc, v, element(pair, k),
-            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j + k)));
+    // The lane's 8 codes as one 8-byte store (A-fragment order: two 4-byte
+    // words); the first lane of the quad stores the block's scale byte.
+    if (p.fragmentOrder) {
+      for (int64_t w = 0; w < 2; ++w)
+        store(fragmentWords[w], dest, fragmentAt[w], 4);
+    } else {
+      store(codesV, dest, at, 8);
     }
-    store(v, dest, at, 8);
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                         remu(at, kBlock), i64(0));
     auto ifOp = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
@@ -366,6 +389,58 @@ void OperandEmitter::storeRowRounded(ArrayRef<Value> xs, Value dest,
         b, loc, v, values[j],
         arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(j)));
   store(v, dest, mul(at, 2), 16);
+}
+
+void OperandEmitter::fragmentOrderWords(Value codes, Value at,
+                                        Value words[2], Value offsets[2]) {
+  // Columns 16 j + h of the row's K tile: this lane holds h = 0..7 (even
+  // lane of the pair) or h = 8..15 (odd). Word q of step j is the codes of
+  // columns 16 j + 2 q, 2 q + 1 (even lane's pair q) and 16 j + 2 q + 8,
+  // 2 q + 9 (odd lane's pair q), at byte 16 q + 4 j of the tile. The even
+  // lane writes words 0, 1, the odd one 2, 3: each sends the half of its
+  // codes the other needs.
+  auto i32c = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  };
+  auto halves = LLVM::BitcastOp::create(b, loc, VectorType::get({2}, i32T),
+                                        codes)
+                    .getResult();
+  Value lo = element(halves, 0), hi = element(halves, 1);
+  Value c = remu(at, p.cols);
+  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                    remu(c, 16), i64(0));
+  Value send = arith::SelectOp::create(b, loc, odd, lo, hi);
+  Value recv = gpu::ShuffleOp::create(b, loc, send, i32c(1), i32c(32),
+                                      gpu::ShuffleMode::XOR)
+                   .getShuffleResult();
+  // Even: its own pairs (lo) with the odd lane's (recv); odd: the even
+  // lane's (recv) with its own (hi).
+  Value first = arith::SelectOp::create(b, loc, odd, recv, lo);
+  Value second = arith::SelectOp::create(b, loc, odd, hi, recv);
+  auto andI = [&](Value x, int64_t m) {
+    return arith::AndIOp::create(b, loc, x, i32c(m)).getResult();
+  };
+  words[0] = arith::OrIOp::create(
+      b, loc, andI(first, 0xFFFF),
+      arith::ShLIOp::create(b, loc, second, i32c(16)));
+  words[1] = arith::OrIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, first, i32c(16)),
+      andI(second, static_cast<int64_t>(0xFFFF0000)));
+  // Word q of step j starts at the byte of column 16 j + 2 q.
+  struct Ops {
+    OperandEmitter &e;
+    Value div(Value x, int64_t y) { return e.divu(x, y); }
+    Value rem(Value x, int64_t y) { return e.remu(x, y); }
+    Value mul(Value x, int64_t y) { return e.mul(x, y); }
+    Value add(Value x, Value y) { return e.add(x, y); }
+  } ops{*this};
+  Value inTile = remu(c, kLhsCodeTileK);
+  Value tileBase = arith::SubIOp::create(b, loc, at, inTile);
+  Value stepColumn = mul(divu(inTile, 16), 16);
+  Value q0 = arith::SelectOp::create(b, loc, odd, i64(2), i64(0));
+  for (int64_t w = 0; w < 2; ++w)
+    offsets[w] = add(tileBase, lhsCodeByte(ops, add(stepColumn,
+                                                     mul(add(q0, w), 2))));
 }
 
 void OperandEmitter::storeBlock(ArrayRef<Value> values, Value bytes) {
@@ -476,7 +551,7 @@ void OperandEmitter::emit(gpu::GPUFuncOp func, int64_t threads) {
   if (p.bothAxes)
     outRows = entry.getArgument(gathered ? 3 : 2);
   if (p.codesOut)
-    outScales = entry.getArgument(gathered ? 3 : 2);
+    outScales = entry.getArgument((gathered ? 3 : 2) + p.bothAxes);
   if (tiled()) {
     emitTiled(func, threads);
     gpu::ReturnOp::create(b, loc);
@@ -616,12 +691,18 @@ moe::checkMXOperandKernel(const MXOperandProblem &problem,
            << "needs an even number of columns to be written transposed";
   if (problem.codesOut &&
       (isMXCodeType(type) || !problem.quant || !problem.quant.isQuantized() ||
-       problem.alongRows || problem.bothAxes ||
+       (problem.alongRows && !problem.bothAxes) ||
        (problem.batch * problem.rows) % 8))
     return shape(emitError())
            << "can be written as FP8 codes only when its values are "
               "MX-quantized along its columns and its rows are a multiple "
               "of 8";
+  if (problem.fragmentOrder &&
+      (!problem.codesOut || problem.cols % kLhsCodeTileK))
+    return shape(emitError())
+           << "can be written in A-fragment order only as FP8 codes with "
+              "columns a multiple of "
+           << kLhsCodeTileK;
   if (problem.bothAxes && !canRoundBothAxes(problem))
     return shape(emitError())
            << "cannot be rounded along both axes at once (quantized values, "
@@ -644,7 +725,9 @@ MXOperandLaunch moe::buildMXOperandKernel(OpBuilder &builder, Location loc,
   SmallVector<Type> args = {gptr, gptr};
   if (isMXCodeType(problem.sourceType) || problem.sourceRows > 0)
     args.push_back(gptr);
-  if (problem.bothAxes || problem.codesOut)
+  if (problem.bothAxes)
+    args.push_back(gptr);
+  if (problem.codesOut)
     args.push_back(gptr);
   OperandEmitter emitter(builder, loc, problem);
   SmallVector<Type> workgroup;

@@ -126,7 +126,7 @@ struct LaunchRecord {
 /// arguments `pointers`, in the kernel's argument order.
 LaunchRecord gemmRecord(const MXGemmLaunch &launch, int64_t mapA,
                         int64_t mapB, ArrayRef<int64_t> pointers,
-                        int64_t mapScales = -1) {
+                        int64_t mapScales = -1, int64_t mapScalesA = -1) {
   LaunchRecord record = {launch.kernel,
                          launch.grid,
                          launch.block,
@@ -137,6 +137,9 @@ LaunchRecord gemmRecord(const MXGemmLaunch &launch, int64_t mapA,
   // rhs_codes: the rhs scale bytes' map, third.
   if (mapScales >= 0)
     record.tensorMaps.push_back({mapScales, launch.tensorMapScales});
+  // lhs_codes: the lhs scale bytes' map after those.
+  if (mapScalesA >= 0)
+    record.tensorMaps.push_back({mapScalesA, launch.tensorMapScalesA});
   return record;
 }
 
@@ -241,6 +244,9 @@ public:
     Operation *gemm;
     int64_t kAxis;
     bool transpose;
+    /// A lhs_codes GEMM's lhs: FP8 codes in A-fragment order and their
+    /// scale bytes (MXOperandProblem::fragmentOrder), not bf16 values.
+    bool codes = false;
   };
   /// The mx_quantize ops of P1's [dg | du] (`act`'s) whose codes and scales
   /// only one Bf16Operands GEMM of the block reads, as the epilogue can
@@ -276,7 +282,7 @@ public:
   /// scales `rhsScales` for rhs_codes).
   LogicalResult lowerGatedActEpilogue(
       Operation *op, const MXGemmProblem &problem, const MXGemmConfig &cfg,
-      Value lhs, Value rhs, Value rhsScales, Value blocks,
+      Value lhs, Value rhs, Value rhsScales, Value lhsScales, Value blocks,
       GatedActEpilogue epi,
       const std::optional<CheckpointGateUp> &checkpoint,
       const DGateUpRoundings &roundings);
@@ -297,6 +303,19 @@ private:
   /// the operand already made for the same value, scales and axis.
   FailureOr<Value> prepareOperand(Operation *op, Value data, Value scales,
                                   int64_t kAxis, bool transpose = true);
+  /// The lhs `codes` (with `scales`, quantized along K, its last axis) of
+  /// a lhs_codes block GEMM as the kernel reads them: FP8 codes in
+  /// A-fragment order and their E8M0 scale bytes in the TMA layout
+  /// (MXOperandProblem::codesOut), from an operand kernel that rounds the
+  /// mx_quantize's input (and, with bothAxes, also its rounding along the
+  /// rows for another GEMM).
+  FailureOr<std::pair<Value, Value>> prepareLhsCodes(Operation *op,
+                                                     Value codes,
+                                                     Value scales);
+  /// prepareOperand and prepareLhsCodes: the operand of `request` (its
+  /// codes' scale bytes in `codeScales` for a codes request).
+  FailureOr<Value> prepare(Value data, Value scales,
+                           const OperandRequest &request, Value &codeScales);
   /// The rhs `codes` (with `scales`, quantized along K, its last axis) of
   /// a rhs_codes GEMM as the kernel reads them: FP8 codes and E8M0 scales,
   /// K contiguous. Codes an mx_quantize makes come from an operand kernel
@@ -334,7 +353,10 @@ private:
   /// P1's epilogue writes the MX roundings of [dg | du] that GEMMs read.
   bool dGateUpEpilogue;
   unsigned next = 0;
+  /// Operands made, by (data, scales, K axis, transposed or 2 for codes);
+  /// the scale bytes of codes by their codes.
   DenseMap<std::tuple<Value, Value, int64_t, int64_t>, Value> prepared;
+  DenseMap<Value, Value> preparedScales;
   DenseMap<std::pair<Value, Value>, std::pair<Value, Value>> preparedCodes;
 };
 
@@ -394,7 +416,7 @@ GemmLowering::requestOf(Value codes) {
     // The calls lowerBf16Operands makes.
     if (auto gemm = dyn_cast<BlockMatmulOp>(user)) {
       if (gemm.getLhs() == codes)
-        return OperandRequest{user, 1, true};
+        return OperandRequest{user, 1, true, config.getLhsCodes()};
       // (A rhs_codes kernel reads its rhs as codes, not as bf16 values.)
       if (gemm.getRhs() == codes && !config.getRhsCodes())
         return OperandRequest{user, gemm.getTransposeRhs() ? 1 : 2,
@@ -461,7 +483,9 @@ GemmLowering::matchDGateUpRoundings(GatedActBwdOp act,
         *quantize.getCodes().getUsers().begin() ==
             *quantize.getScales().getUsers().begin())
       request = requestOf(quantize.getCodes());
-    if (!request || request->gemm->getBlock() != block) {
+    // (A lhs_codes GEMM reads codes in A-fragment order, which the
+    // epilogue does not write.)
+    if (!request || request->gemm->getBlock() != block || request->codes) {
       found.keepF32 = true;
       continue;
     }
@@ -483,14 +507,52 @@ GemmLowering::matchDGateUpRoundings(GatedActBwdOp act,
   return found;
 }
 
+/// The `prepared` key of an operand request.
+static std::tuple<Value, Value, int64_t, int64_t>
+preparedKey(Value data, Value scales,
+            const GemmLowering::OperandRequest &request) {
+  return std::make_tuple(data, scales, request.kAxis,
+                         request.codes ? 2 : int64_t(request.transpose));
+}
+
 FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
                                               Value scales, int64_t kAxis,
                                               bool transpose) {
+  Value unused;
+  return prepare(data, scales, {op, kAxis, transpose}, unused);
+}
+
+FailureOr<std::pair<Value, Value>>
+GemmLowering::prepareLhsCodes(Operation *op, Value codes, Value scales) {
+  auto type = cast<RankedTensorType>(codes.getType());
+  auto quantize = codes.getDefiningOp<MXQuantizeOp>();
+  if (!scales || !quantize || quantize.getScales() != scales ||
+      static_cast<int64_t>(quantize.getAxis()) != type.getRank() - 1)
+    return op->emitOpError()
+           << "lhs_codes needs a lhs that an mx_quantize along its last axis "
+              "makes";
+  Value codeScales;
+  FailureOr<Value> made = prepare(
+      codes, scales, {op, type.getRank() - 1, true, /*codes=*/true},
+      codeScales);
+  if (failed(made))
+    return failure();
+  return std::make_pair(*made, codeScales);
+}
+
+FailureOr<Value> GemmLowering::prepare(Value data, Value scales,
+                                       const OperandRequest &request,
+                                       Value &codeScales) {
+  Operation *op = request.gemm;
+  int64_t kAxis = request.kAxis;
+  bool transpose = request.transpose;
   // GEMMs of one block share operands.
-  auto key = std::make_tuple(data, scales, kAxis, int64_t(transpose));
+  auto key = preparedKey(data, scales, request);
   if (Value done = prepared.lookup(key))
-    if (done.getParentBlock() == op->getBlock())
+    if (done.getParentBlock() == op->getBlock()) {
+      codeScales = preparedScales.lookup(done);
       return done;
+    }
   auto type = cast<RankedTensorType>(data.getType());
   int64_t rank = type.getRank();
   ArrayRef<int64_t> shape = type.getShape();
@@ -533,9 +595,17 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   // block takes them along the other axis in place.
   std::optional<std::pair<MXQuantizeOp, OperandRequest>> partner;
   if (bothAxes && quantize && canRoundBothAxes(problem)) {
-    partner = bothAxesPartner(quantize, {op, kAxis, transpose});
+    partner = bothAxesPartner(quantize, request);
     problem.bothAxes = partner.has_value();
   }
+  // The rounding along the columns as lhs codes, for this request or the
+  // partner's.
+  bool codesAlongCols = request.codes || (partner && partner->second.codes);
+  if (codesAlongCols && !quantize)
+    return op->emitOpError()
+           << "lhs_codes needs a lhs that an mx_quantize along its last axis "
+              "makes";
+  problem.codesOut = problem.fragmentOrder = codesAlongCols;
   if (failed(checkMXOperandKernel(problem, [&] { return op->emitOpError(); })))
     return failure();
 
@@ -552,21 +622,35 @@ FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
   if (problem.alongRows && transpose && !problem.bothAxes)
     std::swap(outShape[rank - 2], outShape[rank - 1]);
   auto outType = RankedTensorType::get(outShape, b.getBF16Type());
+  // Outputs: along the columns (bf16 values or codes), then along the
+  // rows in place (bothAxes), then the codes' scale bytes.
+  SmallVector<Type> resultTypes = {outType};
+  if (codesAlongCols)
+    resultTypes[0] = RankedTensorType::get(
+        shape, getElementTypeOrSelf(quantize.getCodes().getType()));
+  if (partner)
+    resultTypes.push_back(outType);
+  if (codesAlongCols)
+    resultTypes.push_back(RankedTensorType::get(
+        codesOutScaleShape(problem),
+        getElementTypeOrSelf(quantize.getScales().getType())));
+  for (size_t i = 1; i < resultTypes.size(); ++i)
+    record.pointerArgs.push_back(record.pointerArgs.back() + 1);
+  SmallVector<Value> results =
+      emitLaunch(b, op->getLoc(), record, operands, resultTypes);
+  if (codesAlongCols)
+    preparedScales[results[0]] = results.back();
   if (!partner) {
-    Value result = emitLaunch(b, op->getLoc(), record, operands, outType)[0];
-    prepared[key] = result;
-    return result;
+    prepared[key] = results[0];
+    codeScales = preparedScales.lookup(results[0]);
+    return results[0];
   }
-  // Outputs: along the columns, then along the rows in place.
-  record.pointerArgs.push_back(record.pointerArgs.back() + 1);
-  SmallVector<Value> results = emitLaunch(b, op->getLoc(), record, operands,
-                                          {outType, outType});
   bool selfAlongCols = kAxis == rank - 1;
-  auto [other, request] = *partner;
+  auto [other, otherRequest] = *partner;
   prepared[key] = results[selfAlongCols ? 0 : 1];
-  prepared[std::make_tuple(other.getCodes(), other.getScales(), request.kAxis,
-                           int64_t(request.transpose))] =
+  prepared[preparedKey(other.getCodes(), other.getScales(), otherRequest)] =
       results[selfAlongCols ? 1 : 0];
+  codeScales = preparedScales.lookup(prepared[key]);
   return prepared[key];
 }
 
@@ -653,10 +737,19 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     }
   }
   FailureOr<Value> lhs, rhs;
-  Value bias, blocks, rhsScales;
+  Value bias, blocks, rhsScales, lhsScales;
   StringRef prefix;
   if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
-    lhs = prepareOperand(op, gemm.getLhs(), gemm.getLhsScales(), 1);
+    // lhs_codes: the lhs as FP8 codes in A-fragment order with their scale
+    // bytes.
+    if (cfg.lhsCodes) {
+      auto codes = prepareLhsCodes(op, gemm.getLhs(), gemm.getLhsScales());
+      if (failed(codes))
+        return failure();
+      std::tie(lhs, lhsScales) = *codes;
+    } else {
+      lhs = prepareOperand(op, gemm.getLhs(), gemm.getLhsScales(), 1);
+    }
     if (failed(lhs))
       return failure();
     // rhs_n_major: the kernel reads a transpose_rhs weight [E, K, N] as it
@@ -684,6 +777,8 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     if (cfg.rhsCodes)
       return op->emitOpError()
              << "rhs_codes needs an rhs stored with K contiguous";
+    if (cfg.lhsCodes)
+      return op->emitOpError() << "lhs_codes needs a block GEMM";
     lhs = prepareOperand(op, expert.getLhs(), expert.getLhsScales(), 0,
                          /*transpose=*/!cfg.lhsMMajor);
     if (failed(lhs))
@@ -701,19 +796,23 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   b.setInsertionPoint(op);
   if (epi)
     return lowerGatedActEpilogue(op, problem, cfg, *lhs, *rhs, rhsScales,
-                                 blocks, *epi, checkpoint, roundings);
+                                 lhsScales, blocks, *epi, checkpoint,
+                                 roundings);
   MXGemmLaunch launch =
       buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg,
                         target);
   // Host arguments: lhs, rhs, block_to_expert (, bias) (, token ids)
-  // (, rhs scales), result. Kernel arguments: tmapA, tmapB (, the rhs
-  // scales' map), then the global pointers c, blockToExpert (, bias)
-  // (, token ids).
+  // (, rhs scales) (, lhs scales), result. Kernel arguments: tmapA, tmapB
+  // (, the rhs scales' map) (, the lhs scales' map), then the global
+  // pointers c, blockToExpert (, bias) (, token ids).
   SmallVector<Value> operands = {*lhs, *rhs, blocks};
   Value tokens = problem.skipPadding ? tokensOf(op) : Value();
-  int64_t resultArg = 3 + bool(bias) + bool(tokens) + bool(rhsScales);
+  int64_t resultArg = 3 + bool(bias) + bool(tokens) + bool(rhsScales) +
+                      bool(lhsScales);
+  int64_t rhsScalesArg = rhsScales ? 3 + bool(bias) + bool(tokens) : -1;
+  int64_t lhsScalesArg = lhsScales ? resultArg - 1 : -1;
   LaunchRecord record = gemmRecord(launch, 0, 1, {resultArg, 2},
-                                   rhsScales ? resultArg - 1 : -1);
+                                   rhsScalesArg, lhsScalesArg);
   for (Value pointer : {bias, tokens}) {
     if (!pointer)
       continue;
@@ -722,6 +821,8 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   }
   if (rhsScales)
     operands.push_back(rhsScales);
+  if (lhsScales)
+    operands.push_back(lhsScales);
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
@@ -731,8 +832,8 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
 
 LogicalResult GemmLowering::lowerGatedActEpilogue(
     Operation *op, const MXGemmProblem &problem, const MXGemmConfig &cfg,
-    Value lhs, Value rhs, Value rhsScales, Value blocks, GatedActEpilogue epi,
-    const std::optional<CheckpointGateUp> &checkpoint,
+    Value lhs, Value rhs, Value rhsScales, Value lhsScales, Value blocks,
+    GatedActEpilogue epi, const std::optional<CheckpointGateUp> &checkpoint,
     const DGateUpRoundings &roundings) {
   // The launch goes where the activation backward was: its operands (the
   // slot affinities come after the GEMM in the region) are defined there.
@@ -742,10 +843,10 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
       b, loc, kernels, freshName("block_matmul_act_"), problem, cfg, target);
   // Host arguments: lhs, rhs, block_to_expert, gate_up (or the
   // checkpoint), affinities (, token ids) (, token ids of skipPadding)
-  // (, rhs scales), then the results: [dg | du] as f32 and / or its MX
-  // values along N and along M (at least one), (, h) (, a * h)
-  // (, partials). Kernel arguments: tmapA, tmapB (, the rhs scales' map),
-  // the first of the [dg | du] results, blockToExpert, gateUp,
+  // (, rhs scales) (, lhs scales), then the results: [dg | du] as f32
+  // and / or its MX values along N and along M (at least one), (, h)
+  // (, a * h) (, partials). Kernel arguments: tmapA, tmapB (, the rhs
+  // scales' map) (, the lhs scales' map), the first of the [dg | du] results, blockToExpert, gateUp,
   // affinities, the other [dg | du] results (, h) (, a * h) (, partials)
   // (, token ids) (, token ids of skipPadding).
   SmallVector<Value> operands = {
@@ -761,9 +862,12 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   int64_t scalesArg = rhsScales ? int64_t(operands.size()) : -1;
   if (rhsScales)
     operands.push_back(rhsScales);
+  int64_t lhsScalesArg = lhsScales ? int64_t(operands.size()) : -1;
+  if (lhsScales)
+    operands.push_back(lhsScales);
   int64_t firstResult = operands.size();
-  LaunchRecord record =
-      gemmRecord(launch, 0, 1, {firstResult, 2, 3, 4}, scalesArg);
+  LaunchRecord record = gemmRecord(launch, 0, 1, {firstResult, 2, 3, 4},
+                                   scalesArg, lhsScalesArg);
   const MXGemmEpilogue &e = problem.epilogue;
   auto dGateUpType = cast<RankedTensorType>(epi.act.getDGateUp().getType());
   auto roundedType =
@@ -892,7 +996,7 @@ struct ConvertMoeToNVGPUPass
       } else {
         config = selectGemmConfig(
             op, choice->target, choice->preferred,
-            {persistentGemms, clusterGemms, rhsCodes},
+            {persistentGemms, clusterGemms, rhsCodes, lhsCodes},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
@@ -989,6 +1093,8 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
             path,
             biasType};
     problem.skipPadding = skipPadding;
+    if (path == MXMmaPath::Bf16Operands)
+      problem.lhsElementType = rhsCodeType(gemm.getLhs());
     return problem;
   }
   auto expert = cast<ExpertMatmulOp>(op);

@@ -873,6 +873,34 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 
 // -----
 
+// expected-error @+1 {{lhs_codes needs the bf16_operands MMA path, a K-major lhs, no cluster and no rhs_codes}}
+func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232], lhs_codes = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{lhs_codes needs the bf16_operands MMA path, a K-major lhs, no cluster and no rhs_codes}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, warpgroups = [1, 2], registers = [40, 232], lhs_m_major = true, lhs_codes = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{lhs_codes needs the bf16_operands MMA path, a K-major lhs, no cluster and no rhs_codes}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2, lhs_codes = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{lhs_codes needs the bf16_operands MMA path, a K-major lhs, no cluster and no rhs_codes}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], rhs_codes = true, lhs_codes = true>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{raster_m must be 1, or more for a bf16_operands kernel without cluster_n, got 4}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2, raster_m = 4>} {
   return
@@ -894,7 +922,7 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs or rhs_codes, got 'mn_major'}}
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes or lhs_codes, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }

@@ -74,6 +74,11 @@ struct GemmChoices {
   /// with K contiguous read it as FP8 codes with E8M0 scales, dequantized
   /// by the producer warpgroup (rhs_codes), where the kernel fits.
   bool rhsCodes = false;
+  /// bf16-operands block GEMMs whose lhs is MX-quantized along K by an
+  /// mx_quantize read it as FP8 codes with E8M0 scales, decoded by the
+  /// consumer warpgroups into the registers of a register-A wgmma
+  /// (lhs_codes), where the kernel fits.
+  bool lhsCodes = false;
 };
 
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when

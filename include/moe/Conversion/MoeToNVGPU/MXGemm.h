@@ -121,6 +121,9 @@ struct MXGemmProblem {
   /// a zero accumulator; an Expert tile's contraction ends after the last
   /// K tile of its expert that starts at a token.
   bool skipPadding = false;
+  /// Bf16Operands: the lhs's code type when the op's lhs is codes (null
+  /// otherwise): what a lhs_codes kernel decodes.
+  Type lhsElementType;
 
   /// Bytes of a persistent Expert kernel's shared table: each expert's
   /// block count and first block, and with skipPadding its K tiles.
@@ -161,6 +164,12 @@ struct MXGemmProblem {
 /// bytes in the layout an operand kernel writes them for it
 /// (MXOperandProblem::codesOut: ui8 [K tiles * rows / 8, 16], box 16 x
 /// tileN / 8).
+/// With lhs_codes (MXGemmConfig::lhsCodes) tmapA is over the lhs's FP8
+/// codes (ui8 [M, K], each 64-byte K tile of a row in wgmma A-fragment
+/// order, LhsCodeLayout.h; box 64 bytes x tileM rows, no swizzle) and a
+/// tensor map of the lhs's E8M0 scale bytes follows tmapB (the layout of
+/// MXOperandProblem::codesOut: ui8 [K tiles * M / 8, 16], box 16 x
+/// tileM / 8), before the pointers.
 /// With skipPadding the slots' i32 token ids follow (!llvm.ptr<1>). A
 /// persistent kernel (MXGemmConfig::persistent) takes one more
 /// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
@@ -175,6 +184,9 @@ struct MXGemmLaunch {
   /// rhs_codes: the descriptor type of the rhs scale bytes' map (null
   /// otherwise).
   nvgpu::TensorMapDescriptorType tensorMapScales;
+  /// lhs_codes: the descriptor type of the lhs scale bytes' map (null
+  /// otherwise).
+  nvgpu::TensorMapDescriptorType tensorMapScalesA;
   /// Zeroed i32 words the kernel takes last: 1 (the tile counter) for a
   /// persistent kernel, else 0.
   int64_t counters = 0;
@@ -184,6 +196,12 @@ struct MXGemmLaunch {
 /// codes (MXGemmConfig::rhsCodes) without spilling (ptxas -v: none at 40
 /// for every kernel the table and rhs-codes make).
 constexpr int64_t kRhsCodesProducerRegisters = 40;
+
+/// The setmaxnreg registers the producer thread of a lhs_codes kernel
+/// needs to issue its TMA loads (the codes, the scale bytes and the rhs)
+/// without spilling (ptxas -v: 8 bytes at 24, none at 32 for the kernels
+/// the table and lhs-codes make).
+constexpr int64_t kLhsCodesProducerRegisters = 32;
 
 /// Whether convert-moe-to-nvgpu turns `op` into a GPU kernel: a
 /// moe.block_matmul or moe.expert_matmul each of whose operands is either

@@ -73,15 +73,21 @@ struct MXOperandProblem {
   /// that reads it M- or N-major); `alongRows` and `transposeOut` are then
   /// unused. Needs cols a multiple of 256 and rows of 32.
   bool bothAxes = false;
-  /// Quantized values along cols, not bothAxes, batch * rows a multiple of
-  /// 8: write the FP8 codes [batch, rows, cols] and their E8M0 scale bytes
-  /// instead of the bf16 values (for a GEMM that dequantizes the operand
-  /// itself, #moe.gemm_config rhs_codes): half the bytes. The scale bytes
-  /// are laid out for that GEMM's TMA: K tile by K tile of
+  /// Quantized values along cols, batch * rows a multiple of 8: write the
+  /// FP8 codes [batch, rows, cols] and their E8M0 scale bytes instead of
+  /// the bf16 values (for a GEMM that decodes the operand itself,
+  /// #moe.gemm_config rhs_codes or lhs_codes): half the bytes. With
+  /// bothAxes, the rounding along cols is the one written as codes. The
+  /// scale bytes are laid out for that GEMM's TMA: K tile by K tile of
   /// kCodesScaleTileK columns, the two bytes of each of the batch * rows
   /// rows, [ceil(cols / 64), batch * rows, 2] (a last half K tile's second
   /// byte is 127), which is [ceil(cols / 64) * batch * rows / 8, 16].
   bool codesOut = false;
+  /// codesOut, cols a multiple of 64: the codes of each K tile of a row in
+  /// wgmma A-fragment order (lhsCodeByte, LhsCodeLayout.h) instead of
+  /// column order, for a GEMM that decodes its lhs into registers
+  /// (lhs_codes).
+  bool fragmentOrder = false;
 };
 
 /// The K tile of the scale layout of MXOperandProblem::codesOut: the tile K
@@ -94,10 +100,10 @@ std::array<int64_t, 2> codesOutScaleShape(const struct MXOperandProblem &problem
 
 /// What the host needs to launch a built operand kernel. Kernel ABI, in
 /// order: (!llvm.ptr<1> source[, !llvm.ptr<1> scales | ids],
-/// !llvm.ptr<1> out[, !llvm.ptr<1> outAlongRows | outScales]), scales for
-/// codes, ids for gathered rows, the second output for `bothAxes` (the
-/// first is then the rounding along cols) or the scale bytes for
-/// `codesOut` (the first is then the codes).
+/// !llvm.ptr<1> out[, !llvm.ptr<1> outAlongRows][, !llvm.ptr<1>
+/// outScales]), scales for codes, ids for gathered rows, the second output
+/// for `bothAxes` (the first is then the rounding along cols) and the
+/// scale bytes for `codesOut` (the first output is then the codes).
 struct MXOperandLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;

@@ -97,6 +97,11 @@ struct MXGemmConfig {
   /// scales, and the producer warpgroup's warps 1-3 dequantize each K tile
   /// into the bf16 stage the MMAs read (#moe.gemm_config rhs_codes).
   bool rhsCodes = false;
+  /// Bf16Operands, block GEMM, K-major lhs: the lhs arrives as FP8 codes
+  /// (each K tile of a row in wgmma A-fragment order, LhsCodeLayout.h)
+  /// with E8M0 scales, and the consumers decode each K tile into the
+  /// registers of a register-A wgmma (#moe.gemm_config lhs_codes).
+  bool lhsCodes = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

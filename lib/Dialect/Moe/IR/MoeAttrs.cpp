@@ -22,17 +22,18 @@ using namespace mlir::moe;
 
 /// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`,
 /// `, persistent = true`, `, pingpong = true` and
-/// `, evict_first_outputs = true` and `, rhs_codes = true`, each present when
-/// set,
+/// `, evict_first_outputs = true`, `, rhs_codes = true` and
+/// `, lhs_codes = true`, each present when set,
 /// and `, ctas_per_sm = N`, `, cluster_n = N` and `, raster_m = N`, in any
 /// order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &lhsMMajor, bool &persistent,
                                    int64_t &ctasPerSm, bool &pingpong,
                                    int64_t &clusterN, int64_t &rasterM,
-                                   bool &evictFirstOutputs, bool &rhsCodes) {
+                                   bool &evictFirstOutputs, bool &rhsCodes,
+                                   bool &lhsCodes) {
   rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
-      rhsCodes = false;
+      rhsCodes = lhsCodes = false;
   ctasPerSm = clusterN = rasterM = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
@@ -54,12 +55,14 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                  : key == "pingpong"    ? &pingpong
                  : key == "evict_first_outputs" ? &evictFirstOutputs
                  : key == "rhs_codes"           ? &rhsCodes
+                 : key == "lhs_codes"           ? &lhsCodes
                                                 : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
                                   "persistent, pingpong, ctas_per_sm, "
                                   "cluster_n, raster_m, "
-                                  "evict_first_outputs or rhs_codes, got '")
+                                  "evict_first_outputs, rhs_codes or "
+                                  "lhs_codes, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -73,7 +76,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              bool lhsMMajor, bool persistent,
                              int64_t ctasPerSm, bool pingpong,
                              int64_t clusterN, int64_t rasterM,
-                             bool evictFirstOutputs, bool rhsCodes) {
+                             bool evictFirstOutputs, bool rhsCodes,
+                             bool lhsCodes) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -92,6 +96,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", evict_first_outputs = true";
   if (rhsCodes)
     printer << ", rhs_codes = true";
+  if (lhsCodes)
+    printer << ", lhs_codes = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -223,7 +229,8 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        ArrayRef<int64_t> registers, bool rhsNMajor,
                        bool lhsMMajor, bool persistent, int64_t ctasPerSm,
                        bool pingpong, int64_t clusterN, int64_t rasterM,
-                       bool evictFirstOutputs, bool rhsCodes) {
+                       bool evictFirstOutputs, bool rhsCodes,
+                       bool lhsCodes) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -315,6 +322,14 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                    clusterN != 1))
     return emitError() << "rhs_codes needs the bf16_operands MMA path, a "
                           "K-major rhs and no cluster";
+  // The consumers decode the lhs codes of each K tile into the registers
+  // of a register-A wgmma, which reads A K-major; a cluster pair's lhs
+  // tile is multicast into the bf16 stage, and the rhs converters of
+  // rhs_codes would take the registers the decode needs.
+  if (lhsCodes && (mma != MXMmaPath::Bf16Operands || lhsMMajor ||
+                   clusterN != 1 || rhsCodes))
+    return emitError() << "lhs_codes needs the bf16_operands MMA path, a "
+                          "K-major lhs, no cluster and no rhs_codes";
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "

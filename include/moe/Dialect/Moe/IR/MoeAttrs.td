@@ -227,7 +227,13 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     kernel reads the rhs as FP8 codes with their E8M0 scales, half the
     bytes of bf16 values, and the producer warpgroup's warps 1-3
     dequantize each K tile into a ring of `dequant_stages` bf16 tiles that
-    the MMAs read (warp 0 keeps the TMA loads).
+    the MMAs read (warp 0 keeps the TMA loads), and (`bf16_operands` block
+    GEMMs only, the lhs read with K contiguous, not with `rhs_codes`)
+    `lhs_codes`: the kernel reads the lhs as FP8 codes with their E8M0
+    scales, each 64-column K tile of a row in the order of the wgmma A
+    fragment, and the consumer warpgroups decode every K tile into the
+    registers of a register-A wgmma (no bf16 copy of the lhs in shared
+    memory or HBM).
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -282,7 +288,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"int64_t", "1">:$clusterN,
     DefaultValuedParameter<"int64_t", "1">:$rasterM,
     DefaultValuedParameter<"bool", "false">:$evictFirstOutputs,
-    DefaultValuedParameter<"bool", "false">:$rhsCodes
+    DefaultValuedParameter<"bool", "false">:$rhsCodes,
+    DefaultValuedParameter<"bool", "false">:$lhsCodes
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -292,7 +299,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `registers` `=` `[` $registers `]`
     `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
                           $pingpong, $clusterN, $rasterM,
-                          $evictFirstOutputs, $rhsCodes)
+                          $evictFirstOutputs, $rhsCodes, $lhsCodes)
     `` `>`
   }];
   let genVerifyDecl = 1;
