@@ -460,6 +460,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.clusterGemms ? "cluster-gemms" : "");
   add(options.rhsCodes ? "rhs-codes" : "");
   add(options.lhsCodes ? "lhs-codes" : "");
+  add(options.activationEpilogue ? "" : "no-act-epilogue");
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);
   add(gpuFormat);
@@ -1651,6 +1652,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.clusterGemms = options.clusterGemms;
       pipelineOptions.rhsCodes = options.rhsCodes;
       pipelineOptions.lhsCodes = options.lhsCodes;
+      pipelineOptions.activationEpilogue = options.activationEpilogue;
     };
     if (impl->deviceArguments) {
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;

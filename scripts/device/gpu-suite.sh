@@ -62,7 +62,8 @@
 #              a layer with P2 in bands bit for bit against the default,
 #              and a dense layer (bands by default) against R_mx
 #   sanitize   compute-sanitizer memcheck and racecheck on two sm90a layers
-#   determinism  two sm90a runs, outputs compared bit for bit
+#   determinism  two sm90a runs (with MATRIX_EXTRA), outputs compared bit
+#              for bit
 #   kernels    ncu kernel durations of one layer, both MMA paths
 #   p1-prof    ncu of P1's kernel (block_matmul_act) at reference shape 2,
 #              default (ping-pong), --grid-gemms, and --grid-gemms
@@ -686,8 +687,9 @@ if want determinism; then
   layer=T=1024,H=1024,I=512,E=8,K=2,B=128
   same=PASS
   for i in 1 2; do
-    moe-run --target=sm90a --layer "$layer" --outputs "$out/run$i" \
-      >/dev/null 2>&1 || same=FAIL
+    # shellcheck disable=SC2086
+    moe-run --target=sm90a ${MATRIX_EXTRA:-} --layer "$layer" \
+      --outputs "$out/run$i" >/dev/null 2>&1 || same=FAIL
   done
   for f in "$out"/run1/*.npy; do
     cmp -s "$f" "$out/run2/$(basename "$f")" || { same=FAIL; echo "differs: $f"; }

@@ -154,6 +154,9 @@ options:
                        weight) read it as FP8 codes and E8M0 scales, half
                        the bytes of bf16, dequantized in the GEMM kernel by
                        its producer warpgroup (the same bits)
+  --no-act-epilogue    sm90a: P1's GEMM stores dA, and an elementwise kernel
+                       computes the activation backward (default: P1's
+                       epilogue does)
   --lhs-codes          sm90a: block GEMMs whose lhs rows are MX-quantized
                        along K (x, dy, [dg|du]) read them as FP8 codes and
                        E8M0 scales, decoded by the consumer warpgroups into
@@ -219,6 +222,7 @@ struct Options {
   bool clusterGemms = false;
   bool rhsCodes = false;
   bool lhsCodes = false;
+  bool activationEpilogue = true;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -258,7 +262,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--grid-gemms",
                                           "--cluster-gemms",
                                           "--rhs-codes",
-                                          "--lhs-codes"};
+                                          "--lhs-codes",
+                                          "--no-act-epilogue"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -405,6 +410,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.rhsCodes = true;
     } else if (name == "--lhs-codes") {
       opts.lhsCodes = true;
+    } else if (name == "--no-act-epilogue") {
+      opts.activationEpilogue = false;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
@@ -1234,6 +1241,7 @@ int run(const Options &opts) {
   compileOptions.clusterGemms = opts.clusterGemms;
   compileOptions.rhsCodes = opts.rhsCodes;
   compileOptions.lhsCodes = opts.lhsCodes;
+  compileOptions.activationEpilogue = opts.activationEpilogue;
   compileOptions.gemmConfigs = opts.gemmConfigs;
   compileOptions.kernelDir = opts.emitDir;
   compileOptions.kernelFormat = opts.emitFormat;

@@ -93,7 +93,12 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "bf16-operands: block GEMMs whose lhs rows are MX-quantized along "
            "K read them as FP8 codes in wgmma A-fragment order and E8M0 "
            "scales, decoded by the consumer warpgroups into the registers of "
-           "a register-A wgmma (lhs_codes), where the kernel fits">
+           "a register-A wgmma (lhs_codes), where the kernel fits">,
+    Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"true",
+           "P1's GEMM computes the activation backward of its moe.fused "
+           "region (dg, du, h, a * h, the affinity gradient's partial sums) "
+           "in its epilogue; false: it stores dA, and the activation "
+           "backward lowers to elementwise kernels">
   ];
 }
 
@@ -197,7 +202,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "bf16-operands: block GEMMs whose lhs rows are MX-quantized along "
            "K read them as FP8 codes in wgmma A-fragment order and E8M0 "
            "scales, decoded by the consumer warpgroups into the registers of "
-           "a register-A wgmma (lhs_codes), where the kernel fits">
+           "a register-A wgmma (lhs_codes), where the kernel fits">,
+    Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"true",
+           "P1's GEMM computes the activation backward of its moe.fused "
+           "region (dg, du, h, a * h, the affinity gradient's partial sums) "
+           "in its epilogue; false: it stores dA, and the activation "
+           "backward lowers to elementwise kernels">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -351,6 +351,10 @@ struct CompileOptions {
   /// rows as FP8 codes, decoded by the consumers into the registers of a
   /// register-A wgmma (moe-gpu-kernel-config's lhs-codes).
   bool lhsCodes = false;
+  /// GPU targets: P1's GEMM computes the activation backward in its
+  /// epilogue (false: it stores dA, and an elementwise kernel computes the
+  /// activation backward; convert-moe-to-nvgpu's act-epilogue).
+  bool activationEpilogue = true;
   /// GPU targets: kernel configurations set by hand, in place of
   /// moe-gpu-kernel-config's choice (a tuner's sweep with one build): the
   /// GEMM's index among the GPU GEMMs after moe-decompose-bwd, in IR order

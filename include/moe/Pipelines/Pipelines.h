@@ -135,6 +135,12 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                      "their MX-quantized lhs rows as FP8 codes decoded into "
                      "registers (default off)"),
       llvm::cl::init(false)};
+  typename PassPipelineOptions<Derived>::template Option<bool>
+      activationEpilogue{
+          *this, "act-epilogue",
+          llvm::cl::desc("P1's GEMM computes the activation backward in its "
+                         "epilogue (default on; off: an elementwise kernel)"),
+          llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

@@ -47,7 +47,8 @@ struct MoeGPUKernelConfigPass
         return WalkResult::advance();
       GemmConfigAttr config =
           selectGemmConfig(op, choice->target, choice->preferred,
-                           {persistentGemms, clusterGemms, rhsCodes, lhsCodes});
+                           {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
+                            activationEpilogue});
       if (!config) {
         op->emitOpError() << noKernelMessage(choice->target);
         return WalkResult::interrupt();

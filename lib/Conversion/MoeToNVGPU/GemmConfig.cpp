@@ -116,7 +116,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       }
     }
     auto block = dyn_cast<BlockMatmulOp>(op);
-    activation = block && group && matchGatedActEpilogue(block, *group);
+    activation = choices.activationEpilogue && block && group &&
+                 matchGatedActEpilogue(block, *group);
     for (const GemmTableEntry &entry : target.getBf16OperandsTable()) {
       if (problem.n >= entry.minN &&
           (entry.activationEpilogue || !activation) &&

@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/Passes.h"
 
+#include "moe/Conversion/MoeToNVGPU/ActBwdKernel.h"
 #include "moe/Conversion/MoeToNVGPU/GemmConfig.h"
 #include "moe/Conversion/MoeToNVGPU/MXGemm.h"
 #include "moe/Conversion/MoeToNVGPU/MXOperandKernel.h"
@@ -261,10 +262,12 @@ public:
   GemmLowering(OpBuilder &b, gpu::GPUModuleOp kernels,
                const TargetInfo &target,
                const DenseMap<Operation *, GemmConfigAttr> &configs,
-               bool bothAxes, bool checkpointEpilogue, bool dGateUpEpilogue)
+               bool bothAxes, bool checkpointEpilogue, bool dGateUpEpilogue,
+               bool activationEpilogue)
       : b(b), kernels(kernels), target(target), configs(configs),
         bothAxes(bothAxes), checkpointEpilogue(checkpointEpilogue),
-        dGateUpEpilogue(dGateUpEpilogue) {}
+        dGateUpEpilogue(dGateUpEpilogue),
+        activationEpilogue(activationEpilogue) {}
 
   /// A fresh kernel name `prefix`<n>.
   std::string freshName(StringRef prefix) {
@@ -286,6 +289,15 @@ public:
       GatedActEpilogue epi,
       const std::optional<CheckpointGateUp> &checkpoint,
       const DGateUpRoundings &roundings);
+  /// P1's activation backward `epi` (its GEMM `gemm`, of `problem`, lowered
+  /// to a plain kernel that stores dA) as the kernel of ActBwdKernel.h,
+  /// which also writes the MX roundings of [dg | du] and of P4's operand
+  /// that the GEMMs of the block read. Leaves the ops to the elementwise
+  /// lowering where that kernel does not fit.
+  LogicalResult lowerActBwdOperands(Operation *gemm,
+                                    const MXGemmProblem &problem,
+                                    GatedActEpilogue epi,
+                                    const KernelGroup &group);
   /// `op` on the Bf16Operands path, with the kernel of `config`; with the
   /// ops of its moe.fused region (`group`, may be null), the kernel also
   /// computes the epilogue it finds there.
@@ -352,6 +364,8 @@ private:
   bool checkpointEpilogue;
   /// P1's epilogue writes the MX roundings of [dg | du] that GEMMs read.
   bool dGateUpEpilogue;
+  /// P1's GEMM computes the activation backward of its region.
+  bool activationEpilogue;
   unsigned next = 0;
   /// Operands made, by (data, scales, K axis, transposed or 2 for codes);
   /// the scale bytes of codes by their codes.
@@ -706,8 +720,15 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   std::optional<GatedActEpilogue> epi;
   std::optional<CheckpointGateUp> checkpoint;
   DGateUpRoundings roundings;
-  if (auto gemm = dyn_cast<BlockMatmulOp>(op); gemm && group)
-    epi = matchGatedActEpilogue(gemm, *group);
+  // Without the activation epilogue, P1's activation backward becomes the
+  // operand kernel of the GEMMs after it (actOperands).
+  std::optional<GatedActEpilogue> actOperands;
+  if (auto gemm = dyn_cast<BlockMatmulOp>(op); gemm && group) {
+    if (activationEpilogue)
+      epi = matchGatedActEpilogue(gemm, *group);
+    else
+      actOperands = matchGatedActEpilogue(gemm, *group);
+  }
   if (epi) {
     MXGemmEpilogue &e = problem.epilogue;
     e.kind = MXGemmEpilogue::Kind::GatedActBwd;
@@ -826,7 +847,157 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
+  if (actOperands &&
+      failed(lowerActBwdOperands(op, problem, *actOperands, *group)))
+    return failure();
   op->erase();
+  return success();
+}
+
+LogicalResult GemmLowering::lowerActBwdOperands(Operation *gemm,
+                                                const MXGemmProblem &gp,
+                                                GatedActEpilogue epi,
+                                                const KernelGroup &group) {
+  GatedActBwdOp act = epi.act;
+  Block *block = gemm->getBlock();
+  MXActBwdProblem p;
+  p.slots = gp.m;
+  p.n = gp.n;
+  p.activation = act.getActivation();
+  p.clamp = act.getClampAttr();
+  std::optional<CheckpointGateUp> checkpoint;
+  if (checkpointEpilogue)
+    checkpoint = matchCheckpointGateUp(act, group, gp.blockSize);
+  p.checkpoint = checkpoint.has_value();
+  p.blockSize = gp.blockSize;
+  DGateUpRoundings roundings = matchDGateUpRoundings(act, gp, block);
+  if (roundings.alongN)
+    p.dGateUpAlongCols = roundings.alongN.getQuant();
+  if (roundings.alongM)
+    p.dGateUpAlongRows = roundings.alongM.getQuant();
+  p.writeDGateUp = roundings.keepF32 || (!roundings.alongN && !roundings.alongM);
+  // P4's operand: a * h (or h, affinity on H) MX-rounded along the slots,
+  // read in place by a GEMM of the block.
+  p.scaleRows = bool(epi.scaled);
+  Value rowsValue = epi.scaled ? epi.scaled.getResult() : act.getH();
+  MXQuantizeOp rowsQuantize;
+  OperandRequest rowsRequest{nullptr, 0, false};
+  for (Operation *user : rowsValue.getUsers()) {
+    auto quantize = dyn_cast<MXQuantizeOp>(user);
+    if (!quantize || rowsQuantize || quantize.getAxis() != 0 ||
+        !quantize.getQuant().isQuantized() || gp.m % 32 ||
+        !quantize.getCodes().hasOneUse())
+      continue;
+    std::optional<OperandRequest> request = requestOf(quantize.getCodes());
+    if (request && request->gemm->getBlock() == block && request->kAxis == 0 &&
+        !request->transpose && !request->codes) {
+      rowsQuantize = quantize;
+      rowsRequest = *request;
+    }
+  }
+  if (rowsQuantize)
+    p.rowsOperandAlongRows = rowsQuantize.getQuant();
+  // f32 h and a * h for their other readers (the affinity gradient takes
+  // the partial sums instead).
+  for (Operation *user : act.getH().getUsers())
+    if (user != epi.scaled && user != epi.grad && user != rowsQuantize)
+      p.writeH = true;
+  if (epi.scaled)
+    for (Operation *user : epi.scaled->getUsers())
+      if (user != rowsQuantize)
+        p.writeScaledH = true;
+  p.writePartials = bool(epi.grad);
+  // What the kernel does not fit stays for the elementwise lowering.
+  if (!fitsMXActBwdKernel(p))
+    return success();
+
+  // The launch goes where the activation backward was: its operands are
+  // defined there.
+  Location loc = act.getLoc();
+  b.setInsertionPoint(act);
+  MXActBwdLaunch launch = buildMXActBwdKernel(
+      b, loc, kernels, freshName("act_bwd_operands_"), p);
+  SmallVector<Value> operands = {
+      act.getDAct(), checkpoint ? checkpoint->checkpoint : act.getGateUp(),
+      act.getSlotAffinities()};
+  if (checkpoint)
+    operands.push_back(checkpoint->tokenIds);
+  auto dGateUpType = cast<RankedTensorType>(act.getDGateUp().getType());
+  auto hType = cast<RankedTensorType>(act.getH().getType());
+  auto bf16Like = [&](RankedTensorType type) {
+    return RankedTensorType::get(type.getShape(), b.getBF16Type());
+  };
+  SmallVector<Type> resultTypes;
+  if (p.dGateUpAlongCols)
+    resultTypes.push_back(bf16Like(dGateUpType));
+  if (p.dGateUpAlongRows)
+    resultTypes.push_back(bf16Like(dGateUpType));
+  if (p.rowsOperandAlongRows)
+    resultTypes.push_back(bf16Like(hType));
+  if (p.writeDGateUp)
+    resultTypes.push_back(dGateUpType);
+  if (p.writeH)
+    resultTypes.push_back(hType);
+  if (p.writeScaledH)
+    resultTypes.push_back(cast<RankedTensorType>(epi.scaled.getType()));
+  if (p.writePartials)
+    resultTypes.push_back(
+        RankedTensorType::get(actBwdPartialsShape(p), b.getF32Type()));
+  LaunchRecord record{launch.kernel, launch.grid, launch.block,
+                      launch.dynamicSharedMemory, {}, {}};
+  for (int64_t i = 0, e = operands.size() + resultTypes.size(); i < e; ++i)
+    record.pointerArgs.push_back(i);
+  SmallVector<Value> results =
+      emitLaunch(b, loc, record, operands, resultTypes);
+  unsigned next = 0;
+  // The GEMMs that read the roundings take the kernel's values; a stand-in
+  // takes the place of what only those read.
+  auto provide = [&](MXQuantizeOp quantize, const OperandRequest &request) {
+    prepared[std::make_tuple(quantize.getCodes(), quantize.getScales(),
+                             request.kAxis, int64_t(request.transpose))] =
+        results[next++];
+  };
+  auto standIn = [&](Value value) {
+    auto type = cast<RankedTensorType>(value.getType());
+    Value empty = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                          type.getElementType());
+    placeholders.push_back(empty.getDefiningOp());
+    return empty;
+  };
+  if (p.dGateUpAlongCols)
+    provide(roundings.alongN, roundings.requestN);
+  if (p.dGateUpAlongRows)
+    provide(roundings.alongM, roundings.requestM);
+  if (p.rowsOperandAlongRows)
+    provide(rowsQuantize, rowsRequest);
+  act.getDGateUp().replaceAllUsesWith(
+      p.writeDGateUp ? results[next++] : standIn(act.getDGateUp()));
+  Value h = p.writeH ? results[next++] : Value();
+  Value scaled = p.writeScaledH ? results[next++] : Value();
+  if (epi.grad) {
+    // The affinity gradient from the kernel's partial sums of <dA, h>.
+    AffinityGradOp grad = epi.grad;
+    b.setInsertionPoint(grad);
+    Value da = AffinityGradOp::create(
+        b, grad.getLoc(), grad.getResult().getType(), results[next++],
+        /*h=*/Value(), grad.getTokenPositionToId(), grad.getBlockToExpert(),
+        grad.getDyRows(), grad.getDownBias(), grad.getBlockSizeAttr(),
+        grad.getNumExpertsAttr());
+    grad.getResult().replaceAllUsesWith(da);
+    grad->erase();
+  }
+  b.setInsertionPoint(act);
+  if (epi.scaled) {
+    epi.scaled.getResult().replaceAllUsesWith(
+        scaled ? scaled : standIn(epi.scaled.getResult()));
+    epi.scaled->erase();
+  }
+  if (!act.getH().use_empty())
+    act.getH().replaceAllUsesWith(h ? h : standIn(act.getH()));
+  act->erase();
+  if (checkpoint)
+    for (Operation *dead : checkpoint->chain)
+      dead->erase();
   return success();
 }
 
@@ -996,7 +1167,8 @@ struct ConvertMoeToNVGPUPass
       } else {
         config = selectGemmConfig(
             op, choice->target, choice->preferred,
-            {persistentGemms, clusterGemms, rhsCodes, lhsCodes},
+            {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
+             activationEpilogue},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
@@ -1008,7 +1180,8 @@ struct ConvertMoeToNVGPUPass
     OpBuilder b(&getContext());
     GemmLowering lowering(b, getOrCreateKernelModule(b, module),
                           choice->target, configs, operandsBothAxes,
-                          checkpointEpilogue, dGateUpEpilogue);
+                          checkpointEpilogue, dGateUpEpilogue,
+                          activationEpilogue);
     for (Operation *op : gemms) {
       GemmConfigAttr config = configs.lookup(op);
       if (failed(config.getMma() == MXMmaPath::Bf16Operands

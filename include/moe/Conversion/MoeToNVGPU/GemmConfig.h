@@ -79,6 +79,10 @@ struct GemmChoices {
   /// consumer warpgroups into the registers of a register-A wgmma
   /// (lhs_codes), where the kernel fits.
   bool lhsCodes = false;
+  /// P1's GEMM computes the activation backward of its moe.fused region in
+  /// its epilogue (false: it stores dA, and the region's other ops lower
+  /// to elementwise kernels).
+  bool activationEpilogue = true;
 };
 
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when

@@ -123,7 +123,7 @@ struct MXGemmProblem {
   bool skipPadding = false;
   /// Bf16Operands: the lhs's code type when the op's lhs is codes (null
   /// otherwise): what a lhs_codes kernel decodes.
-  Type lhsElementType;
+  Type lhsElementType = {};
 
   /// Bytes of a persistent Expert kernel's shared table: each expert's
   /// block count and first block, and with skipPadding its K tiles.
