@@ -6,8 +6,9 @@
 // The main checks are on the bf16-dequantization path (the codes the host
 // quantized go to the kernels); OPS checks the default path, where operand
 // kernels round each GEMM operand before its GEMM (one kernel both
-// roundings of a value two GEMMs take: operands-both-axes) and P1's kernel
-// computes the activation backward of its moe.fused region (no host exp).
+// roundings of a value two GEMMs take: operands-both-axes), P1 stores dA
+// and the activation backward of its moe.fused region is a kernel that
+// writes what P2, P3 and P4 read (no host exp).
 // REQUIRES: ptxas
 // RUN: moe-opt %s -moe-gpu-hybrid-pipeline="toolkit=%cuda_root mma-path=bf16" | FileCheck %s --implicit-check-not=moe.
 // RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa mma-path=bf16" | FileCheck %s --check-prefix=PTX
@@ -61,18 +62,20 @@
 // OPS:         llvm.call @mx_operand_3_launch(
 // OPS:         llvm.call @mx_operand_4_launch(
 // OPS-NOT:     llvm.call @exp
-// OPS:         llvm.call @block_matmul_act_5_launch(
+// OPS:         llvm.call @block_matmul_5_launch(
 // OPS-NOT:     llvm.call @exp
-// OPS:         llvm.call @mx_operand_6_launch(
+// OPS:         llvm.call @act_bwd_operands_6_launch(
+// OPS-NOT:     llvm.call @exp
 // OPS:         llvm.call @block_matmul_7_launch(
 // OPS:         llvm.call @expert_matmul_8_launch(
-// OPS:         llvm.call @mx_operand_9_launch(
-// OPS:         llvm.call @expert_matmul_10_launch(
+// OPS:         llvm.call @expert_matmul_9_launch(
 // OPS-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
 // OPS:       gpu.binary @moe_kernels_mx_operand_0
 // OPS-SAME:    cvt.rn.satfinite.e4m3x2.f32
-// OPS:       gpu.binary @moe_kernels_block_matmul_act_5
+// OPS:       gpu.binary @moe_kernels_block_matmul_5
 // OPS-SAME:    wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// OPS:       gpu.binary @moe_kernels_act_bwd_operands_6
+// OPS-SAME:    cvt.rn.satfinite.e4m3x2.f32
 
 func.func @moe_layer_bwd(%x: tensor<256x256xbf16>, %dy: tensor<256x256xbf16>,
                          %aff: tensor<512xf32>, %wgu: tensor<2x256x2x128xbf16>,

@@ -17,9 +17,9 @@
 // The entry: every allocation, kernel and free on the stream argument,
 // the GEMMs in program order among the elementwise kernels, each after the
 // operand kernels that round its two operands (one kernel writes both
-// roundings of x, dy, the gate/up weight and [dg|du], for the two GEMMs
-// that take them: operands-both-axes; P1's kernel computes the activation
-// backward of its moe.fused region), no host math.
+// roundings of x, dy and the gate/up weight, for the two GEMMs that take
+// them: operands-both-axes; P1 stores dA, and the activation backward's
+// kernel writes both roundings of [dg|du] and a * h's), no host math.
 // CHECK-LABEL: llvm.func @moe_layer_bwd(
 // CHECK-SAME:      %[[S:[^:]*]]: !llvm.ptr) attributes {llvm.emit_c_interface} {
 // CHECK-NOT:     llvm.call @exp
@@ -40,14 +40,14 @@
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_4::@mx_operand_4
 // CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_block_matmul_5::@block_matmul_5
+// CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_layer_bwd_kernel::@moe_layer_bwd_kernel
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_block_matmul_act_5::@block_matmul_act_5
-// CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_6::@mx_operand_6
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_act_bwd_operands_6::@act_bwd_operands_6
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
@@ -59,12 +59,10 @@
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_expert_matmul_8::@expert_matmul_8
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_9::@mx_operand_9
-// CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_expert_matmul_10::@expert_matmul_10
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_expert_matmul_9::@expert_matmul_9
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK-NOT:     llvm.call @mgpuEvent
 // CHECK:         llvm.call @mgpuMemFree(%{{.*}}, %[[S]])

@@ -154,9 +154,10 @@ options:
                        weight) read it as FP8 codes and E8M0 scales, half
                        the bytes of bf16, dequantized in the GEMM kernel by
                        its producer warpgroup (the same bits)
-  --no-act-epilogue    sm90a: P1's GEMM stores dA, and an elementwise kernel
-                       computes the activation backward (default: P1's
-                       epilogue does)
+  --act-epilogue       sm90a: P1's GEMM computes the activation backward in
+                       its epilogue (ping-pong kernel) instead of storing dA
+                       for one kernel that computes it and the MX roundings
+                       P2, P3 and P4 read (the same bits but da's last ones)
   --lhs-codes          sm90a: block GEMMs whose lhs rows are MX-quantized
                        along K (x, dy, [dg|du]) read them as FP8 codes and
                        E8M0 scales, decoded by the consumer warpgroups into
@@ -222,7 +223,7 @@ struct Options {
   bool clusterGemms = false;
   bool rhsCodes = false;
   bool lhsCodes = false;
-  bool activationEpilogue = true;
+  bool activationEpilogue = false;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -263,7 +264,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--cluster-gemms",
                                           "--rhs-codes",
                                           "--lhs-codes",
-                                          "--no-act-epilogue"};
+                                          "--act-epilogue"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -410,8 +411,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.rhsCodes = true;
     } else if (name == "--lhs-codes") {
       opts.lhsCodes = true;
-    } else if (name == "--no-act-epilogue") {
-      opts.activationEpilogue = false;
+    } else if (name == "--act-epilogue") {
+      opts.activationEpilogue = true;
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;

@@ -94,11 +94,12 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "K read them as FP8 codes in wgmma A-fragment order and E8M0 "
            "scales, decoded by the consumer warpgroups into the registers of "
            "a register-A wgmma (lhs_codes), where the kernel fits">,
-    Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"true",
+    Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"false",
            "P1's GEMM computes the activation backward of its moe.fused "
            "region (dg, du, h, a * h, the affinity gradient's partial sums) "
-           "in its epilogue; false: it stores dA, and the activation "
-           "backward lowers to elementwise kernels">
+           "in its epilogue; false: it stores dA, and one memory-bound "
+           "kernel computes the activation backward and writes the MX "
+           "roundings the GEMMs after it read">
   ];
 }
 
@@ -203,11 +204,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "K read them as FP8 codes in wgmma A-fragment order and E8M0 "
            "scales, decoded by the consumer warpgroups into the registers of "
            "a register-A wgmma (lhs_codes), where the kernel fits">,
-    Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"true",
+    Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"false",
            "P1's GEMM computes the activation backward of its moe.fused "
            "region (dg, du, h, a * h, the affinity gradient's partial sums) "
-           "in its epilogue; false: it stores dA, and the activation "
-           "backward lowers to elementwise kernels">
+           "in its epilogue; false: it stores dA, and one memory-bound "
+           "kernel computes the activation backward and writes the MX "
+           "roundings the GEMMs after it read">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -352,9 +352,10 @@ struct CompileOptions {
   /// register-A wgmma (moe-gpu-kernel-config's lhs-codes).
   bool lhsCodes = false;
   /// GPU targets: P1's GEMM computes the activation backward in its
-  /// epilogue (false: it stores dA, and an elementwise kernel computes the
-  /// activation backward; convert-moe-to-nvgpu's act-epilogue).
-  bool activationEpilogue = true;
+  /// epilogue (convert-moe-to-nvgpu's act-epilogue); false (default): P1
+  /// stores dA, and one kernel computes the activation backward and the MX
+  /// roundings that P2, P3 and P4 read.
+  bool activationEpilogue = false;
   /// GPU targets: kernel configurations set by hand, in place of
   /// moe-gpu-kernel-config's choice (a tuner's sweep with one build): the
   /// GEMM's index among the GPU GEMMs after moe-decompose-bwd, in IR order

@@ -139,8 +139,10 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
       activationEpilogue{
           *this, "act-epilogue",
           llvm::cl::desc("P1's GEMM computes the activation backward in its "
-                         "epilogue (default on; off: an elementwise kernel)"),
-          llvm::cl::init(true)};
+                         "epilogue (default off: a plain GEMM, then one "
+                         "kernel for the activation backward and the MX "
+                         "roundings after it)"),
+          llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "

@@ -17,20 +17,21 @@
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin > %t.layer.log 2>&1
 // RUN: FileCheck %s --check-prefix=LAYER < %t.layer.log
 // RUN: FileCheck %s --check-prefix=SPILLS < %t.layer.log
-// The same layer through moe-fuse: P1's kernel (ping-pong) computes the
+// The same layer through moe-fuse with act-epilogue: P1's kernel (ping-pong) computes the
 // activation backward of its region (the warpgroup prefetches its tile's
 // g and u rows into L2 before its turn at the tensor cores; f32 sigmoid as
 // the host lowering evaluates it, libdevice's expf and the IEEE reciprocal,
 // the quad's butterfly sums of <dA, h>, [dg | du] and a * h stored as f32
 // pairs), with no spills.
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root operands-both-axes=false" | %python %S/Inputs/extract-ptx.py > %t.fused.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root operands-both-axes=false act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.fused.ptx
 // RUN: FileCheck %s --check-prefix=FUSED-PTX < %t.fused.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.fused.ptx -o %t.fused.cubin 2>&1 | FileCheck %s --check-prefix=FUSED
 
-// operands-both-axes (the default; operands-both-axes.mlir): the four kernels that write
-// both roundings of x, dy, the gate/up weight and [dg|du] (the amax of a
-// lane quad by two butterfly shuffles), with the rest of the fused layer:
-// no spills, no warning.
+// operands-both-axes (the default; operands-both-axes.mlir): the three kernels that write
+// both roundings of x, dy and the gate/up weight (the amax of a lane quad
+// by two butterfly shuffles), with the rest of the fused layer (P1 a plain
+// GEMM, the activation backward's kernel writing [dg|du]'s two roundings,
+// act-bwd-operands.mlir): ten kernels, no spills, no warning.
 // RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.both.ptx
 // RUN: FileCheck %s --check-prefix=BOTH-PTX < %t.both.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.both.ptx -o %t.both.cubin > %t.both.log 2>&1
@@ -43,7 +44,7 @@
 // BOTH-PTX:         bar.sync 0;
 // BOTH-PTX:         st.global.b16
 // BOTH-NOT:   warning
-// BOTH-COUNT-11: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// BOTH-COUNT-10: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // BOTH-NOT:   bytes stack frame
 
 // A 128x256 tile (moe-run --gemm with its --gemm-config): two consumer

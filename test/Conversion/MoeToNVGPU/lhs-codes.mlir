@@ -1,5 +1,6 @@
 // RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu -verify-diagnostics | FileCheck %s --enable-var-scope
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="lhs-codes=true" | FileCheck %s --check-prefix=CONFIG
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="lhs-codes=true act-epilogue=true" | FileCheck %s --check-prefix=CONFIG-EPI
 // REQUIRES: ptxas
 // RUN: %moe_obj/bin/moe-run --gemm M=256,N=256,K=256,G=1 --print-layer-ir > %t.gemm.mlir
 // RUN: moe-opt %t.gemm.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-codes=true" | %python %S/Inputs/extract-ptx.py > %t.gemm.ptx
@@ -8,6 +9,9 @@
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-codes=true" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
 // RUN: FileCheck %s --check-prefix=LAYER < %t.layer.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-codes=true act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.epi.ptx
+// RUN: FileCheck %s --check-prefix=LAYER-EPI < %t.epi.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.epi.ptx -o %t.epi.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // #moe.gemm_config lhs_codes: a block GEMM reads its lhs rows (x, dy,
 // [dg|du] in the layer) as FP8 codes with E8M0 scales, a quarter of the
@@ -173,19 +177,22 @@ func.func @partial_k_tile(%x: tensor<256x96xbf16>, %w: tensor<2x128x96xbf16>,
 
 // moe-gpu-kernel-config with lhs-codes: the three block GEMMs read their
 // lhs rows as codes (the recompute's x, P1's dy, P2's [dg|du], whose
-// mx_quantize is in P1's region): P1's ping-pong kernel with 32 producer
-// registers (the consumers give up 8); the expert GEMMs read both operands
-// slot-major: unchanged.
+// mx_quantize is in P1's region); with act-epilogue, P1's ping-pong kernel
+// with 32 producer registers (the consumers give up 8); the expert GEMMs
+// read both operands slot-major: unchanged.
 // CONFIG:       moe.block_matmul
 // CONFIG-SAME:    registers = [40, 232], rhs_n_major = true, lhs_codes = true>
 // CONFIG:       moe.block_matmul
-// CONFIG-SAME:    stages = 6, warpgroups = [1, 2], registers = [32, 232], persistent = true, pingpong = true, lhs_codes = true>
+// CONFIG-SAME:    stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, lhs_codes = true>
 // CONFIG:       moe.block_matmul
 // CONFIG-SAME:    stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, lhs_codes = true>
 // CONFIG:       moe.expert_matmul
 // CONFIG-NOT:     lhs_codes
 // CONFIG:       moe.expert_matmul
 // CONFIG-NOT:     lhs_codes
+// CONFIG-EPI:   moe.block_matmul
+// CONFIG-EPI:   moe.block_matmul
+// CONFIG-EPI-SAME: stages = 6, warpgroups = [1, 2], registers = [32, 232], persistent = true, pingpong = true, lhs_codes = true>
 
 // The operand kernel's fragment-order stores, then the GEMM: the shared
 // loads of codes and scale bytes, the vote, the byte permutes and bf16
@@ -203,13 +210,19 @@ func.func @partial_k_tile(%x: tensor<256x96xbf16>, %w: tensor<2x128x96xbf16>,
 // PTX-DAG:     mul.rn.bf16x2
 // PTX-DAG:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{{.*}}}, {{{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}}, {{%rd[0-9]+}}, p, 1, 1, 0;
 
-// In the layer the recompute GEMM (rhs N-major: trans-b 1), P1 (ping-pong,
-// the activation backward, m64n128) and P2 take their lhs as codes.
+// In the layer the recompute GEMM (rhs N-major: trans-b 1), P1 (m64n128)
+// and P2 take their lhs as codes. (The activation backward's kernel writes
+// [dg|du] as bf16 values: P2's codes come from an operand kernel over the
+// f32 [dg|du] it also writes.) With act-epilogue, P1 is the ping-pong
+// kernel of the activation backward.
 // LAYER-LABEL: .entry block_matmul_2(
 // LAYER:       wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{{.*}}}, {{{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}}, {{%rd[0-9]+}}, p, 1, 1, 1;
-// LAYER-LABEL: .entry block_matmul_act_{{[0-9]+}}(
+// LAYER-LABEL: .entry block_matmul_5(
 // LAYER:       wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{.*}}}, {{{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}}, {{%rd[0-9]+}}, p, 1, 1, 0;
+// LAYER-LABEL: .entry act_bwd_operands_6(
 // LAYER-LABEL: .entry block_matmul_{{[0-9]+}}(
 // LAYER:       wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{{.*}}}, {{{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}}, {{%rd[0-9]+}}, p, 1, 1, 0;
+// LAYER-EPI-LABEL: .entry block_matmul_act_{{[0-9]+}}(
+// LAYER-EPI:   wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{.*}}}, {{{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}}, {{%rd[0-9]+}}, p, 1, 1, 0;
 
 // PTXAS-NOT:   bytes spill stores, {{[1-9]}}

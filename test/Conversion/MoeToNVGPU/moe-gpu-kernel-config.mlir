@@ -3,6 +3,7 @@
 // RUN: not moe-opt %s -moe-gpu-kernel-config="mma-path=fp4" 2>&1 | FileCheck %s --check-prefix=BADPATH
 // RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=BADCHIP
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=LAYER
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="act-epilogue=true" | FileCheck %s --check-prefix=LAYER-EPI
 // RUN: moe-opt %s -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=GRID
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=GRID-LAYER
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_100a" | FileCheck %s --check-prefix=SM100
@@ -34,13 +35,13 @@
 
 // cluster-gemms pairs the CTAs of a kernel of one CTA per tile along N
 // where its N tiles pair up (I = 384): not the recompute (2I = 768: 3 tiles
-// of 256) nor P1 (I: 3 tiles of 128), but P2 (H = 512: 2 tiles of 256) and
+// of 256), but P1 (I: 2 tiles of 256), P2 (H = 512: 2 tiles of 256) and
 // P4 (dWd's N = H); P3 (dWgu's N = 2I) stays alone. Persistent kernels
 // take no clusters: by default only the recompute's is one CTA per tile.
 // CLUSTER-LAYER:      moe.block_matmul
 // CLUSTER-LAYER-SAME:   tile = [128, 256, 64]{{.*}}rhs_n_major = true>
 // CLUSTER-LAYER:      moe.block_matmul
-// CLUSTER-LAYER-SAME:   tile = [128, 128, 64]{{.*}}registers = [40, 232]>
+// CLUSTER-LAYER-SAME:   tile = [128, 256, 64]{{.*}}registers = [40, 232], cluster_n = 2>
 // CLUSTER-LAYER:      moe.block_matmul
 // CLUSTER-LAYER-SAME:   tile = [128, 256, 64]{{.*}}registers = [40, 232], cluster_n = 2>
 // CLUSTER-LAYER:      moe.expert_matmul
@@ -136,17 +137,22 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 }
 
 // A layer's five GEMMs (I = 256, H = 512): every output has 256 columns or
-// more, so each takes 128x256 tiles but P1's, whose kernel computes the
-// activation backward of its moe.fused region: 128x128 tiles, each computed
-// whole by one of the two consumer warpgroups in turn (pingpong), which
-// take 240 registers (the producer thread runs in 24).
+// more, so each takes 128x256 tiles, P1's too (a plain GEMM that stores
+// dA: the activation backward of its moe.fused region becomes the operand
+// kernel of the GEMMs after it). With act-epilogue, P1's kernel computes it:
+// 128x128 tiles, each computed whole by one of the two consumer warpgroups
+// in turn (pingpong), which take 240 registers (the producer thread runs in
+// 24).
 // LAYER:      moe.fused phase(<recompute>)
 // LAYER:        moe.block_matmul
 // LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true>
 // LAYER:      moe.fused phase(<p1>)
 // LAYER:        moe.block_matmul
-// LAYER-SAME:     tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [24, 240], persistent = true, pingpong = true>
+// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true>
 // LAYER:        moe.gated_act_bwd
+// LAYER-EPI:  moe.fused phase(<p1>)
+// LAYER-EPI:    moe.block_matmul
+// LAYER-EPI-SAME: tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [24, 240], persistent = true, pingpong = true>
 // LAYER:      moe.fused phase(<p2>)
 // LAYER:        moe.block_matmul
 // LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4
@@ -171,7 +177,7 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 // DENSE-LAYER-SAME:     rhs_n_major = true, raster_m = 16>
 // DENSE-LAYER:      moe.fused phase(<p1>)
 // DENSE-LAYER:        moe.block_matmul
-// DENSE-LAYER-SAME:     pingpong = true, raster_m = 16>
+// DENSE-LAYER-SAME:     registers = [40, 232], persistent = true, raster_m = 16>
 // DENSE-LAYER:      moe.fused phase(<p2>)
 // DENSE-LAYER:        moe.block_matmul
 // DENSE-LAYER-SAME:     persistent = true, raster_m = 16>

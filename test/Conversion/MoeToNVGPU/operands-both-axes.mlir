@@ -1,5 +1,5 @@
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu="operands-both-axes=false" | FileCheck %s --check-prefix=SINGLE
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true" --convert-moe-to-nvgpu="act-epilogue=true" | FileCheck %s
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true" --convert-moe-to-nvgpu="operands-both-axes=false act-epilogue=true" | FileCheck %s --check-prefix=SINGLE
 
 // operands-both-axes: the values that two GEMMs take quantized along
 // different axes, one along its columns (K contiguous) and one along its
@@ -9,7 +9,10 @@
 // weight (P2 along 2I, the recompute along H in place), dy (P1 along H, P4
 // along the slots) and [dg|du] (P2 along 2I, P3 along the slots). Wd and
 // a*h have one rounding each. 6 operand kernels instead of 10; each GEMM
-// reads the output of the axis it contracts.
+// reads the output of the axis it contracts. (With P1's activation
+// epilogue, act-epilogue=true, as [dg|du] then has an operand kernel; by
+// default the activation backward's kernel writes both of its roundings,
+// act-bwd-operands.mlir.)
 
 // CHECK-LABEL: func.func @moe_layer_bwd(
 // x, gathered through the token ids: along H, then along the slots.

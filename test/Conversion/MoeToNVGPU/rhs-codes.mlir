@@ -1,5 +1,6 @@
 // RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="persistent-gemms=false" -verify-diagnostics | FileCheck %s --enable-var-scope
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="rhs-codes=true" | FileCheck %s --check-prefix=CONFIG
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="rhs-codes=true act-epilogue=true" | FileCheck %s --check-prefix=CONFIG-EPI
 // REQUIRES: ptxas
 // RUN: %moe_obj/bin/moe-run --gemm M=256,N=256,K=256,G=1 --print-layer-ir > %t.gemm.mlir
 // RUN: moe-opt %t.gemm.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root rhs-codes=true" | %python %S/Inputs/extract-ptx.py > %t.gemm.ptx
@@ -196,19 +197,23 @@ func.func @few_registers(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 
 // moe-gpu-kernel-config with rhs-codes: P1 (the down weight) and P2 (the
 // gate/up weight along 2I) read their weights as codes, with 2 bf16 tiles:
-// P1's ping-pong kernel with 40 producer registers (the consumers give up
-// 8) and its 6 stages, P2's with its 4; the recompute GEMM reads its
-// weight N-major and the expert GEMMs have no weight: unchanged.
+// P1's kernel (128x128 at I = 128) with its 6 stages, P2's with its 4; with
+// act-epilogue, P1's ping-pong kernel with 40 producer registers (the
+// consumers give up 8); the recompute GEMM reads its weight N-major and the
+// expert GEMMs have no weight: unchanged.
 // CONFIG:       moe.block_matmul
 // CONFIG-SAME:    registers = [40, 232], rhs_n_major = true>
 // CONFIG:       moe.block_matmul
-// CONFIG-SAME:    stages = 6, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], persistent = true, pingpong = true, rhs_codes = true>
+// CONFIG-SAME:    stages = 6, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], persistent = true, rhs_codes = true>
 // CONFIG:       moe.block_matmul
 // CONFIG-SAME:    stages = 4, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], persistent = true, rhs_codes = true>
 // CONFIG:       moe.expert_matmul
 // CONFIG-NOT:     rhs_codes
 // CONFIG:       moe.expert_matmul
 // CONFIG-NOT:     rhs_codes
+// CONFIG-EPI:   moe.block_matmul
+// CONFIG-EPI:   moe.block_matmul
+// CONFIG-EPI-SAME: stages = 6, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], persistent = true, pingpong = true, rhs_codes = true>
 
 // The operand kernel's codes and scale byte stores, then the GEMM's
 // converters (setmaxnreg 40, the chunk and its scale byte from shared
@@ -232,9 +237,8 @@ func.func @few_registers(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 // PTX-DAG:     setmaxnreg.inc.sync.aligned.u32 232;
 // PTX-DAG:     wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 
-// In the layer, P1's kernel (ping-pong, the activation backward) and P2's
-// convert their weights.
-// P1-LABEL:    .entry block_matmul_act_{{[0-9]+}}(
+// In the layer, P1's kernel and P2's convert their weights.
+// P1-LABEL:    .entry block_matmul_5(
 // P1-DAG:      prmt.b32 {{%r[0-9]+}}, {{%r[0-9]+}}, 0, 0x1404;
 // P1-DAG:      fence.proxy.async.shared::cta;
 // P1-LABEL:    .entry block_matmul_{{[0-9]+}}(

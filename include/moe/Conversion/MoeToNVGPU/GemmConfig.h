@@ -80,9 +80,11 @@ struct GemmChoices {
   /// (lhs_codes), where the kernel fits.
   bool lhsCodes = false;
   /// P1's GEMM computes the activation backward of its moe.fused region in
-  /// its epilogue (false: it stores dA, and the region's other ops lower
-  /// to elementwise kernels).
-  bool activationEpilogue = true;
+  /// its epilogue (the ping-pong kernel of the table); false: it is a plain
+  /// GEMM that stores dA, and convert-moe-to-nvgpu builds the activation
+  /// backward as the operand kernel of the GEMMs after it (ActBwdKernel.h),
+  /// measured faster (docs/results/2026-12-03-act-bwd-operands.md).
+  bool activationEpilogue = false;
 };
 
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when
