@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/ActBwdKernel.h"
 
+#include "KernelArith.h"
 #include "moe/Conversion/MoeToNVGPU/MXRounding.h"
 #include "moe/Dialect/Moe/Utils/MXBuilders.h"
 
@@ -63,10 +64,10 @@ Tiles tilesOf(const MXActBwdProblem &p) {
 }
 
 /// Emits the body of one kernel.
-class ActBwdEmitter {
+class ActBwdEmitter : KernelArith {
 public:
   ActBwdEmitter(OpBuilder &b, Location loc, const MXActBwdProblem &p)
-      : b(b), loc(loc), p(p), tiles(tilesOf(p)), i32T(b.getI32Type()),
+      : KernelArith(b, loc), p(p), tiles(tilesOf(p)), i32T(b.getI32Type()),
         i64T(b.getI64Type()), f32T(b.getF32Type()), bf16T(b.getBF16Type()),
         gptrT(LLVM::LLVMPointerType::get(b.getContext(), 1)),
         sptrT(LLVM::LLVMPointerType::get(b.getContext(), 3)) {}
@@ -74,24 +75,11 @@ public:
   void emit(gpu::GPUFuncOp func);
 
 private:
-  Value i64(int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  }
   Value i32(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
   }
   Value f32(float v) {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value add(Value x, int64_t y) { return add(x, i64(y)); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value mul(Value x, int64_t y) { return mul(x, i64(y)); }
-  Value divu(Value x, int64_t y) {
-    return arith::DivUIOp::create(b, loc, x, i64(y));
-  }
-  Value remu(Value x, int64_t y) {
-    return arith::RemUIOp::create(b, loc, x, i64(y));
   }
   Value ult(Value x, int64_t y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, i64(y));
@@ -165,8 +153,6 @@ private:
   void rowPass(Value s0, Value j0, Value tileColumn);
   void columnPass(Value s0, Value j0);
 
-  OpBuilder &b;
-  Location loc;
   const MXActBwdProblem &p;
   Tiles tiles;
   Type i32T, i64T, f32T, bf16T, gptrT, sptrT;

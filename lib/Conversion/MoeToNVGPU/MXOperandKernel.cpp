@@ -47,6 +47,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/MXOperandKernel.h"
 
+#include "KernelArith.h"
 #include "moe/Conversion/MoeToNVGPU/LhsCodeLayout.h"
 
 #include "moe/Conversion/MoeToNVGPU/MXRounding.h"
@@ -82,10 +83,10 @@ constexpr int64_t kTileColumns = 256;
 constexpr int64_t kTileStride = kTileColumns + 4;
 
 /// Emits the body of one operand kernel.
-class OperandEmitter {
+class OperandEmitter : KernelArith {
 public:
   OperandEmitter(OpBuilder &b, Location loc, const MXOperandProblem &p)
-      : b(b), loc(loc), p(p), i8T(b.getI8Type()), i32T(b.getI32Type()),
+      : KernelArith(b, loc), p(p), i8T(b.getI8Type()), i32T(b.getI32Type()),
         i64T(b.getI64Type()), f32T(b.getF32Type()),
         bf16T(b.getBF16Type()),
         gptrT(LLVM::LLVMPointerType::get(b.getContext(), 1)),
@@ -126,20 +127,6 @@ public:
   void emit(gpu::GPUFuncOp func, int64_t threads);
 
 private:
-  Value i64(int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value add(Value x, int64_t y) { return add(x, i64(y)); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value mul(Value x, int64_t y) { return mul(x, i64(y)); }
-  Value divu(Value x, int64_t y) {
-    return arith::DivUIOp::create(b, loc, x, i64(y));
-  }
-  Value remu(Value x, int64_t y) {
-    return arith::RemUIOp::create(b, loc, x, i64(y));
-  }
-
   /// `base` + `bytes` as a global pointer.
   Value byteAddress(Value base, Value bytes) {
     return LLVM::GEPOp::create(b, loc, gptrT, i8T, base, ValueRange{bytes});
@@ -204,8 +191,6 @@ private:
   /// and writes it as a row of the output.
   void emitTiled(gpu::GPUFuncOp func, int64_t threads);
 
-  OpBuilder &b;
-  Location loc;
   const MXOperandProblem &p;
   Type i8T, i32T, i64T, f32T, bf16T, gptrT;
   bool codes, quantized, gathered;
@@ -427,13 +412,7 @@ void OperandEmitter::fragmentOrderWords(Value codes, Value at,
       b, loc, arith::ShRUIOp::create(b, loc, first, i32c(16)),
       andI(second, static_cast<int64_t>(0xFFFF0000)));
   // Word q of step j starts at the byte of column 16 j + 2 q.
-  struct Ops {
-    OperandEmitter &e;
-    Value div(Value x, int64_t y) { return e.divu(x, y); }
-    Value rem(Value x, int64_t y) { return e.remu(x, y); }
-    Value mul(Value x, int64_t y) { return e.mul(x, y); }
-    Value add(Value x, Value y) { return e.add(x, y); }
-  } ops{*this};
+  KernelArith &ops = *this;
   Value inTile = remu(c, kLhsCodeTileK);
   Value tileBase = arith::SubIOp::create(b, loc, at, inTile);
   Value stepColumn = mul(divu(inTile, 16), 16);

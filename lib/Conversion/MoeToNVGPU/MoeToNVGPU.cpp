@@ -235,6 +235,18 @@ matchCheckpointGateUp(GatedActBwdOp act, const KernelGroup &group,
                           {scaled, toFloat, compare, unpack}};
 }
 
+/// Replaces the affinity gradient `grad` (<dA, h> per slot) by one over the
+/// per-tile partial sums `partials` that a kernel computed.
+void replaceByPartialSums(OpBuilder &b, AffinityGradOp grad, Value partials) {
+  b.setInsertionPoint(grad);
+  Value da = AffinityGradOp::create(
+      b, grad.getLoc(), grad.getResult().getType(), partials, /*h=*/Value(),
+      grad.getTokenPositionToId(), grad.getBlockToExpert(), grad.getDyRows(),
+      grad.getDownBias(), grad.getBlockSizeAttr(), grad.getNumExpertsAttr());
+  grad.getResult().replaceAllUsesWith(da);
+  grad->erase();
+}
+
 /// Builds the kernels of the module's GPU GEMMs and the host code that
 /// launches them.
 class GemmLowering {
@@ -975,16 +987,7 @@ LogicalResult GemmLowering::lowerActBwdOperands(Operation *gemm,
   Value h = p.writeH ? results[next++] : Value();
   Value scaled = p.writeScaledH ? results[next++] : Value();
   if (epi.grad) {
-    // The affinity gradient from the kernel's partial sums of <dA, h>.
-    AffinityGradOp grad = epi.grad;
-    b.setInsertionPoint(grad);
-    Value da = AffinityGradOp::create(
-        b, grad.getLoc(), grad.getResult().getType(), results[next++],
-        /*h=*/Value(), grad.getTokenPositionToId(), grad.getBlockToExpert(),
-        grad.getDyRows(), grad.getDownBias(), grad.getBlockSizeAttr(),
-        grad.getNumExpertsAttr());
-    grad.getResult().replaceAllUsesWith(da);
-    grad->erase();
+    replaceByPartialSums(b, epi.grad, results[next++]);
   }
   b.setInsertionPoint(act);
   if (epi.scaled) {
@@ -1096,16 +1099,7 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
     epi.scaled->erase();
   }
   if (e.writePartials) {
-    // The affinity gradient from the kernel's partial sums of <dA, h>.
-    AffinityGradOp grad = epi.grad;
-    b.setInsertionPoint(grad);
-    Value da = AffinityGradOp::create(
-        b, grad.getLoc(), grad.getResult().getType(), results[next++],
-        /*h=*/Value(), grad.getTokenPositionToId(), grad.getBlockToExpert(),
-        grad.getDyRows(), grad.getDownBias(), grad.getBlockSizeAttr(),
-        grad.getNumExpertsAttr());
-    grad.getResult().replaceAllUsesWith(da);
-    grad->erase();
+    replaceByPartialSums(b, epi.grad, results[next++]);
   }
   epi.act->erase();
   // The unpacked, masked checkpoint had no other reader.
