@@ -405,7 +405,8 @@ void ActBwdEmitter::emit(gpu::GPUFuncOp func) {
 
 std::array<int64_t, 2>
 moe::actBwdPartialsShape(const MXActBwdProblem &problem) {
-  return {problem.slots, llvm::divideCeil(problem.n, kActBwdTileColumns)};
+  return {problem.slots,
+          (problem.n + kActBwdTileColumns - 1) / kActBwdTileColumns};
 }
 
 /// Why the kernel cannot compute `problem`; empty when it can.
