@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/ActBwdKernel.h"
 
+#include "DynamicSmem.h"
 #include "KernelArith.h"
 #include "moe/Conversion/MoeToNVGPU/MXRounding.h"
 #include "moe/Dialect/Moe/Utils/MXBuilders.h"
@@ -21,7 +22,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -38,9 +38,6 @@ constexpr int64_t kLaneColumns = 8;
 /// over the banks (the operand kernels' stride).
 constexpr int64_t kTileStride = kActBwdTileColumns + 4;
 constexpr int64_t kTileBytes = kRows * kTileStride * 4;
-/// The dynamic shared memory of the module's kernels (the GEMM kernels'
-/// array, MXGemmEmitter.h).
-constexpr StringLiteral kDynamicSmem = "moe_dynamic_smem";
 
 /// The shared-memory tiles of a problem, in order.
 struct Tiles {
@@ -373,17 +370,8 @@ void ActBwdEmitter::emit(gpu::GPUFuncOp func) {
   Value s0 = mul(divu(block, tilesN), kRows);
   if (tiles.count) {
     // The dynamic shared memory (1024-byte aligned), as the GEMM kernels
-    // take it: a view of the zero-size array of the launch's size.
-    auto smemT = [&](int64_t bytes) {
-      return MemRefType::get({bytes}, b.getI8Type(),
-                             MemRefLayoutAttrInterface(),
-                             b.getI64IntegerAttr(3));
-    };
-    Value raw = memref::GetGlobalOp::create(b, loc, smemT(0), kDynamicSmem);
-    int64_t bytes = tiles.count * kTileBytes;
-    Value view = memref::ReinterpretCastOp::create(
-        b, loc, smemT(bytes), raw, /*offset=*/0, ArrayRef<int64_t>{bytes},
-        ArrayRef<int64_t>{1});
+    // take it.
+    Value view = dynamicSmemView(b, loc, tiles.count * kTileBytes);
     smemBase =
         toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, view));
   }
@@ -409,43 +397,19 @@ moe::actBwdPartialsShape(const MXActBwdProblem &problem) {
           (problem.n + kActBwdTileColumns - 1) / kActBwdTileColumns};
 }
 
-/// Why the kernel cannot compute `problem`; empty when it can.
-static std::string whyNotActBwdKernel(const MXActBwdProblem &problem) {
-  std::string why;
-  llvm::raw_string_ostream os(why);
+bool moe::fitsMXActBwdKernel(const MXActBwdProblem &problem) {
   // Whole 32-slot blocks per CTA (and 32-slot runs of a checkpoint block),
-  // whole lane quads of 32 columns inside dg or du.
+  // whole lane quads of 32 columns inside dg or du, MX roundings (the
+  // unquantized forms keep their operand kernels), and something to write.
   if (problem.slots % kRows || problem.n % 32 ||
-      (problem.checkpoint && problem.blockSize % kRows)) {
-    os << "the activation backward kernel needs slots and I multiples of 32, "
-          "got "
-       << problem.slots << " x " << problem.n;
-    return why;
-  }
+      (problem.checkpoint && problem.blockSize % kRows) ||
+      problem.outputs() == 0)
+    return false;
   for (MXQuantAttr quant : {problem.dGateUpAlongCols, problem.dGateUpAlongRows,
                             problem.rowsOperandAlongRows})
-    if (quant && !quant.isQuantized()) {
-      os << "the activation backward kernel rounds to MX values only, got "
-         << quant;
-      return why;
-    }
-  if (problem.outputs() == 0)
-    os << "the activation backward kernel has no output";
-  return why;
-}
-
-bool moe::fitsMXActBwdKernel(const MXActBwdProblem &problem) {
-  return whyNotActBwdKernel(problem).empty();
-}
-
-LogicalResult
-moe::checkMXActBwdKernel(const MXActBwdProblem &problem,
-                         function_ref<InFlightDiagnostic()> emitError) {
-  std::string why = whyNotActBwdKernel(problem);
-  if (why.empty())
-    return success();
-  emitError() << why;
-  return failure();
+    if (quant && !quant.isQuantized())
+      return false;
+  return true;
 }
 
 MXActBwdLaunch moe::buildMXActBwdKernel(OpBuilder &builder, Location loc,
@@ -455,15 +419,8 @@ MXActBwdLaunch moe::buildMXActBwdKernel(OpBuilder &builder, Location loc,
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(module.getBody());
   int64_t tileCount = tilesOf(problem).count;
-  if (tileCount && !SymbolTable::lookupSymbolIn(module, kDynamicSmem)) {
-    auto rawT = MemRefType::get({0}, builder.getI8Type(),
-                                MemRefLayoutAttrInterface(),
-                                builder.getI64IntegerAttr(3));
-    memref::GlobalOp::create(builder, loc, kDynamicSmem,
-                             /*sym_visibility=*/StringAttr(), rawT,
-                             /*initial_value=*/Attribute(), /*constant=*/false,
-                             builder.getI64IntegerAttr(1024));
-  }
+  if (tileCount)
+    declareDynamicSmem(builder, loc, module);
   Type gptr = LLVM::LLVMPointerType::get(ctx, 1);
   SmallVector<Type> args(3 + problem.checkpoint + problem.outputs(), gptr);
   auto func = gpu::GPUFuncOp::create(builder, loc, name,

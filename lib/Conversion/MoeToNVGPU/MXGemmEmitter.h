@@ -9,6 +9,7 @@
 #ifndef MOE_LIB_CONVERSION_MOETONVGPU_MXGEMMEMITTER_H
 #define MOE_LIB_CONVERSION_MOETONVGPU_MXGEMMEMITTER_H
 
+#include "DynamicSmem.h"
 #include "moe/Conversion/MoeToNVGPU/MXGemm.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -23,8 +24,6 @@ namespace mlir::moe::gemm {
 
 /// Bytes of one 128-byte-swizzle row; a code tile's K extent must equal it.
 constexpr int64_t kSwizzleBytes = 128;
-/// Name of the dynamic shared memory array in the gpu.module.
-constexpr StringLiteral kDynamicSmem = "moe_dynamic_smem";
 /// Depth of a persistent kernel's ring of tile ids (producer -> consumers).
 constexpr int64_t kTileSlots = 2;
 /// The named barriers of a ping-pong kernel's turns at the tensor cores:

@@ -1613,8 +1613,8 @@ KernelEmitter::decodeLhsStage(Value d, const ConsumerLane &lane) {
     }
   // One bf16 factor per code unless a scale byte of the warp needs two
   // (warp-uniform: the vote's branch).
-  Value largest = scales.front();
-  for (Value scale : llvm::drop_begin(scales))
+  Value largest = i32(0);
+  for (Value scale : scales)
     largest = arith::MaxUIOp::create(b, loc, largest, scale);
   Value anyBig = NVVM::VoteSyncOp::create(
       b, loc, i1T, i32(-1),
@@ -2151,12 +2151,7 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
 
   // The dynamic shared memory, its base aligned to 1024 bytes (128B-swizzle
   // TMA destinations and wgmma descriptors need it).
-  auto rawT = smemType({0}, b.getI8Type());
-  auto smemT = smemType({lay.bytes}, b.getI8Type());
-  Value raw = memref::GetGlobalOp::create(b, loc, rawT, kDynamicSmem);
-  smem = memref::ReinterpretCastOp::create(b, loc, smemT, raw, /*offset=*/0,
-                                           ArrayRef<int64_t>{lay.bytes},
-                                           ArrayRef<int64_t>{1});
+  smem = dynamicSmemView(b, loc, lay.bytes);
   Value base = arith::IndexCastOp::create(
       b, loc, i64T, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem));
   alignedBase = andi(add(base, 1023), -1024);
@@ -2643,15 +2638,7 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(module.getBody());
 
-  // The public zero-size array becomes `.extern .shared .align 1024 .b8
-  // moe_dynamic_smem[]`: the dynamic shared memory.
-  if (!SymbolTable::lookupSymbolIn(module, kDynamicSmem)) {
-    auto rawT = smemType({0}, builder.getI8Type());
-    memref::GlobalOp::create(builder, loc, kDynamicSmem,
-                             /*sym_visibility=*/StringAttr(), rawT,
-                             /*initial_value=*/Attribute(), /*constant=*/false,
-                             builder.getI64IntegerAttr(1024));
-  }
+  declareDynamicSmem(builder, loc, module);
 
   Type ptr = LLVM::LLVMPointerType::get(ctx);
   Type gptr = LLVM::LLVMPointerType::get(ctx, 1);

@@ -1235,9 +1235,9 @@ bool mlir::moe::isMXCodesGemm(Operation *op) {
 
 MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
   // The Bf16Operands kernels read bf16 values, whatever the operands were,
-  // except an rhs of codes that a rhs_codes kernel dequantizes itself.
-  auto rhsCodeType = [](Value rhs) -> Type {
-    Type type = cast<ShapedType>(rhs.getType()).getElementType();
+  // except codes that a rhs_codes or lhs_codes kernel decodes itself.
+  auto codeType = [](Value operand) -> Type {
+    Type type = cast<ShapedType>(operand.getType()).getElementType();
     return isMXCodeType(type) ? type : Type();
   };
   // The bf16-operands kernels skip padding when they get the token ids.
@@ -1255,13 +1255,13 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
             rhs[0],
             static_cast<int64_t>(gemm.getBlockSize()),
             gemm.getBlockToExpert().getType().getDimSize(0),
-            path == MXMmaPath::Bf16Operands ? rhsCodeType(gemm.getRhs())
+            path == MXMmaPath::Bf16Operands ? codeType(gemm.getRhs())
                                             : mxElementType(gemm),
             path,
             biasType};
     problem.skipPadding = skipPadding;
     if (path == MXMmaPath::Bf16Operands)
-      problem.lhsElementType = rhsCodeType(gemm.getLhs());
+      problem.lhsElementType = codeType(gemm.getLhs());
     return problem;
   }
   auto expert = cast<ExpertMatmulOp>(op);
@@ -1273,7 +1273,7 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
           result[0],
           static_cast<int64_t>(expert.getBlockSize()),
           expert.getBlockToExpert().getType().getDimSize(0),
-          path == MXMmaPath::Bf16Operands ? rhsCodeType(expert.getRhs())
+          path == MXMmaPath::Bf16Operands ? codeType(expert.getRhs())
                                           : mxElementType(expert),
           path,
           Type()};

@@ -79,12 +79,9 @@ constexpr int64_t kActBwdTileColumns = 256;
 /// The shape [slots, ceil(n / 256)] of the partial sums.
 std::array<int64_t, 2> actBwdPartialsShape(const MXActBwdProblem &problem);
 
-/// Whether the kernel can compute `problem`.
+/// Whether the kernel can compute `problem` (convert-moe-to-nvgpu leaves
+/// the activation backward to the elementwise lowering where it cannot).
 bool fitsMXActBwdKernel(const MXActBwdProblem &problem);
-/// Whether the kernel can compute `problem`; explains why not through
-/// `emitError`.
-LogicalResult checkMXActBwdKernel(const MXActBwdProblem &problem,
-                                  function_ref<InFlightDiagnostic()> emitError);
 
 /// What the host needs to launch a built kernel. Kernel ABI, in order:
 /// (!llvm.ptr<1> dA, gateUp, affinities[, tokenIds], then the outputs that
@@ -102,7 +99,7 @@ struct MXActBwdLaunch {
 };
 
 /// Builds the kernel `name` for `problem` at the end of `module`. The
-/// problem must pass checkMXActBwdKernel.
+/// problem must fit (fitsMXActBwdKernel).
 MXActBwdLaunch buildMXActBwdKernel(OpBuilder &builder, Location loc,
                                    gpu::GPUModuleOp module, StringRef name,
                                    const MXActBwdProblem &problem);
