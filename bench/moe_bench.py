@@ -20,7 +20,10 @@ What: for each shape (default: the issue's three, all B=128),
     with its experts as groups), the median call (operand kernels
     included) and, with ncu, the GEMM kernel alone, next to torch's bf16
     and fp8 row-wise GEMMs of the same shapes in this process
-    (bench/torch_gemms.py).
+    (bench/torch_gemms.py);
+  - the SASS instruction mix of every kernel of each shape's recompute
+    layer (`moe-run --compile-only --emit cubin`, cuobjdump): opcode counts,
+    registers and spill bytes per kernel.
 Writes OUT/bench-latest.json and the raw log OUT/bench-latest.log, and
 prints a table last. Every failing or skipped step is recorded in the JSON
 and the table with its reason; the JSON is rewritten after every step, so
@@ -392,6 +395,52 @@ class Bench:
         entry["compile_cached_s"] = float(m.group(1))
         entry["compile_cached_source"] = m.group(2)
 
+    def sass_mix(self, entry, spec):
+        """The SASS instruction mix of every kernel of the recompute layer:
+        the cubins moe-run compiles (--emit cubin), disassembled by
+        cuobjdump, with each kernel's registers and spill bytes."""
+        self.log("== SASS mix of %s (moe-run --emit cubin, cuobjdump)" % spec)
+        tool = find_cuobjdump()
+        if not tool and not self.args.dry_run:
+            self.skip(entry, "SASS mix: no cuobjdump (PATH, "
+                      "/usr/local/cuda/bin, triton's backends/nvidia/bin)")
+            return
+        if self.remaining() < 30:
+            self.skip(entry, "SASS mix: out of time budget")
+            return
+        out_dir = os.path.join(self.work, "cubin-" + entry["name"])
+        rc, _ = self.run([self.args.moe_run, "--target=sm90a"] +
+                         self.args.moe_run_arg +
+                         ["--layer", spec, "--compile-only", "--emit",
+                          "cubin", out_dir], 120)
+        if self.args.dry_run:
+            self.log("$ cuobjdump -sass -res-usage %s/*.cubin" % out_dir)
+            return
+        if rc != 0 or not os.path.isdir(out_dir):
+            self.error(entry, "SASS mix: moe-run --emit: exit status %s" % rc)
+            return
+        kernels = []
+        for name in sorted(os.listdir(out_dir)):
+            if not name.endswith(".cubin"):
+                continue
+            path = os.path.join(out_dir, name)
+            got = subprocess.run([tool, "-sass", "-res-usage", path],
+                                 capture_output=True, text=True)
+            if got.returncode != 0:
+                self.error(entry, "SASS mix: cuobjdump %s: %s" % (
+                    name, got.stderr.strip()[-200:]))
+                return
+            kernels += parse_sass(got.stdout)
+        entry["sass"] = kernels
+        self.log("SASS mix, %s (instructions by opcode, the 8 most "
+                 "frequent; REG registers a thread, LOCAL spill bytes):" %
+                 entry["name"])
+        for k in kernels:
+            top = sorted(k["mix"].items(), key=lambda kv: -kv[1])[:8]
+            self.log("  %-34s REG %3s LOCAL %s  %5d instr: %s" % (
+                k["name"], k["registers"], k["local_bytes"],
+                k["instructions"], ", ".join("%s %d" % kv for kv in top)))
+
     def ncu_profile(self, entry, spec, inputs):
         """ncu duration of every kernel of one recompute backward."""
         self.log("== ncu: every kernel of one backward %s (recompute)" % spec)
@@ -483,6 +532,8 @@ class Bench:
             self.moe_run(entry, spec, inputs, mode)
             self.save()
         self.cached_compile(entry, spec)
+        self.save()
+        self.sass_mix(entry, spec)
         self.save()
         # The profiles come after every shape's timings (the longest step;
         # a budget cut then costs a profile, not a time).
@@ -704,6 +755,68 @@ class Bench:
 def shape_names(text):
     """The names of a --shapes / --gemms list ("none": no name)."""
     return [] if text == "none" else text.split(",")
+
+
+def find_cuobjdump():
+    """cuobjdump from PATH, the CUDA toolkit, or the one triton ships."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    candidates = ["/usr/local/cuda/bin/cuobjdump"]
+    try:
+        import importlib.util  # noqa: PLC0415
+        spec = importlib.util.find_spec("triton")
+        if spec and spec.origin:
+            candidates.append(os.path.join(
+                os.path.dirname(spec.origin), "backends", "nvidia", "bin",
+                "cuobjdump"))
+    except (ImportError, ValueError):
+        pass
+    return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+def parse_sass(text):
+    """[{name, instructions, mix: {opcode: count}, registers, local_bytes}]
+    from `cuobjdump -sass -res-usage`. An opcode keeps its first modifier
+    for the tensor-core and memory instructions (HGMMA.64x256x16, LDS.128
+    ...), which is what tells the paths apart; others are the bare opcode."""
+    kernels = []
+    usage = {}
+    current = None
+    pending = None
+    for line in text.splitlines():
+        # -res-usage: "Function NAME:" then a line "REG:... LOCAL:...".
+        m = re.match(r"\s*Function (\S+):$", line)
+        if m:
+            pending = m.group(1)
+            continue
+        if pending and "REG:" in line:
+            usage[pending] = line
+            pending = None
+            continue
+        m = re.match(r"\s*Function : (\S+)", line)
+        if m:
+            current = {"name": m.group(1), "instructions": 0, "mix": {}}
+            kernels.append(current)
+            continue
+        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)",
+                     line)
+        if not m or current is None:
+            continue
+        parts = m.group(2).split(".")
+        keep = 2 if parts[0] in ("HGMMA", "QGMMA", "LDS", "STS", "LDG",
+                                 "STG", "LDSM", "UTMALDG", "UTMASTG",
+                                 "SYNCS", "USETMAXREG") else 1
+        op = ".".join(parts[:keep])
+        current["instructions"] += 1
+        current["mix"][op] = current["mix"].get(op, 0) + 1
+    for k in kernels:
+        line = usage.get(k["name"], "")
+        reg = re.search(r"REG:(\d+)", line)
+        local = re.search(r"LOCAL:(\d+)", line)
+        k["registers"] = int(reg.group(1)) if reg else None
+        k["local_bytes"] = int(local.group(1)) if local else None
+    return kernels
 
 
 def parse_ncu_csv(text):
