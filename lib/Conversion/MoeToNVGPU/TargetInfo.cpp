@@ -139,6 +139,11 @@ std::optional<TargetInfo> TargetInfo::lookup(StringRef chip) {
     pingpong.pingpong = true;
     pingpong.producerRegisters = 24;
     pingpong.consumerRegisters = 240;
+    // Measured against the rows it does not take (ncu, every GEMM of both
+    // reference shapes alone, 2026-12-03,
+    // docs/results/2026-12-03-bench-issue10.md): 128x256 persistent beats
+    // one CTA per tile (by 0-8%), the ping-pong schedule over 128x128 tiles
+    // with a plain store (by 13-50%) and evict-first outputs, on all of them.
     info.bf16OperandsTable = {
         {/*minN=*/256, /*activationEpilogue=*/false, wide},
         {/*minN=*/0, /*activationEpilogue=*/true, pingpong},
