@@ -712,6 +712,14 @@ class Bench:
                 except Exception as err:  # recorded; the next shape runs
                     self.error(self.result["shapes"][-1],
                                "unexpected: %r" % err)
+            # The layers' profiles before the GEMM rows: a run whose
+            # budget the eleven rows of --gemms square,1,2 would spend
+            # (2026-12-03) still gets its GEMM share.
+            try:
+                self.profile_all()
+            except Exception as err:
+                self.log("ERROR: ncu profiles: %r" % err)
+                self.failed = True
             for name in shape_names(self.args.gemms):
                 for label, spec in gemm_specs(name):
                     first = None
@@ -726,11 +734,6 @@ class Bench:
                                        "unexpected: %r" % err)
                         first = first or self.result["gemms"][-1]
                         self.save()
-            try:
-                self.profile_all()
-            except Exception as err:
-                self.log("ERROR: ncu profiles: %r" % err)
-                self.failed = True
         finally:
             if not self.args.work:
                 shutil.rmtree(self.work, ignore_errors=True)
