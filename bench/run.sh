@@ -6,7 +6,8 @@
 #   bash .bundle/run-on-device.sh bash bench/run.sh --out "$OUT" [OPTIONS]
 #
 # Times the full backward at the three shapes in both layer modes
-# next to torch's bf16 backward, profiles every kernel with ncu, and writes
+# next to torch's bf16 backward, profiles every kernel with ncu, records
+# every kernel's SASS instruction mix (cuobjdump), and writes
 # OUT/bench-latest.json and the raw log OUT/bench-latest.log (copy both
 # into docs/results). The table comes last. OPTIONS go to moe_bench.py
 # (--shapes 1,2, --no-ncu, --dry-run, ...; see its --help). It stops
