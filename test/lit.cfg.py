@@ -86,3 +86,8 @@ if os.path.exists(ptxas):
     config.substitutions.append(("%ptxas", ptxas))
     # The toolkit root, for gpu-module-to-binary's `toolkit` option.
     config.substitutions.append(("%cuda_root", os.path.dirname(os.path.dirname(ptxas))))
+# nvcc builds the device probes of scripts/device/probes (`REQUIRES: nvcc`).
+nvcc = os.path.join(os.path.dirname(ptxas), "nvcc")
+if os.path.exists(nvcc):
+    config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", nvcc))
