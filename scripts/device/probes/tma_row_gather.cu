@@ -17,10 +17,11 @@
 // Build here (no GPU needed), run on the device with .bundle carried:
 //   nvcc -arch=sm_90a -O2 -std=c++17 -Xcompiler -static-libstdc++ \
 //     -Xcompiler -static-libgcc -o .bundle/tma-row-gather \
-//     scripts/device/probes/tma_row_gather.cu -lcuda
+//     scripts/device/probes/tma_row_gather.cu
 //   bash .bundle/run-on-device.sh .bundle/tma-row-gather
 // Exit status 0 when the placement checks pass.
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -40,9 +41,8 @@ constexpr int kSourceRows = 16384;
   do {                                                                         \
     CUresult r = (x);                                                          \
     if (r != CUDA_SUCCESS) {                                                   \
-      const char *s = nullptr;                                                 \
-      cuGetErrorString(r, &s);                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s);      \
+      std::fprintf(stderr, "%s:%d: %s: CUresult %d\n", __FILE__, __LINE__, #x, \
+                   static_cast<int>(r));                                       \
       std::exit(2);                                                            \
     }                                                                          \
   } while (0)
@@ -231,13 +231,31 @@ __global__ void rate(const __grid_constant__ CUtensorMap tile,
   }
 }
 
+/// The driver's cuTensorMapEncodeTiled, through the runtime (so that the
+/// probe links with the static runtime alone, no libcuda stub).
+PFN_cuTensorMapEncodeTiled_v12000 encodeTiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *found = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    CHECK_RT(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &found,
+                                              12000, cudaEnableDefault,
+                                              &status));
+    if (status != cudaDriverEntryPointSuccess || !found) {
+      std::fprintf(stderr, "no cuTensorMapEncodeTiled in the driver\n");
+      std::exit(2);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(found);
+  }();
+  return fn;
+}
+
 CUtensorMap makeMap(void *base, int boxRows) {
   CUtensorMap map;
   cuuint64_t dims[2] = {kRowBytes / 2, kSourceRows};
   cuuint64_t strides[1] = {kRowBytes};
   cuuint32_t box[2] = {kRowBytes / 2, static_cast<cuuint32_t>(boxRows)};
   cuuint32_t elementStrides[2] = {1, 1};
-  CHECK_CU(cuTensorMapEncodeTiled(
+  CHECK_CU(encodeTiled()(
       &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box,
       elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
