@@ -460,6 +460,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.clusterGemms ? "cluster-gemms" : "");
   add(options.rhsCodes ? "rhs-codes" : "");
   add(options.lhsCodes ? "lhs-codes" : "");
+  add(options.lhsGather ? "lhs-gather" : "");
   add(options.activationEpilogue ? "act-epilogue" : "");
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);
@@ -1652,6 +1653,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.clusterGemms = options.clusterGemms;
       pipelineOptions.rhsCodes = options.rhsCodes;
       pipelineOptions.lhsCodes = options.lhsCodes;
+      pipelineOptions.lhsGather = options.lhsGather;
       pipelineOptions.activationEpilogue = options.activationEpilogue;
     };
     if (impl->deviceArguments) {

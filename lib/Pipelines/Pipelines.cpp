@@ -341,6 +341,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   config.clusterGemms = options.clusterGemms;
   config.rhsCodes = options.rhsCodes;
   config.lhsCodes = options.lhsCodes;
+  config.lhsGather = options.lhsGather;
   config.activationEpilogue = options.activationEpilogue;
   pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
@@ -353,6 +354,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   convert.clusterGemms = options.clusterGemms;
   convert.rhsCodes = options.rhsCodes;
   convert.lhsCodes = options.lhsCodes;
+  convert.lhsGather = options.lhsGather;
   convert.activationEpilogue = options.activationEpilogue;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);

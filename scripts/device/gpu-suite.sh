@@ -53,6 +53,14 @@
 #              registers for a register-A wgmma): bitwise equal to the
 #              default on seven layers, memcheck, racecheck, and the
 #              8192^3 GEMM against 16 rows, both ways
+#   lhs-gather  --lhs-gather (#moe.gemm_config lhs_gather on the recompute
+#              GEMM and P1: x and dy rounded once per token, each lhs row
+#              of a tile loaded from its token row by a one-row TMA box):
+#              bitwise equal to the default on seven layers (P1's
+#              activation epilogue on one), memcheck and racecheck
+#   lhs-gather-ncu  at reference shapes 1 and 2 (torch-gen inputs) the ncu
+#              time of every kernel, default and --lhs-gather
+#              (LHS_GATHER_SHAPES picks the shapes)
 #   lhs-codes-ncu  at reference shapes 1 and 2 (torch-gen inputs) the ncu
 #              time of every GEMM and operand kernel, default and
 #              --lhs-codes (LHS_CODES_SHAPES picks the shapes)
@@ -97,7 +105,7 @@
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own), and the
 # measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
-# lhs-codes, lhs-codes-ncu,
+# lhs-codes, lhs-codes-ncu, lhs-gather, lhs-gather-ncu,
 # rhs-codes-ncu, p1-prof and deep-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
@@ -218,6 +226,25 @@ bitwise_against() {  # FLAG LABEL LAYER...
       "${base[@]}" --layer "$layer" --empty-experts 1 --outputs "$out/both"
     compare "$out/single" "$out/both" "$label, bitwise: $layer"
     rm -rf "$out/single" "$out/both"
+  done
+}
+
+# The layers on which a block-GEMM lhs variant (lhs-codes, lhs-gather) is
+# compared bit for bit with the default: both modes, e5m2, K tiles of an
+# odd count, partial tiles, a bias, clamps, affinity on H.
+lhs_layers=("$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128
+            T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h
+            T=300,H=256,I=96,E=4,K=2,B=128,checkpoint=bf16,bias=on
+            "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on"
+            T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16)
+
+# memcheck and racecheck of a layer with an empty expert, with FLAG.
+sanitize_with() {  # FLAG
+  local tool
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool $1" timeout 300 compute-sanitizer \
+      --tool $tool --error-exitcode 1 moe-run --target=sm90a "$1" \
+      --layer T=1024,H=512,I=256,E=8,K=2,B=128 --empty-experts 1 --check none
   done
 }
 
@@ -516,36 +543,48 @@ if want lhs-codes; then
   # from a bf16 tile): the same bits, on layers of both modes, e5m2, K
   # tiles of an odd count, partial tiles, a bias, clamps; memcheck and
   # racecheck. Each run under a time limit: a barrier mismatch would hang.
-  bitwise_against --lhs-codes "--lhs-codes == the default" "$small" \
-    "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128 \
-    T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
-    T=300,H=256,I=96,E=4,K=2,B=128,checkpoint=bf16,bias=on \
-    "$small,act=geglu,clamp_gate=:0.5,clamp_up=-0.75:,bias=on" \
-    T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16
-  for tool in memcheck racecheck; do
-    run "compute-sanitizer $tool --lhs-codes" timeout 300 compute-sanitizer \
-      --tool $tool --error-exitcode 1 moe-run --target=sm90a --lhs-codes \
-      --layer T=1024,H=512,I=256,E=8,K=2,B=128 --empty-experts 1 --check none
-  done
+  bitwise_against --lhs-codes "--lhs-codes == the default" "${lhs_layers[@]}"
+  sanitize_with --lhs-codes
   for flag in "" --lhs-codes; do
     run "gemm 8192^3${flag:+ $flag}" timeout 120 moe-run --target=sm90a \
       --gemm M=8192,N=8192,K=8192,G=1 --repeat 10 --warmup 2 $flag
   done
 fi
-if want lhs-codes-ncu; then
-  # At the reference shapes (torch-gen inputs) the ncu time of every GEMM
-  # and operand kernel, default and --lhs-codes.
-  for shape in ${LHS_CODES_SHAPES:-T=16384,H=4096,I=1536,E=128,K=8,B=128 T=24576,H=1536,I=256,E=128,K=8,B=128}; do
+if want lhs-gather; then
+  # A row's MX rounding along K is the same whether it is taken before or
+  # after the gather, and a padding slot's row past the end arrives as
+  # zeros, so the GEMMs get the default's bf16 values: the same bits, on
+  # layers of both modes, empty experts, T*K not a multiple of B, e5m2,
+  # affinity on H, a bias, clamps; memcheck and racecheck. Each run under
+  # a time limit: a stage whose bytes never all arrive would hang.
+  bitwise_against --lhs-gather "--lhs-gather == the default" "${lhs_layers[@]}"
+  base=(--act-epilogue)
+  bitwise_against --lhs-gather "--lhs-gather == the default (act-epilogue)" \
+    T=1024,H=1024,I=512,E=8,K=2,B=128
+  base=()
+  sanitize_with --lhs-gather
+fi
+# At the reference shapes (torch-gen inputs; SHAPES, space-separated, else
+# both) the ncu time of every kernel of the layer, default and with FLAG.
+ncu_against() {  # FLAG [SHAPES]
+  local shape v args name=${1#--}
+  for shape in ${2:-T=16384,H=4096,I=1536,E=128,K=8,B=128 T=24576,H=1536,I=256,E=128,K=8,B=128}; do
     run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
-      --config "$shape" --seed 1 --out "$out/lc-in"
-    for v in default lhs-codes; do
+      --config "$shape" --seed 1 --out "$out/ncu-in"
+    for v in default "$name"; do
       args=()
-      [ $v = lhs-codes ] && args=(--lhs-codes)
-      layer_kernel_times "ncu ${shape%%,H*} $v" "lhs-codes-$v-${shape%%,H*}" \
-        "$shape" "$out/lc-in" "${args[@]}"
+      [ "$v" = "$name" ] && args=("$1")
+      layer_kernel_times "ncu ${shape%%,H*} $v" "$name-$v-${shape%%,H*}" \
+        "$shape" "$out/ncu-in" "${args[@]}"
     done
-    rm -rf "$out/lc-in"
+    rm -rf "$out/ncu-in"
   done
+}
+if want lhs-gather-ncu; then
+  ncu_against --lhs-gather "${LHS_GATHER_SHAPES:-}"
+fi
+if want lhs-codes-ncu; then
+  ncu_against --lhs-codes "${LHS_CODES_SHAPES:-}"
 fi
 if want overlap; then
   # 64-row tiles compute each row with the same products in the same order

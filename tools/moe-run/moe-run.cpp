@@ -162,6 +162,10 @@ options:
                        along K (x, dy, [dg|du]) read them as FP8 codes and
                        E8M0 scales, decoded by the consumer warpgroups into
                        the registers of a register-A wgmma (the same bits)
+  --lhs-gather         sm90a: block GEMMs whose lhs rows are gathered from
+                       token rows (x, dy) read the token rows rounded once,
+                       each row of a tile through its token id (the same
+                       bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -223,6 +227,7 @@ struct Options {
   bool clusterGemms = false;
   bool rhsCodes = false;
   bool lhsCodes = false;
+  bool lhsGather = false;
   bool activationEpilogue = false;
   double tolerance = 2e-3;
   bool compare = true;
@@ -264,6 +269,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--cluster-gemms",
                                           "--rhs-codes",
                                           "--lhs-codes",
+                                          "--lhs-gather",
                                           "--act-epilogue"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -411,6 +417,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.rhsCodes = true;
     } else if (name == "--lhs-codes") {
       opts.lhsCodes = true;
+    } else if (name == "--lhs-gather") {
+      opts.lhsGather = true;
     } else if (name == "--act-epilogue") {
       opts.activationEpilogue = true;
     }
@@ -1242,6 +1250,7 @@ int run(const Options &opts) {
   compileOptions.clusterGemms = opts.clusterGemms;
   compileOptions.rhsCodes = opts.rhsCodes;
   compileOptions.lhsCodes = opts.lhsCodes;
+  compileOptions.lhsGather = opts.lhsGather;
   compileOptions.activationEpilogue = opts.activationEpilogue;
   compileOptions.gemmConfigs = opts.gemmConfigs;
   compileOptions.kernelDir = opts.emitDir;

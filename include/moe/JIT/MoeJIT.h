@@ -351,6 +351,10 @@ struct CompileOptions {
   /// rows as FP8 codes, decoded by the consumers into the registers of a
   /// register-A wgmma (moe-gpu-kernel-config's lhs-codes).
   bool lhsCodes = false;
+  /// GPU targets, bf16-operands: block GEMMs whose lhs rows are gathered
+  /// from token rows (x, dy) read the token rows rounded once, through the
+  /// token ids (moe-gpu-kernel-config's lhs-gather).
+  bool lhsGather = false;
   /// GPU targets: P1's GEMM computes the activation backward in its
   /// epilogue (convert-moe-to-nvgpu's act-epilogue); false (default): P1
   /// stores dA, and one kernel computes the activation backward and the MX

@@ -135,6 +135,12 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                      "their MX-quantized lhs rows as FP8 codes decoded into "
                      "registers (default off)"),
       llvm::cl::init(false)};
+  typename PassPipelineOptions<Derived>::template Option<bool> lhsGather{
+      *this, "lhs-gather",
+      llvm::cl::desc("moe-gpu-kernel-config's lhs-gather: block GEMMs read "
+                     "their gathered lhs rows from the token rows rounded "
+                     "once (default off)"),
+      llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<bool>
       activationEpilogue{
           *this, "act-epilogue",

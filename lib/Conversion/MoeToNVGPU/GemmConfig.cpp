@@ -179,22 +179,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // (Inside a moe.fused region the operands are its block arguments: the
   // region's inputs, which convert-moe-to-nvgpu inlines.)
   // (A result of another region is the value its terminator yields.)
-  auto input = [](Value v) {
-    while (true) {
-      if (auto arg = dyn_cast<BlockArgument>(v))
-        if (auto fused = dyn_cast<FusedOp>(arg.getOwner()->getParentOp())) {
-          v = fused.getInputs()[arg.getArgNumber()];
-          continue;
-        }
-      if (auto result = dyn_cast<OpResult>(v))
-        if (auto fused = dyn_cast<FusedOp>(result.getOwner())) {
-          v = fused.getBody().front().getTerminator()->getOperand(
-              result.getResultNumber());
-          continue;
-        }
-      return v;
-    }
-  };
+  auto input = throughFusedRegions;
   // (A value that an mx_quantize along its last axis makes, with its
   // scales: codes the kernel can read with their TMA scale layout.)
   auto quantizedAlongK = [&](Value codes, Value scales) {
@@ -248,6 +233,18 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     if (fitsMXGemm(problem, coded, target))
       c = coded;
   }
+  // lhs_gather: a block GEMM's lhs rows gathered from token rows (x of the
+  // recompute, dy of P1) and rounded along K read from the token rows
+  // rounded once, T rows instead of T * K, through the GEMM's token ids.
+  if (auto block = dyn_cast<BlockMatmulOp>(op);
+      block && choices.lhsGather && path == MXMmaPath::Bf16Operands &&
+      c.clusterN == 1 && !c.lhsCodes && !c.lhsMMajor &&
+      gatheredLhsQuantize(block)) {
+    MXGemmConfig gathered = c;
+    gathered.lhsGather = true;
+    if (fitsMXGemm(getMXGemmProblem(op, path), gathered, target))
+      c = gathered;
+  }
   // A dense product (one group) of more tiles than SMs: the tiles in bands
   // of M tiles, so that a wave's tiles reuse their A and B panels in L2.
   if (path == MXMmaPath::Bf16Operands && c.clusterN == 1 &&
@@ -266,7 +263,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
       c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
-      c.evictFirstOutputs, c.rhsCodes, c.lhsCodes);
+      c.evictFirstOutputs, c.rhsCodes, c.lhsCodes, c.lhsGather);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -302,5 +299,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.evictFirstOutputs = config.getEvictFirstOutputs();
   c.rhsCodes = config.getRhsCodes();
   c.lhsCodes = config.getLhsCodes();
+  c.lhsGather = config.getLhsGather();
   return c;
 }

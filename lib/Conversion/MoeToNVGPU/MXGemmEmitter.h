@@ -145,7 +145,10 @@ public:
                  : smemType({cfg.tileN, cfg.rhsCodes ? cfg.tileK
                                                      : kSwizzleBytes},
                             b.getI8Type());
-    tmapAT = tensorMapType(tileAT,
+    // lhs_gather: one row of 128 bytes a box, at the row's place in the
+    // swizzled tile.
+    tileRowAT = smemType({1, kSwizzleBytes}, b.getI8Type());
+    tmapAT = tensorMapType(cfg.lhsGather ? tileRowAT : tileAT,
                            cfg.lhsCodes
                                ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
                                : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B);
@@ -533,7 +536,7 @@ private:
   Type i1T, i32T, i64T, f32T, idxT;
   Type accT, smemPtrT, globalPtrT;
   nvgpu::MBarrierGroupType barsT;
-  MemRefType tileAT, tileBT, tileST, tileSAT;
+  MemRefType tileAT, tileBT, tileST, tileSAT, tileRowAT;
   nvgpu::TensorMapDescriptorType tmapAT, tmapBT, tmapST, tmapSAT;
 
   // Kernel arguments and the values both roles use.

@@ -301,6 +301,28 @@ void KernelEmitter::loadTile(Value t, Value s) {
   };
   if (cfg.lhsMMajor) {
     loadMajor(stageA, tmapA, tileAT, m0, idx(0), cfg.tileM, maskA, predA);
+  } else if (cfg.lhsGather) {
+    // Row r of the tile from its slot's token row (the row past the end for
+    // padding: zeros, whose bytes the barrier still counts). The 128B
+    // swizzle follows the shared-memory address, so a one-row box at the
+    // row's offset lands where a tile box puts it. (Both to be checked on
+    // the H200: scripts/device/probes/tma_row_gather.cu.) Thread 0 issues
+    // the 128 loads; the producer warp could share them.
+    auto rows = scf::ForOp::create(b, loc, idx(0), idx(cfg.tileM), idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(rows.getBody()->getTerminator());
+    Value r = rows.getInductionVar();
+    Value slot = add(m0, indexToI32(r));
+    Value token = loadGlobal(i32T, globalElement(i32T, tokens, toI64(slot)), 4);
+    Value row = arith::SelectOp::create(
+        b, loc, cmp(arith::CmpIPredicate::sge, token, i32(0)), token,
+        i32(p.lhsGatherRows));
+    Value at = add(stageA, mul(r, rowBytes));
+    Value view = memref::ViewOp::create(b, loc, tileRowAT, smem, at, {});
+    nvgpu::TmaAsyncLoadOp::create(b, loc, view, bars, tmapA,
+                                  ValueRange{kk, i32ToIndex(row)}, s,
+                                  /*multicastMask=*/Value(),
+                                  /*predicate=*/Value());
   } else {
     Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
     nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
@@ -2586,6 +2608,18 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
           "codes, K a multiple of 64, M of 8, and a K-major lhs without "
           "rhs_codes or clusters, got "
        << problem.m << "x" << problem.n << "x" << problem.k;
+    return why;
+  }
+  // lhs_gather: the producer reads each slot's token id (skipPadding's
+  // argument) and loads the token row into the swizzled bf16 stage.
+  if (cfg.lhsGather &&
+      (problem.path != MXMmaPath::Bf16Operands ||
+       problem.kind != MXGemmKind::Block || !problem.skipPadding ||
+       problem.lhsGatherRows <= 0 || cfg.lhsMMajor || cfg.lhsCodes ||
+       cfg.clusterN != 1)) {
+    os << "lhs_gather needs a block GEMM on the bf16-operands MMA path with "
+          "token ids, a K-major lhs of token rows, and no lhs_codes or "
+          "clusters";
     return why;
   }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&

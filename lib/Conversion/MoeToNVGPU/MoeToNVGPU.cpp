@@ -260,6 +260,9 @@ public:
     /// A lhs_codes GEMM's lhs: FP8 codes in A-fragment order and their
     /// scale bytes (MXOperandProblem::fragmentOrder), not bf16 values.
     bool codes = false;
+    /// A lhs_gather GEMM's lhs: the rounding of the token rows it gathers
+    /// (T rows, no ids), which the GEMM reads through its token ids.
+    bool tokenRows = false;
   };
   /// The mx_quantize ops of P1's [dg | du] (`act`'s) whose codes and scales
   /// only one Bf16Operands GEMM of the block reads, as the epilogue can
@@ -442,7 +445,8 @@ GemmLowering::requestOf(Value codes) {
     // The calls lowerBf16Operands makes.
     if (auto gemm = dyn_cast<BlockMatmulOp>(user)) {
       if (gemm.getLhs() == codes)
-        return OperandRequest{user, 1, true, config.getLhsCodes()};
+        return OperandRequest{user, 1, true, config.getLhsCodes(),
+                              config.getLhsGather()};
       // (A rhs_codes kernel reads its rhs as codes, not as bf16 values.)
       if (gemm.getRhs() == codes && !config.getRhsCodes())
         return OperandRequest{user, gemm.getTransposeRhs() ? 1 : 2,
@@ -485,7 +489,9 @@ GemmLowering::bothAxesPartner(MXQuantizeOp quantize,
           other.getQuant() != quantize.getQuant())
         continue;
       std::optional<OperandRequest> request = requestOf(other.getCodes());
-      if (!request || request->gemm->getBlock() != self.gemm->getBlock())
+      // (A lhs_gather GEMM reads the token rows, not the gathered copy.)
+      if (!request || request->tokenRows ||
+          request->gemm->getBlock() != self.gemm->getBlock())
         continue;
       bool match = selfAlongCols ? inPlaceAlongRows(*request)
                                  : request->kAxis == rank - 1;
@@ -538,7 +544,9 @@ static std::tuple<Value, Value, int64_t, int64_t>
 preparedKey(Value data, Value scales,
             const GemmLowering::OperandRequest &request) {
   return std::make_tuple(data, scales, request.kAxis,
-                         request.codes ? 2 : int64_t(request.transpose));
+                         request.tokenRows ? 3
+                         : request.codes   ? 2
+                                           : int64_t(request.transpose));
 }
 
 FailureOr<Value> GemmLowering::prepareOperand(Operation *op, Value data,
@@ -581,7 +589,7 @@ FailureOr<Value> GemmLowering::prepare(Value data, Value scales,
     }
   auto type = cast<RankedTensorType>(data.getType());
   int64_t rank = type.getRank();
-  ArrayRef<int64_t> shape = type.getShape();
+  SmallVector<int64_t> shape(type.getShape());
   MXOperandProblem problem;
   problem.batch = rank == 3 ? shape[0] : 1;
   problem.rows = shape[rank - 2];
@@ -610,17 +618,28 @@ FailureOr<Value> GemmLowering::prepare(Value data, Value scales,
     prepared[key] = data;
     return data;
   }
-  // Rows gathered from token rows: the kernel reads them through the ids.
+  // Rows gathered from token rows: the kernel reads them through the ids;
+  // for a lhs_gather GEMM it rounds the token rows themselves, which the
+  // GEMM gathers.
   Value ids;
   if (auto gather = source.getDefiningOp<GatherRowsOp>(); gather && !scales) {
-    ids = gather.getTokenPositionToId();
     source = gather.getSource();
-    problem.sourceRows = gather.getSource().getType().getDimSize(0);
+    if (request.tokenRows) {
+      problem.rows = shape[rank - 2] = gather.getSource().getType().getDimSize(0);
+    } else {
+      ids = gather.getTokenPositionToId();
+      problem.sourceRows = gather.getSource().getType().getDimSize(0);
+    }
+  } else if (request.tokenRows) {
+    return op->emitOpError()
+           << "lhs_gather needs a lhs that an mx_quantize along its last axis "
+              "makes of gathered rows";
   }
   // Both roundings of the values in one kernel, when another GEMM of the
   // block takes them along the other axis in place.
   std::optional<std::pair<MXQuantizeOp, OperandRequest>> partner;
-  if (bothAxes && quantize && canRoundBothAxes(problem)) {
+  if (bothAxes && quantize && !request.tokenRows &&
+      canRoundBothAxes(problem)) {
     partner = bothAxesPartner(quantize, request);
     problem.bothAxes = partner.has_value();
   }
@@ -780,6 +799,12 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
       if (failed(codes))
         return failure();
       std::tie(lhs, lhsScales) = *codes;
+    } else if (cfg.lhsGather) {
+      // lhs_gather: the rounding of the token rows, gathered by the GEMM.
+      Value unused;
+      lhs = prepare(gemm.getLhs(), gemm.getLhsScales(),
+                    {op, 1, true, /*codes=*/false, /*tokenRows=*/true},
+                    unused);
     } else {
       lhs = prepareOperand(op, gemm.getLhs(), gemm.getLhsScales(), 1);
     }
@@ -1162,7 +1187,7 @@ struct ConvertMoeToNVGPUPass
         config = selectGemmConfig(
             op, choice->target, choice->preferred,
             {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-             activationEpilogue},
+             activationEpilogue, lhsGather},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
@@ -1233,6 +1258,34 @@ bool mlir::moe::isMXCodesGemm(Operation *op) {
   return false;
 }
 
+Value mlir::moe::throughFusedRegions(Value v) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      if (auto fused = dyn_cast<FusedOp>(arg.getOwner()->getParentOp())) {
+        v = fused.getInputs()[arg.getArgNumber()];
+        continue;
+      }
+    if (auto result = dyn_cast<OpResult>(v))
+      if (auto fused = dyn_cast<FusedOp>(result.getOwner())) {
+        v = fused.getBody().front().getTerminator()->getOperand(
+            result.getResultNumber());
+        continue;
+      }
+    return v;
+  }
+}
+
+MXQuantizeOp mlir::moe::gatheredLhsQuantize(BlockMatmulOp gemm) {
+  auto quantize =
+      throughFusedRegions(gemm.getLhs()).getDefiningOp<MXQuantizeOp>();
+  if (!quantize || !gemm.getLhsScales() ||
+      quantize.getScales() != throughFusedRegions(gemm.getLhsScales()) ||
+      static_cast<int64_t>(quantize.getAxis()) != 1 ||
+      !throughFusedRegions(quantize.getInput()).getDefiningOp<GatherRowsOp>())
+    return MXQuantizeOp();
+  return quantize;
+}
+
 MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
   // The Bf16Operands kernels read bf16 values, whatever the operands were,
   // except codes that a rhs_codes or lhs_codes kernel decodes itself.
@@ -1262,6 +1315,13 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
     problem.skipPadding = skipPadding;
     if (path == MXMmaPath::Bf16Operands)
       problem.lhsElementType = codeType(gemm.getLhs());
+    if (MXQuantizeOp quantize = gatheredLhsQuantize(gemm))
+      problem.lhsGatherRows =
+          cast<ShapedType>(throughFusedRegions(quantize.getInput())
+                               .getDefiningOp<GatherRowsOp>()
+                               .getSource()
+                               .getType())
+              .getDimSize(0);
     return problem;
   }
   auto expert = cast<ExpertMatmulOp>(op);

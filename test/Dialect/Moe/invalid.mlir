@@ -922,7 +922,7 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes or lhs_codes, got 'mn_major'}}
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes or lhs_gather, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }
@@ -1050,5 +1050,33 @@ func.func @f() attributes {c = #moe.clamp<gate_hi = 1.0, gate_hi = 2.0>} {
 
 // expected-error @+1 {{counters must be non-negative, got -1}}
 func.func @f() attributes {g = #moe.gpu_launch<kernel = @m::@k, grid = [1, 1, 1], block = [128, 1, 1], counters = -1, pointers = [0]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster and no lhs_codes}}
+func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232], lhs_gather = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster and no lhs_codes}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, warpgroups = [1, 2], registers = [40, 232], lhs_m_major = true, lhs_gather = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster and no lhs_codes}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2, lhs_gather = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster and no lhs_codes}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, warpgroups = [1, 2], registers = [40, 232], lhs_codes = true, lhs_gather = true>} {
   return
 }

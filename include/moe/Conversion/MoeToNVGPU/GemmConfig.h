@@ -85,6 +85,11 @@ struct GemmChoices {
   /// backward as the operand kernel of the GEMMs after it (ActBwdKernel.h),
   /// measured faster (docs/results/2026-12-03-act-bwd-operands.md).
   bool activationEpilogue = false;
+  /// bf16-operands block GEMMs whose lhs is rows gathered from token rows
+  /// and MX-quantized along K (x of the recompute, dy of P1) read the token
+  /// rows rounded once through their token ids (lhs_gather), where the
+  /// kernel fits.
+  bool lhsGather = false;
 };
 
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when

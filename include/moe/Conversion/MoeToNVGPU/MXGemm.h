@@ -22,6 +22,7 @@
 
 #include "moe/Conversion/MoeToNVGPU/TargetInfo.h"
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
+#include "moe/Dialect/Moe/IR/MoeOps.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -124,6 +125,11 @@ struct MXGemmProblem {
   /// Bf16Operands: the lhs's code type when the op's lhs is codes (null
   /// otherwise): what a lhs_codes kernel decodes.
   Type lhsElementType = {};
+  /// Bf16Operands with lhs_gather (MXGemmConfig::lhsGather): the rows of
+  /// the token-row array tmapA is over; slot m of the lhs is its row
+  /// tokens[m], a padding slot (-1) the row past the end, which TMA fills
+  /// with zeros. 0 otherwise.
+  int64_t lhsGatherRows = 0;
 
   /// Bytes of a persistent Expert kernel's shared table: each expert's
   /// block count and first block, and with skipPadding its K tiles.
@@ -170,6 +176,9 @@ struct MXGemmProblem {
 /// tensor map of the lhs's E8M0 scale bytes follows tmapB (the layout of
 /// MXOperandProblem::codesOut: ui8 [K tiles * M / 8, 16], box 16 x
 /// tileM / 8), before the pointers.
+/// With lhs_gather (MXGemmConfig::lhsGather, which needs skipPadding)
+/// tmapA is over the token rows ([lhsGatherRows, 2 K] bytes) with a box of
+/// 128 bytes x 1 row: the producer loads each row of a tile by itself.
 /// With skipPadding the slots' i32 token ids follow (!llvm.ptr<1>). A
 /// persistent kernel (MXGemmConfig::persistent) takes one more
 /// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
@@ -216,6 +225,18 @@ bool isMXCodesGemm(Operation *op);
 
 /// The problem of the GPU GEMM `op` (isGPUGemm) on `path`.
 MXGemmProblem getMXGemmProblem(Operation *op, MXMmaPath path);
+
+/// `v` seen through moe.fused boundaries: a region's block argument is the
+/// region's input, a region's result the value its terminator yields
+/// (inside a region the operands of its ops are its block arguments, which
+/// convert-moe-to-nvgpu inlines).
+Value throughFusedRegions(Value v);
+
+/// The mx_quantize along the lhs's last axis of rows that a
+/// moe.gather_rows gathers, which makes `gemm`'s lhs codes with their
+/// scales (seen through moe.fused boundaries), or null: what lhs_gather
+/// reads from the token rows.
+MXQuantizeOp gatheredLhsQuantize(BlockMatmulOp gemm);
 
 /// Whether the kernel of `config` can compute `problem` on `target`.
 bool fitsMXGemm(const MXGemmProblem &problem, const MXGemmConfig &config,

@@ -102,6 +102,11 @@ struct MXGemmConfig {
   /// with E8M0 scales, and the consumers decode each K tile into the
   /// registers of a register-A wgmma (#moe.gemm_config lhs_codes).
   bool lhsCodes = false;
+  /// Bf16Operands, block GEMM, K-major lhs: the lhs rows are gathered from
+  /// token rows, and the producer loads each row of a tile from its token's
+  /// row (one TMA box a row) through the GEMM's token ids (#moe.gemm_config
+  /// lhs_gather).
+  bool lhsGather = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

@@ -23,7 +23,7 @@ using namespace mlir::moe;
 /// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`,
 /// `, persistent = true`, `, pingpong = true` and
 /// `, evict_first_outputs = true`, `, rhs_codes = true` and
-/// `, lhs_codes = true`, each present when set,
+/// `, lhs_codes = true` and `, lhs_gather = true`, each present when set,
 /// and `, ctas_per_sm = N`, `, cluster_n = N` and `, raster_m = N`, in any
 /// order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
@@ -31,9 +31,9 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    int64_t &ctasPerSm, bool &pingpong,
                                    int64_t &clusterN, int64_t &rasterM,
                                    bool &evictFirstOutputs, bool &rhsCodes,
-                                   bool &lhsCodes) {
+                                   bool &lhsCodes, bool &lhsGather) {
   rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
-      rhsCodes = lhsCodes = false;
+      rhsCodes = lhsCodes = lhsGather = false;
   ctasPerSm = clusterN = rasterM = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
@@ -56,13 +56,14 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                  : key == "evict_first_outputs" ? &evictFirstOutputs
                  : key == "rhs_codes"           ? &rhsCodes
                  : key == "lhs_codes"           ? &lhsCodes
+                 : key == "lhs_gather"          ? &lhsGather
                                                 : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
                                   "persistent, pingpong, ctas_per_sm, "
                                   "cluster_n, raster_m, "
-                                  "evict_first_outputs, rhs_codes or "
-                                  "lhs_codes, got '")
+                                  "evict_first_outputs, rhs_codes, "
+                                  "lhs_codes or lhs_gather, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -77,7 +78,7 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              int64_t ctasPerSm, bool pingpong,
                              int64_t clusterN, int64_t rasterM,
                              bool evictFirstOutputs, bool rhsCodes,
-                             bool lhsCodes) {
+                             bool lhsCodes, bool lhsGather) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -98,6 +99,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", rhs_codes = true";
   if (lhsCodes)
     printer << ", lhs_codes = true";
+  if (lhsGather)
+    printer << ", lhs_gather = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -230,7 +233,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool lhsMMajor, bool persistent, int64_t ctasPerSm,
                        bool pingpong, int64_t clusterN, int64_t rasterM,
                        bool evictFirstOutputs, bool rhsCodes,
-                       bool lhsCodes) {
+                       bool lhsCodes, bool lhsGather) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -330,6 +333,13 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                    clusterN != 1 || rhsCodes))
     return emitError() << "lhs_codes needs the bf16_operands MMA path, a "
                           "K-major lhs, no cluster and no rhs_codes";
+  // The producer loads each lhs row of the tile by its own TMA box from the
+  // token row of its slot into the 128B-swizzled K-major bf16 stage, which
+  // a cluster pair's multicast and the codes' layouts do not have.
+  if (lhsGather && (mma != MXMmaPath::Bf16Operands || lhsMMajor ||
+                    clusterN != 1 || lhsCodes))
+    return emitError() << "lhs_gather needs the bf16_operands MMA path, a "
+                          "K-major lhs, no cluster and no lhs_codes";
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "
