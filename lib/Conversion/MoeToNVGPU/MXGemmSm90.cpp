@@ -307,22 +307,28 @@ void KernelEmitter::loadTile(Value t, Value s) {
     // swizzle follows the shared-memory address, so a one-row box at the
     // row's offset lands where a tile box puts it. (Both to be checked on
     // the H200: scripts/device/probes/tma_row_gather.cu.) Thread 0 issues
-    // the 128 loads; the producer warp could share them.
-    auto rows = scf::ForOp::create(b, loc, idx(0), idx(cfg.tileM), idx(1));
+    // the 128 loads, reading the tile's token ids 4 at a time (16 bytes:
+    // m0 is a multiple of the tile's 128 rows); the producer warp could
+    // share them.
+    auto rows = scf::ForOp::create(b, loc, idx(0), idx(cfg.tileM), idx(4));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(rows.getBody()->getTerminator());
-    Value r = rows.getInductionVar();
-    Value slot = add(m0, indexToI32(r));
-    Value token = loadGlobal(i32T, globalElement(i32T, tokens, toI64(slot)), 4);
-    Value row = arith::SelectOp::create(
-        b, loc, cmp(arith::CmpIPredicate::sge, token, i32(0)), token,
-        i32(p.lhsGatherRows));
-    Value at = add(stageA, mul(r, rowBytes));
-    Value view = memref::ViewOp::create(b, loc, tileRowAT, smem, at, {});
-    nvgpu::TmaAsyncLoadOp::create(b, loc, view, bars, tmapA,
-                                  ValueRange{kk, i32ToIndex(row)}, s,
-                                  /*multicastMask=*/Value(),
-                                  /*predicate=*/Value());
+    Value r0 = rows.getInductionVar();
+    Value slot = add(m0, indexToI32(r0));
+    Value tokens4 = loadGlobal(VectorType::get({4}, i32T),
+                               globalElement(i32T, tokens, toI64(slot)), 16);
+    for (int64_t j = 0; j < 4; ++j) {
+      Value token = LLVM::ExtractElementOp::create(b, loc, tokens4, i32(j));
+      Value row = arith::SelectOp::create(
+          b, loc, cmp(arith::CmpIPredicate::sge, token, i32(0)), token,
+          i32(p.lhsGatherRows));
+      Value at = add(stageA, mul(add(r0, j), rowBytes));
+      Value view = memref::ViewOp::create(b, loc, tileRowAT, smem, at, {});
+      nvgpu::TmaAsyncLoadOp::create(b, loc, view, bars, tmapA,
+                                    ValueRange{kk, i32ToIndex(row)}, s,
+                                    /*multicastMask=*/Value(),
+                                    /*predicate=*/Value());
+    }
   } else {
     Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
     nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,

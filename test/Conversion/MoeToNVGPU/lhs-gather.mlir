@@ -37,14 +37,15 @@
 //
 // The producer: 128 one-row loads a stage, each at row r's offset of the
 // stage (r * 128 bytes) from the token row of slot m0 + r, or from row 256
-// (past the end: zeros) for a padding slot; the stage still expects the
-// whole tile's bytes.
+// (past the end: zeros) for a padding slot, the tile's token ids read 4 at
+// a time; the stage still expects the whole tile's bytes.
 // CHECK-LABEL: gpu.func @block_matmul_2(
 // CHECK:         nvgpu.mbarrier.arrive.expect_tx %{{.*}}, %c49152
-// CHECK:         scf.for %{{.*}} = %c0{{.*}} to %c128{{.*}} step %c1{{.*}} {
-// CHECK:           %[[TOKEN:.*]] = llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-// CHECK:           arith.select %{{.*}}, %[[TOKEN]], %c256_i32{{.*}} : i32
-// CHECK:           nvgpu.tma.async.load {{.*}} : <tensor = memref<1x128xi8, 3>, swizzle = swizzle_128b, {{.*}}> -> memref<1x128xi8, 3>
+// CHECK:         scf.for %{{.*}} = %c0{{.*}} to %c128{{.*}} step %c4{{.*}} {
+// CHECK:           %[[IDS:.*]] = llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK:           llvm.extractelement %[[IDS]]
+// CHECK:           arith.select %{{.*}}, %{{.*}}, %c256_i32{{.*}} : i32
+// CHECK-COUNT-4:   nvgpu.tma.async.load {{.*}} : <tensor = memref<1x128xi8, 3>, swizzle = swizzle_128b, {{.*}}> -> memref<1x128xi8, 3>
 // CHECK:         }
 // CHECK:         nvgpu.tma.async.load {{.*}} -> memref<64x128xi8, 3>
 
