@@ -176,15 +176,12 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // makes read as FP8 codes, half the bytes of bf16 values through L2 and
   // out of the operand kernel. The converters take registers from the
   // consumers and the code ring shared memory from the stages.
-  // (Inside a moe.fused region the operands are its block arguments: the
-  // region's inputs, which convert-moe-to-nvgpu inlines.)
-  // (A result of another region is the value its terminator yields.)
-  auto input = throughFusedRegions;
+  // (Operands seen through moe.fused boundaries: throughFusedRegions.)
   // (A value that an mx_quantize along its last axis makes, with its
   // scales: codes the kernel can read with their TMA scale layout.)
   auto quantizedAlongK = [&](Value codes, Value scales) {
-    auto quantize = input(codes).getDefiningOp<MXQuantizeOp>();
-    return quantize && quantize.getScales() == input(scales) &&
+    auto quantize = throughFusedRegions(codes).getDefiningOp<MXQuantizeOp>();
+    return quantize && quantize.getScales() == throughFusedRegions(scales) &&
            static_cast<int64_t>(quantize.getAxis()) ==
                cast<ShapedType>(codes.getType()).getRank() - 1;
   };
