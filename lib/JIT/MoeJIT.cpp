@@ -460,7 +460,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.clusterGemms ? "cluster-gemms" : "");
   add(options.rhsCodes ? "rhs-codes" : "");
   add(options.lhsCodes ? "lhs-codes" : "");
-  add(options.lhsGather ? "lhs-gather" : "");
+  add(options.lhsGather ? "" : "gathered-lhs-copies");
   add(options.activationEpilogue ? "act-epilogue" : "");
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);

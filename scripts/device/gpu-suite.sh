@@ -53,13 +53,15 @@
 #              registers for a register-A wgmma): bitwise equal to the
 #              default on seven layers, memcheck, racecheck, and the
 #              8192^3 GEMM against 16 rows, both ways
-#   lhs-gather  --lhs-gather (#moe.gemm_config lhs_gather on the recompute
-#              GEMM and P1: x and dy rounded once per token, each lhs row
-#              of a tile loaded from its token row by a one-row TMA box):
-#              bitwise equal to the default on seven layers (P1's
-#              activation epilogue on one), memcheck and racecheck
+#   lhs-gather  lhs_gather (the default: #moe.gemm_config lhs_gather on
+#              the recompute GEMM and P1, x and dy rounded once per token,
+#              each lhs row of a tile copied from its token row by the
+#              producer warpgroup's cp.async) against --gathered-lhs-copies
+#              (the slot rows gathered and rounded by the operand kernel):
+#              bitwise equal on seven layers (P1's activation epilogue on
+#              one), memcheck and racecheck of the default
 #   lhs-gather-ncu  at reference shapes 1 and 2 (torch-gen inputs) the ncu
-#              time of every kernel, default and --lhs-gather
+#              time of every kernel, --gathered-lhs-copies and the default
 #              (LHS_GATHER_SHAPES picks the shapes)
 #   lhs-codes-ncu  at reference shapes 1 and 2 (torch-gen inputs) the ncu
 #              time of every GEMM and operand kernel, default and
@@ -239,11 +241,11 @@ lhs_layers=("$small" "$partial" T=1024,H=1024,I=512,E=8,K=2,B=128
             T=4096,H=1024,I=512,E=8,K=2,B=128,checkpoint=bf16)
 
 # memcheck and racecheck of a layer with an empty expert, with FLAG.
-sanitize_with() {  # FLAG
+sanitize_with() {  # [FLAG]
   local tool
   for tool in memcheck racecheck; do
-    run "compute-sanitizer $tool $1" timeout 300 compute-sanitizer \
-      --tool $tool --error-exitcode 1 moe-run --target=sm90a "$1" \
+    run "compute-sanitizer $tool ${1:-(default)}" timeout 300 compute-sanitizer \
+      --tool $tool --error-exitcode 1 moe-run --target=sm90a ${1:+"$1"} \
       --layer T=1024,H=512,I=256,E=8,K=2,B=128 --empty-experts 1 --check none
   done
 }
@@ -552,17 +554,19 @@ if want lhs-codes; then
 fi
 if want lhs-gather; then
   # A row's MX rounding along K is the same whether it is taken before or
-  # after the gather, and a padding slot's row past the end arrives as
-  # zeros, so the GEMMs get the default's bf16 values: the same bits, on
-  # layers of both modes, empty experts, T*K not a multiple of B, e5m2,
-  # affinity on H, a bias, clamps; memcheck and racecheck. Each run under
-  # a time limit: a stage whose bytes never all arrive would hang.
-  bitwise_against --lhs-gather "--lhs-gather == the default" "${lhs_layers[@]}"
+  # after the gather, and a padding slot's row arrives as zeros, so the
+  # GEMMs get the same bf16 values either way: the same bits, on layers of
+  # both modes, empty experts, T*K not a multiple of B, e5m2, affinity on
+  # H, a bias, clamps; memcheck and racecheck. Each run under a time
+  # limit: a stage whose copies never all arrive would hang.
+  bitwise_against --gathered-lhs-copies \
+    "lhs_gather (default) == --gathered-lhs-copies" "${lhs_layers[@]}"
   base=(--act-epilogue)
-  bitwise_against --lhs-gather "--lhs-gather == the default (act-epilogue)" \
+  bitwise_against --gathered-lhs-copies \
+    "lhs_gather (default) == --gathered-lhs-copies (act-epilogue)" \
     T=1024,H=1024,I=512,E=8,K=2,B=128
   base=()
-  sanitize_with --lhs-gather
+  sanitize_with ""
 fi
 # At the reference shapes (torch-gen inputs; SHAPES, space-separated, else
 # both) the ncu time of every kernel of the layer, default and with FLAG.
@@ -581,7 +585,7 @@ ncu_against() {  # FLAG [SHAPES]
   done
 }
 if want lhs-gather-ncu; then
-  ncu_against --lhs-gather "${LHS_GATHER_SHAPES:-}"
+  ncu_against --gathered-lhs-copies "${LHS_GATHER_SHAPES:-}"
 fi
 if want lhs-codes-ncu; then
   ncu_against --lhs-codes "${LHS_CODES_SHAPES:-}"

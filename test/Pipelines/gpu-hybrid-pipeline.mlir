@@ -67,8 +67,10 @@
 // OPS:         llvm.call @act_bwd_operands_6_launch(
 // OPS-NOT:     llvm.call @exp
 // OPS:         llvm.call @block_matmul_7_launch(
-// OPS:         llvm.call @expert_matmul_8_launch(
+// OPS:         llvm.call @mx_operand_8_launch(
 // OPS:         llvm.call @expert_matmul_9_launch(
+// OPS:         llvm.call @mx_operand_10_launch(
+// OPS:         llvm.call @expert_matmul_11_launch(
 // OPS-LABEL: llvm.func @_mlir_ciface_moe_layer_bwd(
 // OPS:       gpu.binary @moe_kernels_mx_operand_0
 // OPS-SAME:    cvt.rn.satfinite.e4m3x2.f32

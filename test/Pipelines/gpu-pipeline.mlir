@@ -17,9 +17,12 @@
 // The entry: every allocation, kernel and free on the stream argument,
 // the GEMMs in program order among the elementwise kernels, each after the
 // operand kernels that round its two operands (one kernel writes both
-// roundings of x, dy and the gate/up weight, for the two GEMMs that take
-// them: operands-both-axes; P1 stores dA, and the activation backward's
-// kernel writes both roundings of [dg|du] and a * h's), no host math.
+// roundings of the gate/up weight, for the two GEMMs that take them:
+// operands-both-axes; x and dy are rounded once per token for the
+// recompute GEMM and P1, which copy their rows through the token ids with
+// no lhs tensor map (lhs_gather), and along the slots for P3 and P4 by
+// kernels of their own; P1 stores dA, and the activation backward's kernel
+// writes both roundings of [dg|du] and a * h's), no host math.
 // CHECK-LABEL: llvm.func @moe_layer_bwd(
 // CHECK-SAME:      %[[S:[^:]*]]: !llvm.ptr) attributes {llvm.emit_c_interface} {
 // CHECK-NOT:     llvm.call @exp
@@ -32,8 +35,7 @@
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_1::@mx_operand_1
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK-NOT:     llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_block_matmul_2::@block_matmul_2
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_3::@mx_operand_3
@@ -41,8 +43,7 @@
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_4::@mx_operand_4
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK-NOT:     llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_block_matmul_5::@block_matmul_5
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_layer_bwd_kernel::@moe_layer_bwd_kernel
@@ -54,15 +55,19 @@
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_block_matmul_7::@block_matmul_7
 // CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
-// CHECK-NOT:     llvm.call @mgpuStream
-// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_expert_matmul_8::@expert_matmul_8
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_8::@mx_operand_8
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_expert_matmul_9::@expert_matmul_9
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_mx_operand_10::@mx_operand_10
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK:         llvm.call @mgpuTensorMapEncodeTiledMemref(
+// CHECK-NOT:     llvm.call @mgpuStream
+// CHECK:         gpu.launch_func <%[[S]] : !llvm.ptr> @moe_kernels_expert_matmul_11::@expert_matmul_11
 // CHECK-NOT:     llvm.call @mgpuStream
 // CHECK-NOT:     llvm.call @mgpuEvent
 // CHECK:         llvm.call @mgpuMemFree(%{{.*}}, %[[S]])

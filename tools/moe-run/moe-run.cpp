@@ -162,10 +162,12 @@ options:
                        along K (x, dy, [dg|du]) read them as FP8 codes and
                        E8M0 scales, decoded by the consumer warpgroups into
                        the registers of a register-A wgmma (the same bits)
-  --lhs-gather         sm90a: block GEMMs whose lhs rows are gathered from
-                       token rows (x, dy) read the token rows rounded once,
-                       each row of a tile through its token id (the same
-                       bits)
+  --gathered-lhs-copies
+                       sm90a: the recompute GEMM and P1 read x and dy as
+                       slot rows gathered and rounded by an operand kernel,
+                       instead of copying each row of a tile from the token
+                       rows rounded once, through its token id (lhs_gather,
+                       the default; for comparison: the same bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -227,7 +229,7 @@ struct Options {
   bool clusterGemms = false;
   bool rhsCodes = false;
   bool lhsCodes = false;
-  bool lhsGather = false;
+  bool lhsGather = true;
   bool activationEpilogue = false;
   double tolerance = 2e-3;
   bool compare = true;
@@ -269,7 +271,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--cluster-gemms",
                                           "--rhs-codes",
                                           "--lhs-codes",
-                                          "--lhs-gather",
+                                          "--gathered-lhs-copies",
                                           "--act-epilogue"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -417,8 +419,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.rhsCodes = true;
     } else if (name == "--lhs-codes") {
       opts.lhsCodes = true;
-    } else if (name == "--lhs-gather") {
-      opts.lhsGather = true;
+    } else if (name == "--gathered-lhs-copies") {
+      opts.lhsGather = false;
     } else if (name == "--act-epilogue") {
       opts.activationEpilogue = true;
     }

@@ -94,11 +94,11 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "K read them as FP8 codes in wgmma A-fragment order and E8M0 "
            "scales, decoded by the consumer warpgroups into the registers of "
            "a register-A wgmma (lhs_codes), where the kernel fits">,
-    Option<"lhsGather", "lhs-gather", "bool", /*default=*/"false",
+    Option<"lhsGather", "lhs-gather", "bool", /*default=*/"true",
            "bf16-operands: block GEMMs whose lhs rows are gathered from "
            "token rows and MX-quantized along K (x, dy) read the token rows "
-           "rounded once, each row of a tile by its own TMA box through the "
-           "token ids (lhs_gather), where the kernel fits">,
+           "rounded once, the producer warpgroup copying each row of a tile "
+           "through the token ids (lhs_gather), where the kernel fits">,
     Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"false",
            "P1's GEMM computes the activation backward of its moe.fused "
            "region (dg, du, h, a * h, the affinity gradient's partial sums) "
@@ -209,11 +209,11 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "K read them as FP8 codes in wgmma A-fragment order and E8M0 "
            "scales, decoded by the consumer warpgroups into the registers of "
            "a register-A wgmma (lhs_codes), where the kernel fits">,
-    Option<"lhsGather", "lhs-gather", "bool", /*default=*/"false",
+    Option<"lhsGather", "lhs-gather", "bool", /*default=*/"true",
            "bf16-operands: block GEMMs whose lhs rows are gathered from "
            "token rows and MX-quantized along K (x, dy) read the token rows "
-           "rounded once, each row of a tile by its own TMA box through the "
-           "token ids (lhs_gather), where the kernel fits">,
+           "rounded once, the producer warpgroup copying each row of a tile "
+           "through the token ids (lhs_gather), where the kernel fits">,
     Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"false",
            "P1's GEMM computes the activation backward of its moe.fused "
            "region (dg, du, h, a * h, the affinity gradient's partial sums) "

@@ -139,8 +139,8 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
       *this, "lhs-gather",
       llvm::cl::desc("moe-gpu-kernel-config's lhs-gather: block GEMMs read "
                      "their gathered lhs rows from the token rows rounded "
-                     "once (default off)"),
-      llvm::cl::init(false)};
+                     "once (default on)"),
+      llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<bool>
       activationEpilogue{
           *this, "act-epilogue",

@@ -232,14 +232,27 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   }
   // lhs_gather: a block GEMM's lhs rows gathered from token rows (x of the
   // recompute, dy of P1) and rounded along K read from the token rows
-  // rounded once, T rows instead of T * K, through the GEMM's token ids.
+  // rounded once, T rows instead of T * K, through the GEMM's token ids:
+  // at both reference shapes 0.3 ms less in all (H200, ncu;
+  // docs/results/2026-12-04-lhs-gather.md). The copies' row addresses
+  // need kLhsGatherProducerRegisters, which the consumers give up; not in
+  // the ping-pong kernel, whose 24 producer registers leave its consumers
+  // the 240 its epilogue takes, nor beside rhs_codes, whose converters are
+  // the producer warps that would copy.
   if (auto block = dyn_cast<BlockMatmulOp>(op);
       block && choices.lhsGather && path == MXMmaPath::Bf16Operands &&
-      c.clusterN == 1 && !c.lhsCodes && !c.lhsMMajor &&
-      gatheredLhsQuantize(block)) {
+      c.clusterN == 1 && !c.lhsCodes && !c.rhsCodes && !c.lhsMMajor &&
+      !c.pingpong && gatheredLhsQuantize(block)) {
+    MXGemmProblem problem = getMXGemmProblem(op, path);
     MXGemmConfig gathered = c;
     gathered.lhsGather = true;
-    if (fitsMXGemm(getMXGemmProblem(op, path), gathered, target))
+    if (gathered.producerRegisters < kLhsGatherProducerRegisters) {
+      gathered.producerRegisters = kLhsGatherProducerRegisters;
+      while (gathered.consumerRegisters > 24 &&
+             !fitsMXGemm(problem, gathered, target))
+        gathered.consumerRegisters -= 8;
+    }
+    if (fitsMXGemm(problem, gathered, target))
       c = gathered;
   }
   // A dense product (one group) of more tiles than SMs: the tiles in bands

@@ -24,6 +24,9 @@ namespace mlir::moe::gemm {
 
 /// Bytes of one 128-byte-swizzle row; a code tile's K extent must equal it.
 constexpr int64_t kSwizzleBytes = 128;
+/// lhs_gather: the producer threads that copy each 128-byte lhs row of a
+/// stage (KernelEmitter::gatherLhsStage).
+constexpr int64_t kGatherLanesPerRow = 8;
 /// Depth of a persistent kernel's ring of tile ids (producer -> consumers).
 constexpr int64_t kTileSlots = 2;
 /// The named barriers of a ping-pong kernel's turns at the tensor cores:
@@ -145,13 +148,13 @@ public:
                  : smemType({cfg.tileN, cfg.rhsCodes ? cfg.tileK
                                                      : kSwizzleBytes},
                             b.getI8Type());
-    // lhs_gather: one row of 128 bytes a box, at the row's place in the
-    // swizzled tile.
-    tileRowAT = smemType({1, kSwizzleBytes}, b.getI8Type());
-    tmapAT = tensorMapType(cfg.lhsGather ? tileRowAT : tileAT,
-                           cfg.lhsCodes
-                               ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
-                               : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B);
+    // lhs_gather: the producer warpgroup copies the lhs rows itself
+    // (cp.async), so there is no lhs tensor map.
+    if (!cfg.lhsGather)
+      tmapAT = tensorMapType(tileAT,
+                             cfg.lhsCodes
+                                 ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
+                                 : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B);
     tmapBT = tensorMapType(tileBT,
                            cfg.rhsCodes
                                ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
@@ -338,8 +341,30 @@ private:
   Value inlinePtx(Type result, ValueRange operands, StringRef text,
                   StringRef constraints, bool sideEffects);
   /// Issues the TMA loads of K tile `t` (index) into stage `s`, expecting
-  /// their bytes on full[s]. Thread 0 only.
+  /// their bytes on full[s]. Thread 0 only. (lhs_gather: the rhs tile's;
+  /// gatherLhsStage copies the lhs.)
   void loadTile(Value t, Value s);
+  // lhs_gather: every thread of the producer warpgroup copies 16-byte
+  // chunks of the tile's lhs rows from their slots' token rows with
+  // cp.async (TMA would need one box per row, and one-row boxes issue at
+  // about 110 cycles each: scripts/device/probes/tma_row_gather.cu). The
+  // thread's chunks are chunks tid % L + L j of rows tid / L + (128 / L) i
+  // (L = kGatherLanesPerRow): each warp instruction fills whole 32-byte
+  // sectors of 32 / L rows, and a thread keeps the addresses of only
+  // tileM L / 128 rows live (with L = 8, 8 rows, the 40 producer registers
+  // spilled 8 bytes).
+  /// Reads this thread's rows' token ids of the tile at m0 (gatherTokens).
+  void loadGatherTokens();
+  /// Copies this thread's chunks of K tile `t` (index) into stage `s` at
+  /// their 128B-swizzled places (zeros for padding slots: source size 0),
+  /// then makes full[s] track their completion (cp.async.mbarrier.arrive
+  /// .noinc: full[s] counts one arrival per producer thread besides
+  /// thread 0's expect_tx).
+  void gatherLhsStage(Value t, Value s);
+  /// The lhs rows of a stage each producer thread copies chunks of.
+  int64_t gatherRowsPerThread() const {
+    return cfg.tileM * kGatherLanesPerRow / (128 * cfg.producerWarpgroups);
+  }
   /// The shared i32 counters of a one-CTA-per-tile Expert kernel: blocks of
   /// lower experts, the expert's blocks, and with skipPadding its K tiles
   /// that start at a token.
@@ -465,6 +490,9 @@ private:
   void emitConsumerFp8();
   void emitProducerBf16();
   void emitProducerBf16Operands();
+  /// loadTile by thread 0, and with lhs_gather gatherLhsStage by every
+  /// producer thread.
+  void loadTileAndRows(Value t, Value s);
   /// The bf16 wgmma mainloop over a ring of bf16 K tiles: `depth` stages,
   /// full barriers at `fullBase`, empty ones at `emptyBase`, each tile
   /// `stride` bytes apart and `panels` 128-byte panels deep.
@@ -536,7 +564,7 @@ private:
   Type i1T, i32T, i64T, f32T, idxT;
   Type accT, smemPtrT, globalPtrT;
   nvgpu::MBarrierGroupType barsT;
-  MemRefType tileAT, tileBT, tileST, tileSAT, tileRowAT;
+  MemRefType tileAT, tileBT, tileST, tileSAT;
   nvgpu::TensorMapDescriptorType tmapAT, tmapBT, tmapST, tmapSAT;
 
   // Kernel arguments and the values both roles use.
@@ -546,6 +574,10 @@ private:
   Value gateUp, affinities, hOut, scaledHOut, partialsOut, tokenIds;
   // The slots' token ids of a skipPadding kernel (or null).
   Value tokens;
+  // lhs_gather: the lhs token rows (!llvm.ptr<1>), and the token ids of
+  // this producer thread's rows of the current tile (i32, -1: padding).
+  Value lhsRows;
+  SmallVector<Value> gatherTokens;
   // [dg | du]'s MX values along N and along M (or null).
   Value dGateUpAlongNOut, dGateUpAlongMOut;
   // The epilogue's L2 evict-first policy (i64; null unless

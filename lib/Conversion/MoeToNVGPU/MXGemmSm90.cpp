@@ -263,8 +263,10 @@ void KernelEmitter::loadTile(Value t, Value s) {
     rowBytesB = cfg.tileK;
   int64_t scaleBytes = cfg.rhsCodes ? cfg.tileN * (cfg.tileK / 32) : 0;
   int64_t scaleBytesA = cfg.lhsCodes ? cfg.tileM * (cfg.tileK / 32) : 0;
-  int64_t tileBytes = cfg.tileM * rowBytes + cfg.tileN * rowBytesB +
-                      scaleBytes + scaleBytesA;
+  // (lhs_gather: the lhs rows arrive by cp.async, which full[s] counts
+  // as arrivals, not bytes.)
+  int64_t tileBytes = (cfg.lhsGather ? 0 : cfg.tileM * rowBytes) +
+                      cfg.tileN * rowBytesB + scaleBytes + scaleBytesA;
   nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(tileBytes), s,
                                           /*predicate=*/Value());
   // The tensor maps are over bytes: the K coordinate is a byte offset.
@@ -301,35 +303,7 @@ void KernelEmitter::loadTile(Value t, Value s) {
   };
   if (cfg.lhsMMajor) {
     loadMajor(stageA, tmapA, tileAT, m0, idx(0), cfg.tileM, maskA, predA);
-  } else if (cfg.lhsGather) {
-    // Row r of the tile from its slot's token row (the row past the end for
-    // padding: zeros, whose bytes the barrier still counts). The 128B
-    // swizzle follows the shared-memory address, so a one-row box at the
-    // row's offset lands where a tile box puts it. (Both to be checked on
-    // the H200: scripts/device/probes/tma_row_gather.cu.) Thread 0 issues
-    // the 128 loads, reading the tile's token ids 4 at a time (16 bytes:
-    // m0 is a multiple of the tile's 128 rows); the producer warp could
-    // share them.
-    auto rows = scf::ForOp::create(b, loc, idx(0), idx(cfg.tileM), idx(4));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(rows.getBody()->getTerminator());
-    Value r0 = rows.getInductionVar();
-    Value slot = add(m0, indexToI32(r0));
-    Value tokens4 = loadGlobal(VectorType::get({4}, i32T),
-                               globalElement(i32T, tokens, toI64(slot)), 16);
-    for (int64_t j = 0; j < 4; ++j) {
-      Value token = LLVM::ExtractElementOp::create(b, loc, tokens4, i32(j));
-      Value row = arith::SelectOp::create(
-          b, loc, cmp(arith::CmpIPredicate::sge, token, i32(0)), token,
-          i32(p.lhsGatherRows));
-      Value at = add(stageA, mul(add(r0, j), rowBytes));
-      Value view = memref::ViewOp::create(b, loc, tileRowAT, smem, at, {});
-      nvgpu::TmaAsyncLoadOp::create(b, loc, view, bars, tmapA,
-                                    ValueRange{kk, i32ToIndex(row)}, s,
-                                    /*multicastMask=*/Value(),
-                                    /*predicate=*/Value());
-    }
-  } else {
+  } else if (!cfg.lhsGather) {
     Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
     nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
                                   ValueRange{kk, i32ToIndex(m0)}, s, maskA,
@@ -370,6 +344,65 @@ void KernelEmitter::loadTile(Value t, Value s) {
   // N-major: the expert's K rows (rowB0) of the tile's N columns.
   loadMajor(stageB, tmapB, tileBT, n0, i32ToIndex(rowB0), cfg.tileN,
             /*mask=*/Value(), /*pred=*/Value());
+}
+
+void KernelEmitter::loadGatherTokens() {
+  // Rows tid / L + (threads / L) i of the tile (m0 is a multiple of its
+  // rows, which lie in one block of slots).
+  int64_t rowStep = 128 * cfg.producerWarpgroups / kGatherLanesPerRow;
+  Value row0 = divu(tid, kGatherLanesPerRow);
+  gatherTokens.clear();
+  for (int64_t i = 0; i < gatherRowsPerThread(); ++i) {
+    Value slot = add(add(m0, row0), i * rowStep);
+    gatherTokens.push_back(
+        loadGlobal(i32T, globalElement(i32T, tokens, toI64(slot)), 4));
+  }
+}
+
+void KernelEmitter::gatherLhsStage(Value t, Value s) {
+  int64_t L = kGatherLanesPerRow, chunks = kSwizzleBytes / 16;
+  int64_t rowStep = 128 * cfg.producerWarpgroups / L;
+  Value lane = remu(tid, L);
+  Value row0 = divu(tid, L);
+  // The 128B swizzle moves chunk c of row r to chunk c ^ (r % 8) of the
+  // row (the stage is 1024-byte aligned); the thread's rows share r % 8.
+  Value rowPhase = remu(row0, 8);
+  Value stageA = add(mul(indexToI64(s), cfg.tileM * kSwizzleBytes), lay.a);
+  Value rowA = add(stageA, mul(toI64(row0), kSwizzleBytes));
+  // Byte offset of the thread's first chunk in a token row: K tile t's
+  // 128 bytes.
+  Value kByte = mul(indexToI64(add(kBegin, mul(t, cfg.tileK))),
+                    elementBytes());
+  Value col = add(kByte, mul(toI64(lane), 16));
+  int64_t rowBytes = p.k * elementBytes();
+  // The K tile's chunk of row 0; each row's offset from it is loop
+  // invariant, and 32 bits wide where the token rows allow, so that the
+  // thread's rows cost one register each beside the ring's state in the
+  // producer's 40 (64-bit row addresses spilled 8 bytes, ptxas -v).
+  Value chunk0 = globalElement(b.getI8Type(), lhsRows, col);
+  bool narrow = p.lhsGatherRows * rowBytes < (int64_t(1) << 31);
+  for (int64_t i = 0; i < gatherRowsPerThread(); ++i) {
+    Value token = gatherTokens[i];
+    Value isToken = cmp(arith::CmpIPredicate::sge, token, i32(0));
+    // A padding slot copies 0 source bytes (16 zeros) from row 0.
+    Value row = arith::SelectOp::create(b, loc, isToken, token, i32(0));
+    Value srcBytes = arith::SelectOp::create(b, loc, isToken, i32(16), i32(0));
+    Value rowOffset =
+        narrow ? toI64(mul(row, i32(rowBytes))) : mul(toI64(row), rowBytes);
+    Value rowChunk0 = globalElement(b.getI8Type(), chunk0, rowOffset);
+    for (int64_t j = 0; j < chunks / L; ++j) {
+      Value chunk = add(lane, i32(j * L));
+      Value at = add(add(rowA, i * rowStep * kSwizzleBytes),
+                     mul(toI64(xori(chunk, rowPhase)), 16));
+      Value src = j ? globalElement(b.getI8Type(), rowChunk0, i64(j * L * 16))
+                    : rowChunk0;
+      NVVM::CpAsyncOp::create(b, loc, smemPtr(smemAddr(at)), src,
+                              /*size=*/16u, NVVM::LoadCacheModifierKind::CG,
+                              srcBytes);
+    }
+  }
+  Value full = smemPtr(smemAddr(add(mul(indexToI64(s), 8), lay.barriers)));
+  NVVM::CpAsyncMBarrierArriveOp::create(b, loc, full, /*noinc=*/true);
 }
 
 void KernelEmitter::releaseStage(Value stage, Value leader) {
@@ -658,9 +691,25 @@ void KernelEmitter::setRhsRow0() {
 
 void KernelEmitter::emitPersistentProducerBf16Operands() {
   // Thread 0 streams every tile's K tiles through the ring; the others of
-  // the warpgroup have nothing to do.
-  auto ifOp = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
+  // the warpgroup have nothing to do. (lhs_gather: they receive the tile
+  // ids as the consumers do and copy their lhs rows of each K tile.)
+  auto ifOp =
+      scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/cfg.lhsGather);
   OpBuilder::InsertionGuard guard(b);
+  if (cfg.lhsGather) {
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    forEachReceivedTile([&](Value) {
+      loadGatherTokens();
+      auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+      Value t = loop.getInductionVar();
+      auto [s, parity] =
+          stageAndParity(add(ringBase, t), cfg.stages, /*flip=*/true);
+      waitParity(add(s, cfg.stages), parity);
+      gatherLhsStage(t, s);
+    });
+  }
   b.setInsertionPointToStart(ifOp.thenBlock());
   Value first =
       indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
@@ -683,6 +732,8 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
         ringBase = args[1];
         decodeTile(args[2]);
         setRhsRow0();
+        if (cfg.lhsGather)
+          loadGatherTokens();
         {
           OpBuilder::InsertionGuard inner(b);
           auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
@@ -692,6 +743,8 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
               stageAndParity(add(ringBase, t), cfg.stages, /*flip=*/true);
           waitParity(add(s, cfg.stages), parity);
           loadTile(t, s);
+          if (cfg.lhsGather)
+            gatherLhsStage(t, s);
         }
         scf::YieldOp::create(b, loc,
                              ValueRange{add(args[0], idx(1)),
@@ -1862,16 +1915,32 @@ void KernelEmitter::emitProducerBf16() {
 
 void KernelEmitter::emitProducerBf16Operands() {
   // Thread 0 alone streams the K tiles through the ring; the others of the
-  // warpgroup have nothing to do.
-  auto ifOp = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
+  // warpgroup have nothing to do. (lhs_gather: all of them copy lhs rows.)
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
+  if (!cfg.lhsGather) {
+    auto ifOp = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+  } else {
+    loadGatherTokens();
+  }
   auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
   b.setInsertionPoint(loop.getBody()->getTerminator());
   Value t = loop.getInductionVar();
   auto [s, parity] = stageAndParity(t, cfg.stages, /*flip=*/true);
   waitParity(add(s, cfg.stages), parity);
-  loadTile(t, s);
+  loadTileAndRows(t, s);
+}
+
+void KernelEmitter::loadTileAndRows(Value t, Value s) {
+  if (!cfg.lhsGather)
+    return loadTile(t, s);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    auto tma = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(tma.thenBlock());
+    loadTile(t, s);
+  }
+  gatherLhsStage(t, s);
 }
 
 void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
@@ -1904,6 +1973,12 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     Value g = ringBase ? add(ringBase, t) : t;
     auto [d, parity] = stageAndParity(g, SD, /*flip=*/false);
     waitParity(add(d, fullBase), parity);
+    // lhs_gather: the lhs rows came by cp.async, which writes through the
+    // generic proxy; the wgmmas read through the async proxy.
+    if (cfg.lhsGather)
+      NVVM::FenceProxyOp::create(
+          b, loc, NVVM::ProxyKind::async_shared,
+          NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
     Value d64 = indexToI64(d);
     Value baseA = smemAddr(add(add(mul(d64, strideA), aWarpgroupOff), offA));
     Value baseB = smemAddr(add(mul(d64, strideB), offB));
@@ -2099,11 +2174,16 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
 void KernelEmitter::emit(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
-  tmapA = UnrealizedConversionCastOp::create(b, loc, tmapAT,
-                                             entry.getArgument(0))
-              .getResult(0);
+  // lhs_gather: the rhs map first, then the lhs rows' global address.
+  if (cfg.lhsGather) {
+    lhsRows = entry.getArgument(1);
+  } else {
+    tmapA = UnrealizedConversionCastOp::create(b, loc, tmapAT,
+                                               entry.getArgument(0))
+                .getResult(0);
+  }
   tmapB = UnrealizedConversionCastOp::create(b, loc, tmapBT,
-                                             entry.getArgument(1))
+                                             entry.getArgument(!cfg.lhsGather))
               .getResult(0);
   if (isBf16Operands()) {
     // rhs_codes: the scale bytes' tensor map comes third.
@@ -2220,9 +2300,10 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
         // full[s]: thread 0's expect_tx arrival plus the scale writers.
         initBarrier(s, producerThreads + 1);
       } else {
-        // full[s]: thread 0's expect_tx arrival; empty[s]: the converters
+        // full[s]: thread 0's expect_tx arrival (lhs_gather: and each
+        // producer thread's cp.async arrival); empty[s]: the converters
         // (Bf16Dequant) or the consumers (Bf16Operands).
-        initBarrier(s, 1);
+        initBarrier(s, 1 + (cfg.lhsGather ? producerThreads : 0));
       }
       // (The bf16 consumers arrive once per warpgroup, and a ping-pong
       // stage is one warpgroup's; a cluster pair's first CTA waits for both
@@ -2244,11 +2325,13 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     }
     // A persistent kernel's tile slots: full, the producer thread's
     // arrival; empty, every consumer's.
-    // (rhs_codes: the converters receive the tiles too.)
+    // (rhs_codes: the converters receive the tiles too; lhs_gather: the
+    // producer threads but thread 0.)
     for (int64_t d = 0; d < kTileSlots && cfg.persistent; ++d) {
       initBarrier(2 * S + d, 1);
       initBarrier(2 * S + kTileSlots + d,
-                  consumerThreads + (cfg.rhsCodes ? kRhsConverters : 0));
+                  consumerThreads + (cfg.rhsCodes ? kRhsConverters : 0) +
+                      (cfg.lhsGather ? producerThreads - 1 : 0));
     }
     for (int64_t d = 0; d < cfg.dequantStages && cfg.rhsCodes; ++d) {
       initBarrier(lay.dequantized + d, kRhsConverters);
@@ -2259,7 +2342,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
         LLVM::StoreOp::create(b, loc, i32(0),
                               smemPtr(smemAddr(i64(lay.counters + 4 * c))),
                               4);
-    nvgpu::TmaPrefetchOp::create(b, loc, tmapA, /*predicate=*/Value());
+    if (tmapA)
+      nvgpu::TmaPrefetchOp::create(b, loc, tmapA, /*predicate=*/Value());
     nvgpu::TmaPrefetchOp::create(b, loc, tmapB, /*predicate=*/Value());
     if (cfg.rhsCodes)
       nvgpu::TmaPrefetchOp::create(b, loc, tmapS, /*predicate=*/Value());
@@ -2616,16 +2700,23 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
        << problem.m << "x" << problem.n << "x" << problem.k;
     return why;
   }
-  // lhs_gather: the producer reads each slot's token id (skipPadding's
-  // argument) and loads the token row into the swizzled bf16 stage.
+  // lhs_gather: the producer threads read the slots' token ids
+  // (skipPadding's argument) and copy 16-byte chunks of the token rows
+  // into the swizzled bf16 stage, the same chunks of each 128-byte row of
+  // the tile in turn. The copies have no K bound (TMA's zero fill past K):
+  // every K tile must be whole (a row of K = 32 read past its end,
+  // compute-sanitizer memcheck, H200 2026-12-04).
   if (cfg.lhsGather &&
       (problem.path != MXMmaPath::Bf16Operands ||
        problem.kind != MXGemmKind::Block || !problem.skipPadding ||
-       problem.lhsGatherRows <= 0 || cfg.lhsMMajor || cfg.lhsCodes ||
-       cfg.clusterN != 1)) {
+       problem.lhsGatherRows <= 0 || problem.k % cfg.tileK ||
+       cfg.tileM * kGatherLanesPerRow % (128 * cfg.producerWarpgroups) ||
+       cfg.lhsMMajor ||
+       cfg.lhsCodes || cfg.rhsCodes || cfg.clusterN != 1)) {
     os << "lhs_gather needs a block GEMM on the bf16-operands MMA path with "
-          "token ids, a K-major lhs of token rows, and no lhs_codes or "
-          "clusters";
+          "token ids, a K-major lhs of token rows with K a multiple of the "
+          "tile K, tile rows a multiple of 16 per producer warpgroup, and "
+          "no lhs_codes, rhs_codes or clusters";
     return why;
   }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&
@@ -2685,6 +2776,9 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   SmallVector<Type> args = {ptr, ptr, gptr, gptr, gptr, gptr};
   if (bf16Operands)
     args.resize(problem.biasType ? 5 : 4);
+  // lhs_gather: the rhs map, then the lhs rows' address.
+  if (cfg.lhsGather)
+    args[1] = gptr;
   // rhs_codes: the tensor map of the rhs scale bytes after the operands'.
   if (cfg.rhsCodes)
     args.insert(args.begin() + 2, ptr);

@@ -135,6 +135,11 @@ LaunchRecord gemmRecord(const MXGemmLaunch &launch, int64_t mapA,
                          {{mapA, launch.tensorMapA}, {mapB, launch.tensorMapB}},
                          SmallVector<int64_t>(pointers),
                          launch.counters};
+  // lhs_gather: no lhs map; the lhs is the first pointer.
+  if (!launch.tensorMapA) {
+    record.tensorMaps.erase(record.tensorMaps.begin());
+    record.pointerArgs.insert(record.pointerArgs.begin(), mapA);
+  }
   // rhs_codes: the rhs scale bytes' map, third.
   if (mapScales >= 0)
     record.tensorMaps.push_back({mapScales, launch.tensorMapScales});

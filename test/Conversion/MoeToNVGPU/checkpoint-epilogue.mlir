@@ -9,17 +9,20 @@
 // (checkpoint-epilogue=false) the region's ops stay for the elementwise kernels. Layer T=256 H=256 I=128 E=2 K=1 B=128
 // (384 slots, 3 blocks).
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128,checkpoint=bf16 --print-layer-ir > %t.mlir
-// RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true" --convert-moe-to-nvgpu="act-epilogue=true" | FileCheck %s --implicit-check-not=moe.unpack_checkpoint
-// RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true" --convert-moe-to-nvgpu="checkpoint-epilogue=false act-epilogue=true" | FileCheck %s --check-prefix=OFF
+// RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false" --convert-moe-to-nvgpu="act-epilogue=true lhs-gather=false" | FileCheck %s --implicit-check-not=moe.unpack_checkpoint
+// RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false" --convert-moe-to-nvgpu="checkpoint-epilogue=false act-epilogue=true lhs-gather=false" | FileCheck %s --check-prefix=OFF
 // The kernel (ping-pong: a consumer warpgroup computes a whole 128 x 128
 // tile): bf16 loads of the checkpoint (2 M steps x 2 rows x 16 column pairs
 // x g, u x 2 per thread), the L2 prefetch of the tile's two runs of 128 x
 // 128 bf16 (32 KB each, the up half 128 x 128 x 2 bytes after the gate
 // half), and no spills.
 // REQUIRES: ptxas
-// RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true lhs-gather=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// (lhs-gather=false: x and dy reach their GEMMs as slot rows that the
+// operand kernels gather and round, the launches these checks spell out;
+// lhs-gather.mlir checks the default's.)
 
 // CHECK-NOT:   moe.scale_rows
 // CHECK:       call @block_matmul_act_2_launch({{.*}}) : (memref<384x256xbf16>, memref<2x128x256xbf16>, memref<3xi32>, memref<3x2x128x128xbf16>, memref<384xf32>, memref<384xi32>, memref<384xi32>, memref<384x256xf32>, memref<384x128xf32>, memref<384x1xf32>) -> ()

@@ -30,7 +30,7 @@
 // as before.
 // CHECK:       moe.block_matmul
 // CHECK-NOT:     evict_first_outputs
-// CHECK-SAME:    rhs_n_major = true>
+// CHECK-SAME:    rhs_n_major = true, lhs_gather = true>
 // CHECK:       moe.block_matmul
 // CHECK-SAME:    persistent = true, pingpong = true, evict_first_outputs = true>
 // CHECK:       moe.gated_act_bwd

@@ -27,11 +27,13 @@
 // RUN: FileCheck %s --check-prefix=FUSED-PTX < %t.fused.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.fused.ptx -o %t.fused.cubin 2>&1 | FileCheck %s --check-prefix=FUSED
 
-// operands-both-axes (the default; operands-both-axes.mlir): the three kernels that write
-// both roundings of x, dy and the gate/up weight (the amax of a lane quad
-// by two butterfly shuffles), with the rest of the fused layer (P1 a plain
+// operands-both-axes (the default; operands-both-axes.mlir): the kernel
+// that writes both roundings of the gate/up weight (the amax of a lane quad
+// by two butterfly shuffles), with the rest of the fused layer (x and dy
+// rounded once per token for the recompute GEMM and P1, which gather them,
+// lhs-gather.mlir, and along the slots by kernels of their own; P1 a plain
 // GEMM, the activation backward's kernel writing [dg|du]'s two roundings,
-// act-bwd-operands.mlir): ten kernels, no spills, no warning.
+// act-bwd-operands.mlir): twelve kernels, no spills, no warning.
 // RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.both.ptx
 // RUN: FileCheck %s --check-prefix=BOTH-PTX < %t.both.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.both.ptx -o %t.both.cubin > %t.both.log 2>&1
@@ -44,7 +46,7 @@
 // BOTH-PTX:         bar.sync 0;
 // BOTH-PTX:         st.global.b16
 // BOTH-NOT:   warning
-// BOTH-COUNT-10: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// BOTH-COUNT-12: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // BOTH-NOT:   bytes stack frame
 
 // A 128x256 tile (moe-run --gemm with its --gemm-config): two consumer

@@ -7,12 +7,11 @@
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // #moe.gemm_config lhs_gather (moe-gpu-kernel-config lhs-gather, off by
-// default; not yet run on the H200): the block GEMMs whose lhs rows are
-// gathered from token rows and MX-rounded along K (x of the recompute, dy
-// of P1) read the token rows rounded once, T rows instead of T * K, and the
-// producer loads each row of a tile by its own TMA box from its slot's
-// token row. The rounding is along a row, so the rows are the gathered
-// copy's.
+// default): the block GEMMs whose lhs rows are gathered from token rows and
+// MX-rounded along K (x of the recompute, dy of P1) read the token rows
+// rounded once, T rows instead of T * K, and the producer warpgroup copies
+// each row of a tile from its slot's token row with cp.async. The rounding
+// is along a row, so the rows are the gathered copy's.
 //
 // The recompute GEMM and P1 take it; P2 (the lhs [dg | du], not gathered)
 // and the expert GEMMs do not.
@@ -20,10 +19,11 @@
 // CONFIG:      moe.block_matmul {{.*}}lhs_gather = true
 // CONFIG-NOT:  lhs_gather
 
-// x's operand kernel rounds the 256 token rows, with no ids; the GEMM's
-// lhs map is over them, one 128-byte row a box, and it takes the token ids
-// (pointer 3). The slot rounding of x for P3 is a kernel of its own,
-// through the ids (no longer the both-axes partner of the recompute's).
+// x's operand kernel rounds the 256 token rows, with no ids; the GEMM has
+// no lhs map (only the rhs's, argument 1): the token rows are its first
+// pointer, then the result, the blocks' experts and the token ids. The
+// slot rounding of x for P3 is a kernel of its own, through the ids (no
+// longer the both-axes partner of the recompute's).
 // CHECK:       call @mx_operand_0_launch(%{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<256x256xbf16>) -> ()
 // CHECK:       call @block_matmul_2_launch({{.*}}) : (memref<256x256xbf16>, memref<2x256x256xbf16>, memref<5xi32>, memref<640xi32>, memref<640x256xf32>) -> ()
 // CHECK:       call @mx_operand_3_launch(%{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<256x256xbf16>) -> ()
@@ -32,30 +32,51 @@
 // CHECK-LABEL: func.func private @mx_operand_0_launch(
 // CHECK-SAME:    pointers = [0, 1]>
 // CHECK-LABEL: func.func private @block_matmul_2_launch(
-// CHECK-SAME:    tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<1x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>,
-// CHECK-SAME:    pointers = [4, 2, 3]>
+// CHECK-SAME:    tensor_maps = [1 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>],
+// CHECK-SAME:    pointers = [0, 4, 2, 3]>
+// CHECK-LABEL: func.func private @block_matmul_5_launch(
+// CHECK-SAME:    tensor_maps = [1 : {{.*}}], counters = 1, pointers = [0, 4, 2, 3]>
 //
-// The producer: 128 one-row loads a stage, each at row r's offset of the
-// stage (r * 128 bytes) from the token row of slot m0 + r, or from row 256
-// (past the end: zeros) for a padding slot, the tile's token ids read 4 at
-// a time; the stage still expects the whole tile's bytes.
+// The recompute GEMM (one CTA per tile): full[s] counts thread 0's
+// expect_tx (the rhs tile's 32 KB only) and the 128 producer threads'
+// cp.async arrivals. Each producer thread reads the token ids of its 8 rows
+// once, then copies 8 chunks of 16 bytes a stage: source size 16, or 0 for
+// a padding slot (zeros), from token row * 512 bytes (K = 256 bf16s), and
+// has full[s] track them. The consumers fence the generic proxy's writes
+// from their wgmmas.
 // CHECK-LABEL: gpu.func @block_matmul_2(
-// CHECK:         nvgpu.mbarrier.arrive.expect_tx %{{.*}}, %c49152
-// CHECK:         scf.for %{{.*}} = %c0{{.*}} to %c128{{.*}} step %c4{{.*}} {
-// CHECK:           %[[IDS:.*]] = llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
-// CHECK:           llvm.extractelement %[[IDS]]
-// CHECK:           arith.select %{{.*}}, %{{.*}}, %c256_i32{{.*}} : i32
-// CHECK-COUNT-4:   nvgpu.tma.async.load {{.*}} : <tensor = memref<1x128xi8, 3>, swizzle = swizzle_128b, {{.*}}> -> memref<1x128xi8, 3>
-// CHECK:         }
-// CHECK:         nvgpu.tma.async.load {{.*}} -> memref<64x128xi8, 3>
+// CHECK:         nvgpu.mbarrier.init %{{.*}}[%c0{{.*}}], %c129
+// CHECK-COUNT-8: llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK:         scf.for
+// CHECK:           nvgpu.mbarrier.try_wait.parity
+// CHECK:           nvgpu.mbarrier.arrive.expect_tx %{{.*}}, %c32768
+// CHECK:           arith.select %{{.*}}, %c16_i32{{.*}}, %c0_i32{{.*}} : i32
+// CHECK:           arith.muli %{{.*}}, %c512_i32{{.*}} : i32
+// CHECK:           nvvm.cp.async.shared.global {{.*}}, 16, cache =  cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK-COUNT-7:   nvvm.cp.async.shared.global
+// CHECK:           nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true} : !llvm.ptr<3>
+// CHECK:         nvgpu.mbarrier.try_wait.parity
+// CHECK-NEXT:    nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK:         nvvm.wgmma.mma_async
+//
+// P1 (persistent): the producer threads but thread 0 receive the tile ids
+// as the consumers do (each tile slot's empty barrier counts 256 consumers
+// and 127 producers).
+// CHECK-LABEL: gpu.func @block_matmul_5(
+// CHECK:         nvgpu.mbarrier.init %{{.*}}, %c383
+// CHECK:         nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
+// CHECK:         nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
 
-// In the PTX, the one-row loads in the recompute GEMM's producer, the row
-// past the end for padding.
+// In the PTX, the recompute GEMM's producer copies with zero fill for
+// padding and no lhs tensor loads; P1's too.
 // PTX-LABEL: .entry block_matmul_2(
-// PTX:       selp.b32 {{.*}}, 256, %p{{[0-9]+}};
-// PTX:       cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX:       selp.b32 {{.*}}, {{16, 0|0, 16}}, %p{{[0-9]+}};
+// PTX:       cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
+// PTX:       cp.async.mbarrier.arrive.noinc.shared.b64
+// PTX:       fence.proxy.async.shared::cta;
 // PTX-LABEL: .entry block_matmul_5(
-// PTX:       cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX:       cp.async.cg.shared.global
+// PTX:       cp.async.mbarrier.arrive.noinc.shared.b64
 
 // PTXAS-COUNT-12: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT:      bytes spill stores

@@ -39,7 +39,7 @@
 // P4 (dWd's N = H); P3 (dWgu's N = 2I) stays alone. Persistent kernels
 // take no clusters: by default only the recompute's is one CTA per tile.
 // CLUSTER-LAYER:      moe.block_matmul
-// CLUSTER-LAYER-SAME:   tile = [128, 256, 64]{{.*}}rhs_n_major = true>
+// CLUSTER-LAYER-SAME:   tile = [128, 256, 64]{{.*}}rhs_n_major = true, lhs_gather = true>
 // CLUSTER-LAYER:      moe.block_matmul
 // CLUSTER-LAYER-SAME:   tile = [128, 256, 64]{{.*}}registers = [40, 232], cluster_n = 2>
 // CLUSTER-LAYER:      moe.block_matmul
@@ -145,10 +145,10 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 // 24).
 // LAYER:      moe.fused phase(<recompute>)
 // LAYER:        moe.block_matmul
-// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true>
+// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [48, 224], rhs_n_major = true, lhs_gather = true>
 // LAYER:      moe.fused phase(<p1>)
 // LAYER:        moe.block_matmul
-// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true>
+// LAYER-SAME:     tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [48, 224], persistent = true, lhs_gather = true>
 // LAYER:        moe.gated_act_bwd
 // LAYER-EPI:  moe.fused phase(<p1>)
 // LAYER-EPI:    moe.block_matmul
@@ -174,10 +174,10 @@ func.func @n_major(%x: tensor<256x256xbf16>, %w: tensor<2x256x128xbf16>,
 // NO-RASTER-NOT: raster_m
 // DENSE-LAYER:      moe.fused phase(<recompute>)
 // DENSE-LAYER:        moe.block_matmul
-// DENSE-LAYER-SAME:     rhs_n_major = true, raster_m = 16>
+// DENSE-LAYER-SAME:     rhs_n_major = true, raster_m = 16, lhs_gather = true>
 // DENSE-LAYER:      moe.fused phase(<p1>)
 // DENSE-LAYER:        moe.block_matmul
-// DENSE-LAYER-SAME:     registers = [40, 232], persistent = true, raster_m = 16>
+// DENSE-LAYER-SAME:     registers = [48, 224], persistent = true, raster_m = 16, lhs_gather = true>
 // DENSE-LAYER:      moe.fused phase(<p2>)
 // DENSE-LAYER:        moe.block_matmul
 // DENSE-LAYER-SAME:     persistent = true, raster_m = 16>

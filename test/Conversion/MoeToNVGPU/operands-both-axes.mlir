@@ -1,5 +1,8 @@
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true" --convert-moe-to-nvgpu="act-epilogue=true" | FileCheck %s
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true" --convert-moe-to-nvgpu="operands-both-axes=false act-epilogue=true" | FileCheck %s --check-prefix=SINGLE
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false" --convert-moe-to-nvgpu="act-epilogue=true lhs-gather=false" | FileCheck %s
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false" --convert-moe-to-nvgpu="operands-both-axes=false act-epilogue=true lhs-gather=false" | FileCheck %s --check-prefix=SINGLE
+// (lhs-gather=false: x and dy reach their GEMMs as slot rows that the
+// operand kernels gather and round, the launches these checks spell out;
+// lhs-gather.mlir checks the default's.)
 
 // operands-both-axes: the values that two GEMMs take quantized along
 // different axes, one along its columns (K contiguous) and one along its

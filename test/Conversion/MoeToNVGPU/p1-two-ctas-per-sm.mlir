@@ -22,7 +22,7 @@
 
 // moe-gpu-kernel-config keeps P1's configuration and chooses the others'.
 // CHECK:       moe.block_matmul
-// CHECK-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true>
+// CHECK-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [48, 224], rhs_n_major = true, lhs_gather = true>
 // CHECK:       moe.block_matmul
 // CHECK-SAME:    moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 1], registers = [40, 216], ctas_per_sm = 2>
 // CHECK:       moe.gated_act_bwd

@@ -202,7 +202,7 @@ func.func @few_registers(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
 // consumers give up 8); the recompute GEMM reads its weight N-major and the
 // expert GEMMs have no weight: unchanged.
 // CONFIG:       moe.block_matmul
-// CONFIG-SAME:    registers = [40, 232], rhs_n_major = true>
+// CONFIG-SAME:    registers = [48, 224], rhs_n_major = true, lhs_gather = true>
 // CONFIG:       moe.block_matmul
 // CONFIG-SAME:    stages = 6, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], persistent = true, rhs_codes = true>
 // CONFIG:       moe.block_matmul

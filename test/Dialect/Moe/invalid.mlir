@@ -1055,28 +1055,35 @@ func.func @f() attributes {g = #moe.gpu_launch<kernel = @m::@k, grid = [1, 1, 1]
 
 // -----
 
-// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster and no lhs_codes}}
+// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster, no lhs_codes and no rhs_codes}}
 func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232], lhs_gather = true>} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster and no lhs_codes}}
+// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster, no lhs_codes and no rhs_codes}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, warpgroups = [1, 2], registers = [40, 232], lhs_m_major = true, lhs_gather = true>} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster and no lhs_codes}}
+// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster, no lhs_codes and no rhs_codes}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2, lhs_gather = true>} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster and no lhs_codes}}
+// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster, no lhs_codes and no rhs_codes}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, warpgroups = [1, 2], registers = [40, 232], lhs_codes = true, lhs_gather = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{lhs_gather needs the bf16_operands MMA path, a K-major lhs, no cluster, no lhs_codes and no rhs_codes}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 5, dequant_stages = 2, warpgroups = [1, 2], registers = [40, 232], rhs_codes = true, lhs_gather = true>} {
   return
 }

@@ -126,9 +126,8 @@ struct MXGemmProblem {
   /// otherwise): what a lhs_codes kernel decodes.
   Type lhsElementType = {};
   /// Bf16Operands with lhs_gather (MXGemmConfig::lhsGather): the rows of
-  /// the token-row array tmapA is over; slot m of the lhs is its row
-  /// tokens[m], a padding slot (-1) the row past the end, which TMA fills
-  /// with zeros. 0 otherwise.
+  /// the token-row array the kernel copies lhs rows from; slot m of the lhs
+  /// is its row tokens[m], a padding slot (-1) a row of zeros. 0 otherwise.
   int64_t lhsGatherRows = 0;
 
   /// Bytes of a persistent Expert kernel's shared table: each expert's
@@ -177,8 +176,9 @@ struct MXGemmProblem {
 /// MXOperandProblem::codesOut: ui8 [K tiles * M / 8, 16], box 16 x
 /// tileM / 8), before the pointers.
 /// With lhs_gather (MXGemmConfig::lhsGather, which needs skipPadding)
-/// tmapA is over the token rows ([lhsGatherRows, 2 K] bytes) with a box of
-/// 128 bytes x 1 row: the producer loads each row of a tile by itself.
+/// there is no tmapA: the kernel takes tmapB, then the global address of
+/// the token rows (bf16 [lhsGatherRows, K]), then the pointers above; the
+/// producer warpgroup copies the tile's rows with cp.async.
 /// With skipPadding the slots' i32 token ids follow (!llvm.ptr<1>). A
 /// persistent kernel (MXGemmConfig::persistent) takes one more
 /// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
@@ -211,6 +211,10 @@ constexpr int64_t kRhsCodesProducerRegisters = 40;
 /// without spilling (ptxas -v: 8 bytes at 24, none at 32 for the kernels
 /// the table and lhs-codes make).
 constexpr int64_t kLhsCodesProducerRegisters = 32;
+/// lhs_gather: the producer registers (setmaxnreg) its cp.async copies need
+/// without spilling: eight rows' offsets per thread besides the ring's
+/// state (ptxas -v: the recompute GEMM spilled 8 bytes at 40, none at 48).
+constexpr int64_t kLhsGatherProducerRegisters = 48;
 
 /// Whether convert-moe-to-nvgpu turns `op` into a GPU kernel: a
 /// moe.block_matmul or moe.expert_matmul each of whose operands is either

@@ -333,13 +333,15 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                    clusterN != 1 || rhsCodes))
     return emitError() << "lhs_codes needs the bf16_operands MMA path, a "
                           "K-major lhs, no cluster and no rhs_codes";
-  // The producer loads each lhs row of the tile by its own TMA box from the
-  // token row of its slot into the 128B-swizzled K-major bf16 stage, which
-  // a cluster pair's multicast and the codes' layouts do not have.
+  // The producer warpgroup copies each lhs row of the tile from the token
+  // row of its slot (cp.async) into the 128B-swizzled K-major bf16 stage,
+  // which a cluster pair's multicast and the codes' layouts do not have;
+  // rhs_codes's converters are warps of the same warpgroup.
   if (lhsGather && (mma != MXMmaPath::Bf16Operands || lhsMMajor ||
-                    clusterN != 1 || lhsCodes))
+                    clusterN != 1 || lhsCodes || rhsCodes))
     return emitError() << "lhs_gather needs the bf16_operands MMA path, a "
-                          "K-major lhs, no cluster and no lhs_codes";
+                          "K-major lhs, no cluster, no lhs_codes and no "
+                          "rhs_codes";
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "

@@ -234,11 +234,12 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     fragment, and the consumer warpgroups decode every K tile into the
     registers of a register-A wgmma (no bf16 copy of the lhs in shared
     memory or HBM), and (`bf16_operands` block GEMMs only, the lhs read with
-    K contiguous, no cluster, not with `lhs_codes`) `lhs_gather`: the lhs
-    is rows gathered from token rows (a `moe.gather_rows` rounded along
-    K), and the kernel reads each row of a tile from its token's row of
-    the rounded token rows, through the GEMM's token ids (a padding slot
-    reads zeros), so that the gathered copy is never written.
+    K contiguous, no cluster, not with `lhs_codes` or `rhs_codes`)
+    `lhs_gather`: the lhs is rows gathered from token rows (a
+    `moe.gather_rows` rounded along K), and the producer warpgroup copies
+    each row of a tile from its token's row of the rounded token rows,
+    through the GEMM's token ids (a padding slot reads zeros), so that the
+    gathered copy is never written.
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
