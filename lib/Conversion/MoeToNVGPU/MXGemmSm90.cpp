@@ -377,8 +377,9 @@ void KernelEmitter::gatherLhsStage(Value t, Value s) {
   int64_t rowBytes = p.k * elementBytes();
   // The K tile's chunk of row 0; each row's offset from it is loop
   // invariant, and 32 bits wide where the token rows allow, so that the
-  // thread's rows cost one register each beside the ring's state in the
-  // producer's 40 (64-bit row addresses spilled 8 bytes, ptxas -v).
+  // thread's 8 rows cost few registers beside the ring's state (with 64-bit
+  // row addresses and 40 producer registers the recompute GEMM spilled 8
+  // bytes, ptxas -v; kLhsGatherProducerRegisters).
   Value chunk0 = globalElement(b.getI8Type(), lhsRows, col);
   bool narrow = p.lhsGatherRows * rowBytes < (int64_t(1) << 31);
   for (int64_t i = 0; i < gatherRowsPerThread(); ++i) {
