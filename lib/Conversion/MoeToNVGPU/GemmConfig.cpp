@@ -12,6 +12,19 @@
 using namespace mlir;
 using namespace mlir::moe;
 
+/// Gives the producer warpgroup at least `count` setmaxnreg registers,
+/// taking them from the consumers 8 at a time until the kernel fits (or
+/// they are down to 24).
+static void raiseProducerRegisters(MXGemmConfig &c, int64_t count,
+                                   const MXGemmProblem &problem,
+                                   const TargetInfo &target) {
+  if (c.producerRegisters >= count)
+    return;
+  c.producerRegisters = count;
+  while (c.consumerRegisters > 24 && !fitsMXGemm(problem, c, target))
+    c.consumerRegisters -= 8;
+}
+
 FailureOr<MXMmaPath>
 moe::getPreferredMmaPath(const TargetInfo &target, StringRef option,
                          function_ref<InFlightDiagnostic()> emitError) {
@@ -221,12 +234,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     // The producer thread also loads the scale bytes: the ping-pong
     // kernel's 24 registers spill 8 bytes (ptxas -v); the consumers give up
     // what it takes.
-    if (coded.producerRegisters < kLhsCodesProducerRegisters) {
-      coded.producerRegisters = kLhsCodesProducerRegisters;
-      while (coded.consumerRegisters > 24 &&
-             !fitsMXGemm(problem, coded, target))
-        coded.consumerRegisters -= 8;
-    }
+    raiseProducerRegisters(coded, kLhsCodesProducerRegisters, problem, target);
     if (fitsMXGemm(problem, coded, target))
       c = coded;
   }
@@ -246,12 +254,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     MXGemmProblem problem = getMXGemmProblem(op, path);
     MXGemmConfig gathered = c;
     gathered.lhsGather = true;
-    if (gathered.producerRegisters < kLhsGatherProducerRegisters) {
-      gathered.producerRegisters = kLhsGatherProducerRegisters;
-      while (gathered.consumerRegisters > 24 &&
-             !fitsMXGemm(problem, gathered, target))
-        gathered.consumerRegisters -= 8;
-    }
+    raiseProducerRegisters(gathered, kLhsGatherProducerRegisters, problem,
+                           target);
     if (fitsMXGemm(problem, gathered, target))
       c = gathered;
   }

@@ -490,9 +490,9 @@ private:
   void emitConsumerFp8();
   void emitProducerBf16();
   void emitProducerBf16Operands();
-  /// loadTile by thread 0, and with lhs_gather gatherLhsStage by every
-  /// producer thread.
-  void loadTileAndRows(Value t, Value s);
+  /// A producer loop over the tile's K tiles: waits until the ring stage
+  /// of K tile t (index) is empty, then `body(t, stage)`.
+  void forEachEmptyStage(function_ref<void(Value t, Value s)> body);
   /// The bf16 wgmma mainloop over a ring of bf16 K tiles: `depth` stages,
   /// full barriers at `fullBase`, empty ones at `emptyBase`, each tile
   /// `stride` bytes apart and `panels` 128-byte panels deep.

@@ -701,14 +701,7 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
     b.setInsertionPointToStart(ifOp.elseBlock());
     forEachReceivedTile([&](Value) {
       loadGatherTokens();
-      auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
-      OpBuilder::InsertionGuard inner(b);
-      b.setInsertionPoint(loop.getBody()->getTerminator());
-      Value t = loop.getInductionVar();
-      auto [s, parity] =
-          stageAndParity(add(ringBase, t), cfg.stages, /*flip=*/true);
-      waitParity(add(s, cfg.stages), parity);
-      gatherLhsStage(t, s);
+      forEachEmptyStage([&](Value t, Value s) { gatherLhsStage(t, s); });
     });
   }
   b.setInsertionPointToStart(ifOp.thenBlock());
@@ -735,18 +728,11 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
         setRhsRow0();
         if (cfg.lhsGather)
           loadGatherTokens();
-        {
-          OpBuilder::InsertionGuard inner(b);
-          auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
-          b.setInsertionPoint(loop.getBody()->getTerminator());
-          Value t = loop.getInductionVar();
-          auto [s, parity] =
-              stageAndParity(add(ringBase, t), cfg.stages, /*flip=*/true);
-          waitParity(add(s, cfg.stages), parity);
+        forEachEmptyStage([&](Value t, Value s) {
           loadTile(t, s);
           if (cfg.lhsGather)
             gatherLhsStage(t, s);
-        }
+        });
         scf::YieldOp::create(b, loc,
                              ValueRange{add(args[0], idx(1)),
                                         add(ringBase, kTiles),
@@ -1924,24 +1910,31 @@ void KernelEmitter::emitProducerBf16Operands() {
   } else {
     loadGatherTokens();
   }
+  forEachEmptyStage([&](Value t, Value s) {
+    if (!cfg.lhsGather)
+      return loadTile(t, s);
+    {
+      OpBuilder::InsertionGuard inner(b);
+      auto tma =
+          scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(tma.thenBlock());
+      loadTile(t, s);
+    }
+    gatherLhsStage(t, s);
+  });
+}
+
+void KernelEmitter::forEachEmptyStage(function_ref<void(Value, Value)> body) {
+  OpBuilder::InsertionGuard guard(b);
   auto loop = scf::ForOp::create(b, loc, idx(0), kTiles, idx(1));
   b.setInsertionPoint(loop.getBody()->getTerminator());
   Value t = loop.getInductionVar();
-  auto [s, parity] = stageAndParity(t, cfg.stages, /*flip=*/true);
+  // The ring position of K tile t (persistent: after the earlier output
+  // tiles' K tiles).
+  Value g = ringBase ? add(ringBase, t) : t;
+  auto [s, parity] = stageAndParity(g, cfg.stages, /*flip=*/true);
   waitParity(add(s, cfg.stages), parity);
-  loadTileAndRows(t, s);
-}
-
-void KernelEmitter::loadTileAndRows(Value t, Value s) {
-  if (!cfg.lhsGather)
-    return loadTile(t, s);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    auto tma = scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/false);
-    b.setInsertionPointToStart(tma.thenBlock());
-    loadTile(t, s);
-  }
-  gatherLhsStage(t, s);
+  body(t, s);
 }
 
 void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
