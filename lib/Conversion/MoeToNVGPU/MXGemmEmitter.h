@@ -361,6 +361,10 @@ private:
   /// .noinc: full[s] counts one arrival per producer thread besides
   /// thread 0's expect_tx).
   void gatherLhsStage(Value t, Value s);
+  /// The rows between a producer thread's rows in a stage.
+  int64_t gatherRowStep() const {
+    return 128 * cfg.producerWarpgroups / kGatherLanesPerRow;
+  }
   /// The lhs rows of a stage each producer thread copies chunks of.
   int64_t gatherRowsPerThread() const {
     return cfg.tileM * kGatherLanesPerRow / (128 * cfg.producerWarpgroups);

@@ -349,7 +349,7 @@ void KernelEmitter::loadTile(Value t, Value s) {
 void KernelEmitter::loadGatherTokens() {
   // Rows tid / L + (threads / L) i of the tile (m0 is a multiple of its
   // rows, which lie in one block of slots).
-  int64_t rowStep = 128 * cfg.producerWarpgroups / kGatherLanesPerRow;
+  int64_t rowStep = gatherRowStep();
   Value row0 = divu(tid, kGatherLanesPerRow);
   gatherTokens.clear();
   for (int64_t i = 0; i < gatherRowsPerThread(); ++i) {
@@ -361,7 +361,7 @@ void KernelEmitter::loadGatherTokens() {
 
 void KernelEmitter::gatherLhsStage(Value t, Value s) {
   int64_t L = kGatherLanesPerRow, chunks = kSwizzleBytes / 16;
-  int64_t rowStep = 128 * cfg.producerWarpgroups / L;
+  int64_t rowStep = gatherRowStep();
   Value lane = remu(tid, L);
   Value row0 = divu(tid, L);
   // The 128B swizzle moves chunk c of row r to chunk c ^ (r % 8) of the
