@@ -461,6 +461,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.rhsCodes ? "rhs-codes" : "");
   add(options.lhsCodes ? "lhs-codes" : "");
   add(options.lhsGather ? "" : "gathered-lhs-copies");
+  add(options.roundOperands ? "" : "rounded-slot-copies");
   add(options.activationEpilogue ? "act-epilogue" : "");
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);
@@ -1654,6 +1655,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.rhsCodes = options.rhsCodes;
       pipelineOptions.lhsCodes = options.lhsCodes;
       pipelineOptions.lhsGather = options.lhsGather;
+      pipelineOptions.roundOperands = options.roundOperands;
       pipelineOptions.activationEpilogue = options.activationEpilogue;
     };
     if (impl->deviceArguments) {

@@ -342,6 +342,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   config.rhsCodes = options.rhsCodes;
   config.lhsCodes = options.lhsCodes;
   config.lhsGather = options.lhsGather;
+  config.roundOperands = options.roundOperands;
   config.activationEpilogue = options.activationEpilogue;
   pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
@@ -355,6 +356,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   convert.rhsCodes = options.rhsCodes;
   convert.lhsCodes = options.lhsCodes;
   convert.lhsGather = options.lhsGather;
+  convert.roundOperands = options.roundOperands;
   convert.activationEpilogue = options.activationEpilogue;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);

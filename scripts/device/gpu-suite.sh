@@ -60,6 +60,15 @@
 #              (the slot rows gathered and rounded by the operand kernel):
 #              bitwise equal on seven layers (P1's activation epilogue on
 #              one), memcheck and racecheck of the default
+#   round-operands  round_lhs / round_rhs (the default: P3 and P4 gather x
+#              and dy through their token ids and round them along the
+#              slots in the producer warpgroup) against
+#              --rounded-slot-copies (operand kernels write the rounded
+#              slot rows): bitwise equal on eight layers, memcheck and
+#              racecheck
+#   round-operands-ncu  at reference shapes 1 and 2 the ncu time of every
+#              kernel, --rounded-slot-copies and the default (ROUND_SHAPES
+#              picks the shapes)
 #   lhs-gather-ncu  at reference shapes 1 and 2 (torch-gen inputs) the ncu
 #              time of every kernel, --gathered-lhs-copies and the default
 #              (LHS_GATHER_SHAPES picks the shapes)
@@ -107,7 +116,8 @@
 # runs the elementwise phases in single-threaded host loops, 100 s a
 # backward at shape 1, so each needs a call of its own), and the
 # measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
-# lhs-codes, lhs-codes-ncu, lhs-gather, lhs-gather-ncu,
+# lhs-codes, lhs-codes-ncu, lhs-gather, lhs-gather-ncu, round-operands,
+# round-operands-ncu,
 # rhs-codes-ncu, p1-prof and deep-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
@@ -221,10 +231,11 @@ bitwise_against() {  # FLAG LABEL LAYER...
   local flag=$1 label=$2 layer
   shift 2
   for layer in "$@"; do
-    run "sm90a resident $flag ${base[*]} $layer" moe-run --target=sm90a \
-      "$flag" "${base[@]}" --layer "$layer" --empty-experts 1 \
+    # (Under a time limit: a ring stage that never fills would hang.)
+    run "sm90a resident $flag ${base[*]} $layer" timeout 300 moe-run \
+      --target=sm90a "$flag" "${base[@]}" --layer "$layer" --empty-experts 1 \
       --outputs "$out/single"
-    run "sm90a resident ${base[*]} $layer" moe-run --target=sm90a \
+    run "sm90a resident ${base[*]} $layer" timeout 300 moe-run --target=sm90a \
       "${base[@]}" --layer "$layer" --empty-experts 1 --outputs "$out/both"
     compare "$out/single" "$out/both" "$label, bitwise: $layer"
     rm -rf "$out/single" "$out/both"
@@ -584,6 +595,24 @@ ncu_against() {  # FLAG [SHAPES]
     rm -rf "$out/ncu-in"
   done
 }
+if want round-operands; then
+  # P3 and P4 gather x and dy through their token ids and round them along
+  # the slots in shared memory with the operand kernel's builders: the same
+  # bf16 values, so the same bits (padding slots and columns past H arrive
+  # as zeros; affinity on H leaves P4's dy, times a, to the operand kernel).
+  bitwise_against --rounded-slot-copies \
+    "round_lhs/round_rhs (default) == --rounded-slot-copies" \
+    "${lhs_layers[@]}" T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt
+  sanitize_with ""
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool $partial" timeout 300 compute-sanitizer \
+      --tool $tool --error-exitcode 1 moe-run --target=sm90a \
+      --layer "$partial" --empty-experts 3 --check none
+  done
+fi
+if want round-operands-ncu; then
+  ncu_against --rounded-slot-copies "${ROUND_SHAPES:-}"
+fi
 if want lhs-gather-ncu; then
   ncu_against --gathered-lhs-copies "${LHS_GATHER_SHAPES:-}"
 fi

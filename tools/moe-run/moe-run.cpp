@@ -168,6 +168,12 @@ options:
                        instead of copying each row of a tile from the token
                        rows rounded once, through its token id (lhs_gather,
                        the default; for comparison: the same bits)
+  --rounded-slot-copies
+                       sm90a: P3 and P4 read x and dy rounded along the
+                       slots as copies that an operand kernel gathers and
+                       writes, instead of gathering and rounding each K
+                       tile themselves (round_lhs / round_rhs, the default;
+                       for comparison: the same bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -230,6 +236,7 @@ struct Options {
   bool rhsCodes = false;
   bool lhsCodes = false;
   bool lhsGather = true;
+  bool roundOperands = true;
   bool activationEpilogue = false;
   double tolerance = 2e-3;
   bool compare = true;
@@ -272,6 +279,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--rhs-codes",
                                           "--lhs-codes",
                                           "--gathered-lhs-copies",
+                                          "--rounded-slot-copies",
                                           "--act-epilogue"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -421,6 +429,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.lhsCodes = true;
     } else if (name == "--gathered-lhs-copies") {
       opts.lhsGather = false;
+    } else if (name == "--rounded-slot-copies") {
+      opts.roundOperands = false;
     } else if (name == "--act-epilogue") {
       opts.activationEpilogue = true;
     }
@@ -1253,6 +1263,7 @@ int run(const Options &opts) {
   compileOptions.rhsCodes = opts.rhsCodes;
   compileOptions.lhsCodes = opts.lhsCodes;
   compileOptions.lhsGather = opts.lhsGather;
+  compileOptions.roundOperands = opts.roundOperands;
   compileOptions.activationEpilogue = opts.activationEpilogue;
   compileOptions.gemmConfigs = opts.gemmConfigs;
   compileOptions.kernelDir = opts.emitDir;

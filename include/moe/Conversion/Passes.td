@@ -99,6 +99,12 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "token rows and MX-quantized along K (x, dy) read the token rows "
            "rounded once, the producer warpgroup copying each row of a tile "
            "through the token ids (lhs_gather), where the kernel fits">,
+    Option<"roundOperands", "round-operands", "bool", /*default=*/"true",
+           "bf16-operands: expert GEMMs whose operand is rows gathered from "
+           "token rows and MX-quantized along the slots (x of P3, dy of P4) "
+           "gather and round it themselves, the producer warpgroup copying "
+           "each slot row through the token ids and rounding the stage in "
+           "shared memory (round_lhs, round_rhs), where the kernel fits">,
     Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"false",
            "P1's GEMM computes the activation backward of its moe.fused "
            "region (dg, du, h, a * h, the affinity gradient's partial sums) "
@@ -214,6 +220,12 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "token rows and MX-quantized along K (x, dy) read the token rows "
            "rounded once, the producer warpgroup copying each row of a tile "
            "through the token ids (lhs_gather), where the kernel fits">,
+    Option<"roundOperands", "round-operands", "bool", /*default=*/"true",
+           "bf16-operands: expert GEMMs whose operand is rows gathered from "
+           "token rows and MX-quantized along the slots (x of P3, dy of P4) "
+           "gather and round it themselves, the producer warpgroup copying "
+           "each slot row through the token ids and rounding the stage in "
+           "shared memory (round_lhs, round_rhs), where the kernel fits">,
     Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"false",
            "P1's GEMM computes the activation backward of its moe.fused "
            "region (dg, du, h, a * h, the affinity gradient's partial sums) "

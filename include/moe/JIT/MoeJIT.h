@@ -356,6 +356,11 @@ struct CompileOptions {
   /// token ids (moe-gpu-kernel-config's lhs-gather; default on: 0.3 ms less
   /// at both reference shapes, docs/sm90a-kernels.md).
   bool lhsGather = true;
+  /// GPU targets, bf16-operands: expert GEMMs whose operand is rows
+  /// gathered from token rows rounded along the slots (x of P3, dy of P4)
+  /// gather and round it themselves, so that no rounded copy is written
+  /// (moe-gpu-kernel-config's round-operands; default on).
+  bool roundOperands = true;
   /// GPU targets: P1's GEMM computes the activation backward in its
   /// epilogue (convert-moe-to-nvgpu's act-epilogue); false (default): P1
   /// stores dA, and one kernel computes the activation backward and the MX

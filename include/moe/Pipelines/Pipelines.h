@@ -141,6 +141,12 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                      "their gathered lhs rows from the token rows rounded "
                      "once (default on)"),
       llvm::cl::init(true)};
+  typename PassPipelineOptions<Derived>::template Option<bool> roundOperands{
+      *this, "round-operands",
+      llvm::cl::desc("moe-gpu-kernel-config's round-operands: expert GEMMs "
+                     "gather and MX-round their slot operands gathered from "
+                     "token rows themselves (default on)"),
+      llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<bool>
       activationEpilogue{
           *this, "act-epilogue",

@@ -48,7 +48,7 @@ struct MoeGPUKernelConfigPass
       GemmConfigAttr config =
           selectGemmConfig(op, choice->target, choice->preferred,
                            {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-                            activationEpilogue, lhsGather});
+                            activationEpilogue, lhsGather, roundOperands});
       if (!config) {
         op->emitOpError() << noKernelMessage(choice->target);
         return WalkResult::interrupt();

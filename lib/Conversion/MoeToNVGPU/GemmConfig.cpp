@@ -259,6 +259,25 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     if (fitsMXGemm(problem, gathered, target))
       c = gathered;
   }
+  // round_lhs / round_rhs: an expert GEMM's slot-major operand gathered
+  // from token rows and rounded along the slots (x of P3, dy of P4) is
+  // gathered and rounded by the kernel's producer warpgroup, so that no
+  // operand kernel writes the rounded copy (T * K rows) and no GEMM reads
+  // it back. The rounding's registers come from the consumers.
+  if (auto expert = dyn_cast<ExpertMatmulOp>(op);
+      expert && choices.roundOperands && path == MXMmaPath::Bf16Operands &&
+      c.persistent && !c.pingpong) {
+    MXGemmProblem problem = getMXGemmProblem(op, path);
+    MXGemmConfig rounded = c;
+    rounded.roundLhs = c.lhsMMajor && !c.lhsCodes && problem.roundLhs.quant;
+    rounded.roundRhs = c.rhsNMajor && !c.rhsCodes && problem.roundRhs.quant;
+    if (rounded.roundLhs || rounded.roundRhs) {
+      raiseProducerRegisters(rounded, kRoundProducerRegisters, problem,
+                             target);
+      if (fitsMXGemm(problem, rounded, target))
+        c = rounded;
+    }
+  }
   // A dense product (one group) of more tiles than SMs: the tiles in bands
   // of M tiles, so that a wave's tiles reuse their A and B panels in L2.
   if (path == MXMmaPath::Bf16Operands && c.clusterN == 1 &&
@@ -277,7 +296,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.producerWarpgroups, c.consumerWarpgroups},
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
       c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
-      c.evictFirstOutputs, c.rhsCodes, c.lhsCodes, c.lhsGather);
+      c.evictFirstOutputs, c.rhsCodes, c.lhsCodes, c.lhsGather, c.roundLhs,
+      c.roundRhs);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -314,5 +334,7 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.rhsCodes = config.getRhsCodes();
   c.lhsCodes = config.getLhsCodes();
   c.lhsGather = config.getLhsGather();
+  c.roundLhs = config.getRoundLhs();
+  c.roundRhs = config.getRoundRhs();
   return c;
 }

@@ -27,8 +27,14 @@ constexpr int64_t kSwizzleBytes = 128;
 /// lhs_gather: the producer threads that copy each 128-byte lhs row of a
 /// stage (KernelEmitter::gatherLhsStage).
 constexpr int64_t kGatherLanesPerRow = 8;
+/// round_lhs / round_rhs: the K tiles whose copies are in flight while the
+/// producer warpgroup rounds an earlier one (KernelEmitter::
+/// emitRoundingStages); fewer than the ring's stages.
+constexpr int64_t kRoundLookahead = 2;
 /// Depth of a persistent kernel's ring of tile ids (producer -> consumers).
 constexpr int64_t kTileSlots = 2;
+/// The named barrier of the producer warpgroup's threads.
+constexpr int64_t kProducerBarrier = 1;
 /// The named barriers of a ping-pong kernel's turns at the tensor cores:
 /// warpgroup w waits on kTurnBarrier + w (0 is the CTA's, 1 the producer
 /// warpgroup's, 2.. the consumer warp pairs').
@@ -150,15 +156,17 @@ public:
                             b.getI8Type());
     // lhs_gather: the producer warpgroup copies the lhs rows itself
     // (cp.async), so there is no lhs tensor map.
-    if (!cfg.lhsGather)
+    if (!cfg.lhsGather && !cfg.roundLhs)
       tmapAT = tensorMapType(tileAT,
                              cfg.lhsCodes
                                  ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
                                  : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B);
-    tmapBT = tensorMapType(tileBT,
-                           cfg.rhsCodes
-                               ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
-                               : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B);
+    // round_lhs / round_rhs: the operand's slot rows come by cp.async too.
+    if (!cfg.roundRhs)
+      tmapBT = tensorMapType(tileBT,
+                             cfg.rhsCodes
+                                 ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
+                                 : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B);
     // rhs_codes: the K tile's scale bytes of the tile's rows, 16-byte rows
     // of 8 rhs rows each (the operand kernel's layout, MXOperandKernel.h).
     if (cfg.rhsCodes) {
@@ -369,6 +377,41 @@ private:
   int64_t gatherRowsPerThread() const {
     return cfg.tileM * kGatherLanesPerRow / (128 * cfg.producerWarpgroups);
   }
+  // round_lhs / round_rhs (persistent Expert kernels): the operand is slot
+  // rows gathered from token rows and MX-rounded along the slots (K). Every
+  // producer thread copies 16-byte chunks of the K tile's slot rows from
+  // their tokens' rows with cp.async into the 128B-swizzled M- or N-major
+  // stage, in the layout the TMA box gives (chunk tid % 8 of the 128-byte
+  // box rows (tid / 8 + 16 i, box) of each box: a warp instruction 4 rows'
+  // whole 128 bytes), then, once the producer warpgroup's copies of the
+  // stage have landed, rounds 32-slot blocks of column pairs in place and
+  // arrives on full[s]. The copies run kRoundLookahead K tiles ahead of
+  // the rounding, so their latency overlaps the rounding of earlier ones.
+  /// The token ids of this thread's slot rows of K tile `t` (index; a
+  /// tile past the contraction reads the last slot's).
+  SmallVector<Value> loadSlotTokens(Value t);
+  /// Copies this thread's chunks of the slot rows whose token ids are
+  /// `slotTokens` (loadSlotTokens) of each rounded operand into stage `s`
+  /// (zeros for padding slots and columns
+  /// past the operand's: source size 0).
+  void copySlotRows(Value s, ArrayRef<Value> slotTokens);
+  /// Rounds this thread's blocks of stage `s` of each rounded operand in
+  /// place (roundSlotBlocks).
+  void roundStage(Value s);
+  /// Rounds the `columns`-wide stage tile at shared offset `stage` (i64):
+  /// thread tid + 128 i takes the 32-slot block (tid + 128 i) / (columns /
+  /// 2) of column pair (tid + 128 i) % (columns / 2), so a warp reads and
+  /// writes 128 contiguous bytes of a row; the amax, the scale and the
+  /// rounding are MXBuilders' and MXRounding's, as in the operand kernels.
+  void roundSlotBlocks(Value stage, int64_t columns, MXQuantAttr quant);
+  /// The producer warpgroup's loop over the K tiles of the current output
+  /// tile: the copies of K tile i (with thread 0's TMA load of the other
+  /// operand when `tma`), the rounding of K tile i - kRoundLookahead.
+  void emitRoundingStages(bool tma);
+  bool roundsOperand() const { return cfg.roundLhs || cfg.roundRhs; }
+  /// Every producer thread copies operand rows (lhs_gather, round_lhs,
+  /// round_rhs) and arrives on full[s] itself.
+  bool producerCopies() const { return cfg.lhsGather || roundsOperand(); }
   /// The shared i32 counters of a one-CTA-per-tile Expert kernel: blocks of
   /// lower experts, the expert's blocks, and with skipPadding its K tiles
   /// that start at a token.
@@ -581,6 +624,8 @@ private:
   // lhs_gather: the lhs token rows (!llvm.ptr<1>), and the token ids of
   // this producer thread's rows of the current tile (i32, -1: padding).
   Value lhsRows;
+  /// round_rhs: the global address of the rhs's source rows.
+  Value rhsRows;
   SmallVector<Value> gatherTokens;
   // [dg | du]'s MX values along N and along M (or null).
   Value dGateUpAlongNOut, dGateUpAlongMOut;

@@ -263,10 +263,11 @@ void KernelEmitter::loadTile(Value t, Value s) {
     rowBytesB = cfg.tileK;
   int64_t scaleBytes = cfg.rhsCodes ? cfg.tileN * (cfg.tileK / 32) : 0;
   int64_t scaleBytesA = cfg.lhsCodes ? cfg.tileM * (cfg.tileK / 32) : 0;
-  // (lhs_gather: the lhs rows arrive by cp.async, which full[s] counts
-  // as arrivals, not bytes.)
-  int64_t tileBytes = (cfg.lhsGather ? 0 : cfg.tileM * rowBytes) +
-                      cfg.tileN * rowBytesB + scaleBytes + scaleBytesA;
+  // (lhs_gather, round_lhs, round_rhs: those rows arrive by cp.async,
+  // which full[s] counts as arrivals, not bytes.)
+  int64_t tileBytes =
+      (cfg.lhsGather || cfg.roundLhs ? 0 : cfg.tileM * rowBytes) +
+      (cfg.roundRhs ? 0 : cfg.tileN * rowBytesB) + scaleBytes + scaleBytesA;
   nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(tileBytes), s,
                                           /*predicate=*/Value());
   // The tensor maps are over bytes: the K coordinate is a byte offset.
@@ -301,7 +302,9 @@ void KernelEmitter::loadTile(Value t, Value s) {
                                     ValueRange{col, row}, s, mask, pred);
     }
   };
-  if (cfg.lhsMMajor) {
+  if (cfg.roundLhs) {
+    // (copySlotRows copies the lhs.)
+  } else if (cfg.lhsMMajor) {
     loadMajor(stageA, tmapA, tileAT, m0, idx(0), cfg.tileM, maskA, predA);
   } else if (!cfg.lhsGather) {
     Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
@@ -342,6 +345,9 @@ void KernelEmitter::loadTile(Value t, Value s) {
     return;
   }
   // N-major: the expert's K rows (rowB0) of the tile's N columns.
+  // (round_rhs: copySlotRows copies them.)
+  if (cfg.roundRhs)
+    return;
   loadMajor(stageB, tmapB, tileBT, n0, i32ToIndex(rowB0), cfg.tileN,
             /*mask=*/Value(), /*pred=*/Value());
 }
@@ -404,6 +410,182 @@ void KernelEmitter::gatherLhsStage(Value t, Value s) {
   }
   Value full = smemPtr(smemAddr(add(mul(indexToI64(s), 8), lay.barriers)));
   NVVM::CpAsyncMBarrierArriveOp::create(b, loc, full, /*noinc=*/true);
+}
+
+SmallVector<Value> KernelEmitter::loadSlotTokens(Value t) {
+  // Rows tid / 8 + 16 i of the K tile; a tile past the contraction (the
+  // lookahead's, or an expert without tiles) reads within the slots.
+  Value row0 = divu(tid, kGatherLanesPerRow);
+  Value first = add(kBegin, mul(t, idx(cfg.tileK)));
+  SmallVector<Value> ids;
+  for (int64_t i = 0; i < cfg.tileK / gatherRowStep(); ++i) {
+    Value slot = add(indexToI32(first), add(row0, i32(i * gatherRowStep())));
+    slot = arith::MinUIOp::create(b, loc, slot, i32(p.k - 1));
+    ids.push_back(loadGlobal(i32T, globalElement(i32T, tokens, toI64(slot)), 4));
+  }
+  return ids;
+}
+
+void KernelEmitter::copySlotRows(Value s, ArrayRef<Value> slotTokens) {
+  int64_t L = kGatherLanesPerRow, rowStep = gatherRowStep();
+  Value lane = remu(tid, L);
+  Value row0 = divu(tid, L);
+  // The 128B swizzle moves chunk c of row r to chunk c ^ (r % 8); the
+  // thread's rows share r % 8.
+  Value chunkAt = mul(toI64(xori(lane, remu(row0, 8))), 16);
+  Value rowAt = mul(toI64(row0), kSwizzleBytes);
+  Value s64 = indexToI64(s);
+  auto copy = [&](Value rows, int64_t columns, Value col0, int64_t tileColumns,
+                  int64_t region) {
+    Value stage = add(add(mul(s64, tileColumns * kSwizzleBytes), region),
+                      add(rowAt, chunkAt));
+    // Box h holds columns col0 + 64 h .. + 63: the thread's chunk of each.
+    for (int64_t h = 0; h < tileColumns / 64; ++h) {
+      Value col = add(add(col0, i32(64 * h)), mul(lane, 8));
+      Value inside = cmp(arith::CmpIPredicate::ult, col, i32(columns));
+      for (size_t i = 0; i < slotTokens.size(); ++i) {
+        Value token = slotTokens[i];
+        Value copies = andi(inside, cmp(arith::CmpIPredicate::sge, token,
+                                        i32(0)));
+        // A padding slot or a chunk past the row copies 0 source bytes
+        // (16 zeros) from the first row.
+        Value row = select(copies, token, i32(0));
+        Value at = add(mul(toI64(row), columns * 2),
+                       mul(toI64(select(copies, col, i32(0))), 2));
+        Value src = globalElement(b.getI8Type(), rows, at);
+        Value dst = add(stage, (h * cfg.tileK + int64_t(i) * rowStep) *
+                                   kSwizzleBytes);
+        NVVM::CpAsyncOp::create(b, loc, smemPtr(smemAddr(dst)), src,
+                                /*size=*/16u, NVVM::LoadCacheModifierKind::CG,
+                                select(copies, i32(16), i32(0)));
+      }
+    }
+  };
+  if (cfg.roundLhs)
+    copy(lhsRows, p.m, m0, cfg.tileM, lay.a);
+  if (cfg.roundRhs)
+    copy(rhsRows, p.n, n0, cfg.tileN, lay.b);
+}
+
+void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
+                                    MXQuantAttr quant) {
+  MLIRContext *ctx = b.getContext();
+  Type codeType = getMXElementType(ctx, quant.getElement());
+  auto pairT = VectorType::get({2}, b.getBF16Type());
+  int64_t pairs = columns / 2, blocks = cfg.tileK / 32;
+  for (int64_t i = 0; i < pairs * blocks / 128; ++i) {
+    Value unit = add(tid, i32(128 * i));
+    Value pair = remu(unit, pairs);
+    Value block = divu(unit, pairs);
+    // Column pair `pair` is word pair % 32 of the 128-byte rows of box
+    // pair / 32: chunk (pair % 32) / 4, byte 4 (pair % 4) of the chunk.
+    Value inBox = remu(pair, 32);
+    Value chunk = divu(inBox, 4);
+    Value base = add(stage, add(mul(toI64(divu(pair, 32)),
+                                    cfg.tileK * kSwizzleBytes),
+                                add(mul(toI64(block), 32 * kSwizzleBytes),
+                                    mul(toI64(remu(inBox, 4)), 4))));
+    // Row 32 block + j, whose swizzle phase is j % 8.
+    auto wordAt = [&](int64_t j) {
+      Value chunkJ = mul(toI64(xori(chunk, i32(j % 8))), 16);
+      return smemPtr(smemAddr(add(base, add(chunkJ, i64(j * kSwizzleBytes)))));
+    };
+    // The bf16 halves of a word widened exactly (their bits in the f32's
+    // top half).
+    auto halves = [&](Value word) {
+      return std::make_pair(
+          arith::BitcastOp::create(b, loc, f32T, shl(word, 16)).getResult(),
+          arith::BitcastOp::create(b, loc, f32T, andi(word, -65536))
+              .getResult());
+    };
+    // Two passes over the block's 32 words, the amaxes first: the words
+    // are read twice from shared memory rather than held (with them and
+    // their halves live, the 64 producer registers spilled 1.3 KB, ptxas
+    // -v).
+    Value amax[2];
+    for (int64_t q = 0; q < 2; ++q)
+      amax[q] = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+    for (int64_t j = 0; j < 32; ++j) {
+      Value word = LLVM::LoadOp::create(b, loc, i32T, wordAt(j), 4);
+      auto [x0, x1] = halves(word);
+      amax[0] = buildAmaxStep(b, loc, amax[0], x0);
+      amax[1] = buildAmaxStep(b, loc, amax[1], x1);
+    }
+    auto [inverse0, factor0] = buildBlockScale(b, loc, amax[0], quant);
+    auto [inverse1, factor1] = buildBlockScale(b, loc, amax[1], quant);
+    for (int64_t j = 0; j < 32; ++j) {
+      Value word = LLVM::LoadOp::create(b, loc, i32T, wordAt(j), 4);
+      auto [x0, x1] = halves(word);
+      auto [y0, y1] = buildRoundPairToBf16(b, loc, x0, x1, inverse0, inverse1,
+                                           factor0, factor1, codeType);
+      Value v = LLVM::UndefOp::create(b, loc, pairT);
+      v = LLVM::InsertElementOp::create(b, loc, v, y0, i32(0));
+      v = LLVM::InsertElementOp::create(b, loc, v, y1, i32(1));
+      LLVM::StoreOp::create(b, loc, v, wordAt(j), 4);
+    }
+  }
+}
+
+void KernelEmitter::roundStage(Value s) {
+  Value s64 = indexToI64(s);
+  if (cfg.roundLhs)
+    roundSlotBlocks(add(mul(s64, cfg.tileM * kSwizzleBytes), lay.a), cfg.tileM,
+                    p.roundLhs.quant);
+  if (cfg.roundRhs)
+    roundSlotBlocks(add(mul(s64, cfg.tileN * kSwizzleBytes), lay.b), cfg.tileN,
+                    p.roundRhs.quant);
+}
+
+void KernelEmitter::emitRoundingStages(bool tma) {
+  int64_t L = kRoundLookahead;
+  OpBuilder::InsertionGuard guard(b);
+  auto loop = scf::ForOp::create(b, loc, idx(0), add(kTiles, idx(L)), idx(1),
+                                 loadSlotTokens(idx(0)));
+  b.setInsertionPointToStart(loop.getBody());
+  Value i = loop.getInductionVar();
+  SmallVector<Value> slotTokens(loop.getRegionIterArgs());
+  // The ring position of K tile t (after the earlier output tiles').
+  auto position = [&](Value t) { return ringBase ? add(ringBase, t) : t; };
+  {
+    // K tile i into its stage once the consumers have freed it.
+    OpBuilder::InsertionGuard inner(b);
+    auto copies = scf::IfOp::create(
+        b, loc, cmp(arith::CmpIPredicate::ult, i, kTiles), false);
+    b.setInsertionPointToStart(copies.thenBlock());
+    auto [s, parity] = stageAndParity(position(i), cfg.stages, /*flip=*/true);
+    waitParity(add(s, cfg.stages), parity);
+    if (tma)
+      loadTile(i, s);
+    copySlotRows(s, slotTokens);
+  }
+  // One group per iteration (empty past the last K tile), so that the
+  // wait below counts K tiles.
+  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+  SmallVector<Value> next = loadSlotTokens(add(i, idx(1)));
+  {
+    // K tile i - L: this thread's copies have landed (at most L groups
+    // pending), then the warpgroup's (its named barrier); rounded, it is
+    // handed to the async proxy of the wgmmas and to the consumers.
+    OpBuilder::InsertionGuard inner(b);
+    auto rounds = scf::IfOp::create(
+        b, loc, cmp(arith::CmpIPredicate::uge, i, idx(L)), false);
+    b.setInsertionPointToStart(rounds.thenBlock());
+    Value s =
+        stageAndParity(position(sub(i, idx(L))), cfg.stages, /*flip=*/false)
+            .first;
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, L);
+    NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(kProducerBarrier),
+                            i32(128 * cfg.producerWarpgroups),
+                            /*reductionOp=*/nullptr,
+                            /*reductionPredicate=*/Value());
+    roundStage(s);
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+    arrive(s);
+  }
+  scf::YieldOp::create(b, loc, next);
 }
 
 void KernelEmitter::releaseStage(Value stage, Value leader) {
@@ -693,11 +875,15 @@ void KernelEmitter::setRhsRow0() {
 void KernelEmitter::emitPersistentProducerBf16Operands() {
   // Thread 0 streams every tile's K tiles through the ring; the others of
   // the warpgroup have nothing to do. (lhs_gather: they receive the tile
-  // ids as the consumers do and copy their lhs rows of each K tile.)
-  auto ifOp =
-      scf::IfOp::create(b, loc, isThread0, /*withElseRegion=*/cfg.lhsGather);
+  // ids as the consumers do and copy their lhs rows of each K tile;
+  // round_lhs / round_rhs: and copy and round the operand's slot rows.)
+  auto ifOp = scf::IfOp::create(b, loc, isThread0,
+                                /*withElseRegion=*/producerCopies());
   OpBuilder::InsertionGuard guard(b);
-  if (cfg.lhsGather) {
+  if (roundsOperand()) {
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    forEachReceivedTile([&](Value) { emitRoundingStages(/*tma=*/false); });
+  } else if (cfg.lhsGather) {
     b.setInsertionPointToStart(ifOp.elseBlock());
     forEachReceivedTile([&](Value) {
       loadGatherTokens();
@@ -728,11 +914,14 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
         setRhsRow0();
         if (cfg.lhsGather)
           loadGatherTokens();
-        forEachEmptyStage([&](Value t, Value s) {
-          loadTile(t, s);
-          if (cfg.lhsGather)
-            gatherLhsStage(t, s);
-        });
+        if (roundsOperand())
+          emitRoundingStages(/*tma=*/true);
+        else
+          forEachEmptyStage([&](Value t, Value s) {
+            loadTile(t, s);
+            if (cfg.lhsGather)
+              gatherLhsStage(t, s);
+          });
         scf::YieldOp::create(b, loc,
                              ValueRange{add(args[0], idx(1)),
                                         add(ringBase, kTiles),
@@ -2168,17 +2357,22 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
 void KernelEmitter::emit(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
-  // lhs_gather: the rhs map first, then the lhs rows' global address.
-  if (cfg.lhsGather) {
-    lhsRows = entry.getArgument(1);
-  } else {
-    tmapA = UnrealizedConversionCastOp::create(b, loc, tmapAT,
-                                               entry.getArgument(0))
+  // The operands' tensor maps, then (lhs_gather, round_lhs, round_rhs) the
+  // global addresses of the token rows of those that have none.
+  bool lhsPointer = cfg.lhsGather || cfg.roundLhs;
+  unsigned operandArg = 0;
+  if (!lhsPointer)
+    tmapA = UnrealizedConversionCastOp::create(
+                b, loc, tmapAT, entry.getArgument(operandArg++))
                 .getResult(0);
-  }
-  tmapB = UnrealizedConversionCastOp::create(b, loc, tmapBT,
-                                             entry.getArgument(!cfg.lhsGather))
-              .getResult(0);
+  if (!cfg.roundRhs)
+    tmapB = UnrealizedConversionCastOp::create(
+                b, loc, tmapBT, entry.getArgument(operandArg++))
+                .getResult(0);
+  if (lhsPointer)
+    lhsRows = entry.getArgument(operandArg++);
+  if (cfg.roundRhs)
+    rhsRows = entry.getArgument(operandArg++);
   if (isBf16Operands()) {
     // rhs_codes: the scale bytes' tensor map comes third.
     unsigned first = 2;
@@ -2295,9 +2489,10 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
         initBarrier(s, producerThreads + 1);
       } else {
         // full[s]: thread 0's expect_tx arrival (lhs_gather: and each
-        // producer thread's cp.async arrival); empty[s]: the converters
+        // producer thread's cp.async arrival; round_lhs / round_rhs: and
+        // each producer thread's after rounding); empty[s]: the converters
         // (Bf16Dequant) or the consumers (Bf16Operands).
-        initBarrier(s, 1 + (cfg.lhsGather ? producerThreads : 0));
+        initBarrier(s, 1 + (producerCopies() ? producerThreads : 0));
       }
       // (The bf16 consumers arrive once per warpgroup, and a ping-pong
       // stage is one warpgroup's; a cluster pair's first CTA waits for both
@@ -2319,13 +2514,13 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     }
     // A persistent kernel's tile slots: full, the producer thread's
     // arrival; empty, every consumer's.
-    // (rhs_codes: the converters receive the tiles too; lhs_gather: the
-    // producer threads but thread 0.)
+    // (rhs_codes: the converters receive the tiles too; lhs_gather,
+    // round_lhs, round_rhs: the producer threads but thread 0.)
     for (int64_t d = 0; d < kTileSlots && cfg.persistent; ++d) {
       initBarrier(2 * S + d, 1);
       initBarrier(2 * S + kTileSlots + d,
                   consumerThreads + (cfg.rhsCodes ? kRhsConverters : 0) +
-                      (cfg.lhsGather ? producerThreads - 1 : 0));
+                      (producerCopies() ? producerThreads - 1 : 0));
     }
     for (int64_t d = 0; d < cfg.dequantStages && cfg.rhsCodes; ++d) {
       initBarrier(lay.dequantized + d, kRhsConverters);
@@ -2338,7 +2533,8 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
                               4);
     if (tmapA)
       nvgpu::TmaPrefetchOp::create(b, loc, tmapA, /*predicate=*/Value());
-    nvgpu::TmaPrefetchOp::create(b, loc, tmapB, /*predicate=*/Value());
+    if (tmapB)
+      nvgpu::TmaPrefetchOp::create(b, loc, tmapB, /*predicate=*/Value());
     if (cfg.rhsCodes)
       nvgpu::TmaPrefetchOp::create(b, loc, tmapS, /*predicate=*/Value());
     if (cfg.lhsCodes)
@@ -2391,7 +2587,7 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
       // After thread 0's TMA loads: the producer warpgroup's threads
       // share the prefetches.
       int64_t producerThreads = 128 * cfg.producerWarpgroups;
-      NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(1),
+      NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(kProducerBarrier),
                               i32(producerThreads),
                               /*reductionOp=*/nullptr,
                               /*reductionPredicate=*/Value());
@@ -2713,6 +2909,37 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
           "no lhs_codes, rhs_codes or clusters";
     return why;
   }
+  // round_lhs / round_rhs: every thread of the one producer warpgroup
+  // copies 16-byte chunks of the slot rows (token ids: skipPadding's
+  // argument) and rounds column-pair blocks of 32 slots, one or more per
+  // thread: the tile's columns a multiple of 128, the operand's of 8 (a
+  // chunk is inside or past its row's end), the producer's loop over the
+  // tiles a persistent kernel's.
+  for (bool rhs : {false, true}) {
+    bool rounds = rhs ? cfg.roundRhs : cfg.roundLhs;
+    const MXGemmProblem::SlotRounding &r =
+        rhs ? problem.roundRhs : problem.roundLhs;
+    int64_t columns = rhs ? problem.n : problem.m;
+    int64_t tileColumns = rhs ? cfg.tileN : cfg.tileM;
+    bool major = rhs ? cfg.rhsNMajor : cfg.lhsMMajor;
+    if (rounds &&
+        (problem.path != MXMmaPath::Bf16Operands ||
+         problem.kind != MXGemmKind::Expert || !problem.skipPadding ||
+         !r.quant || r.sourceRows <= 0 || columns % 8 ||
+         tileColumns % 128 || !major || !cfg.persistent || cfg.pingpong ||
+         cfg.producerWarpgroups != 1 || cfg.stages <= kRoundLookahead ||
+         cfg.lhsGather || cfg.lhsCodes || cfg.rhsCodes)) {
+      os << (rhs ? "round_rhs" : "round_lhs")
+         << " needs a persistent expert GEMM on the bf16-operands MMA path "
+            "with token ids, one producer warpgroup and more than "
+         << kRoundLookahead << " stages, whose "
+         << (rhs ? "N-major rhs" : "M-major lhs")
+         << " is bf16 rows gathered through them and MX-rounded along the "
+            "slots, with its columns a multiple of 8 and tile columns of "
+            "128, and no pingpong, lhs_gather, lhs_codes or rhs_codes";
+      return why;
+    }
+  }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&
       (problem.path != MXMmaPath::Bf16Operands ||
        problem.kind != MXGemmKind::Block || problem.biasType ||
@@ -2770,9 +2997,11 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   SmallVector<Type> args = {ptr, ptr, gptr, gptr, gptr, gptr};
   if (bf16Operands)
     args.resize(problem.biasType ? 5 : 4);
-  // lhs_gather: the rhs map, then the lhs rows' address.
-  if (cfg.lhsGather)
-    args[1] = gptr;
+  // lhs_gather, round_lhs, round_rhs: the maps there are, then the token
+  // rows' addresses of the operands that have none.
+  int64_t rowOperands = (cfg.lhsGather || cfg.roundLhs) + cfg.roundRhs;
+  for (int64_t i = 0; i < rowOperands; ++i)
+    args[1 - i] = gptr;
   // rhs_codes: the tensor map of the rhs scale bytes after the operands'.
   if (cfg.rhsCodes)
     args.insert(args.begin() + 2, ptr);

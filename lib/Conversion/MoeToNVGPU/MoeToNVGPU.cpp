@@ -135,7 +135,12 @@ LaunchRecord gemmRecord(const MXGemmLaunch &launch, int64_t mapA,
                          {{mapA, launch.tensorMapA}, {mapB, launch.tensorMapB}},
                          SmallVector<int64_t>(pointers),
                          launch.counters};
-  // lhs_gather: no lhs map; the lhs is the first pointer.
+  // lhs_gather, round_lhs, round_rhs: no map of that operand; the token
+  // rows it gathers are the first pointers (lhs first).
+  if (!launch.tensorMapB) {
+    record.tensorMaps.pop_back();
+    record.pointerArgs.insert(record.pointerArgs.begin(), mapB);
+  }
   if (!launch.tensorMapA) {
     record.tensorMaps.erase(record.tensorMaps.begin());
     record.pointerArgs.insert(record.pointerArgs.begin(), mapA);
@@ -457,9 +462,10 @@ GemmLowering::requestOf(Value codes) {
         return OperandRequest{user, gemm.getTransposeRhs() ? 1 : 2,
                               !config.getRhsNMajor()};
     } else if (auto gemm = dyn_cast<ExpertMatmulOp>(user)) {
-      if (gemm.getLhs() == codes)
+      // (round_lhs / round_rhs: the kernel rounds that operand itself.)
+      if (gemm.getLhs() == codes && !config.getRoundLhs())
         return OperandRequest{user, 0, !config.getLhsMMajor()};
-      if (gemm.getRhs() == codes)
+      if (gemm.getRhs() == codes && !config.getRoundRhs())
         return OperandRequest{user, 0, !config.getRhsNMajor()};
     }
   }
@@ -842,12 +848,29 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
              << "rhs_codes needs an rhs stored with K contiguous";
     if (cfg.lhsCodes)
       return op->emitOpError() << "lhs_codes needs a block GEMM";
-    lhs = prepareOperand(op, expert.getLhs(), expert.getLhsScales(), 0,
-                         /*transpose=*/!cfg.lhsMMajor);
+    // round_lhs / round_rhs: the token rows the operand gathers, which
+    // the kernel rounds along the slots itself.
+    auto operand = [&](bool isRhs, bool rounds) -> FailureOr<Value> {
+      Value data = isRhs ? expert.getRhs() : expert.getLhs();
+      Value scales = isRhs ? expert.getRhsScales() : expert.getLhsScales();
+      if (!rounds)
+        return prepareOperand(op, data, scales, 0,
+                              /*transpose=*/isRhs ? !cfg.rhsNMajor
+                                                  : !cfg.lhsMMajor);
+      MXQuantizeOp quantize = slotRoundedQuantize(expert, isRhs);
+      if (!quantize)
+        return op->emitOpError()
+               << (isRhs ? "round_rhs needs an rhs" : "round_lhs needs a lhs")
+               << " that an mx_quantize along the slots makes of bf16 rows "
+                  "gathered through the GEMM's token ids";
+      return throughFusedRegions(quantize.getInput())
+          .getDefiningOp<GatherRowsOp>()
+          .getSource();
+    };
+    lhs = operand(/*isRhs=*/false, cfg.roundLhs);
     if (failed(lhs))
       return failure();
-    rhs = prepareOperand(op, expert.getRhs(), expert.getRhsScales(), 0,
-                         /*transpose=*/!cfg.rhsNMajor);
+    rhs = operand(/*isRhs=*/true, cfg.roundRhs);
     blocks = expert.getBlockToExpert();
     prefix = "expert_matmul_";
   }
@@ -1192,7 +1215,7 @@ struct ConvertMoeToNVGPUPass
         config = selectGemmConfig(
             op, choice->target, choice->preferred,
             {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-             activationEpilogue, lhsGather},
+             activationEpilogue, lhsGather, roundOperands},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
@@ -1291,6 +1314,24 @@ MXQuantizeOp mlir::moe::gatheredLhsQuantize(BlockMatmulOp gemm) {
   return quantize;
 }
 
+MXQuantizeOp mlir::moe::slotRoundedQuantize(ExpertMatmulOp gemm, bool rhs) {
+  Value codes = rhs ? gemm.getRhs() : gemm.getLhs();
+  Value scales = rhs ? gemm.getRhsScales() : gemm.getLhsScales();
+  auto quantize = throughFusedRegions(codes).getDefiningOp<MXQuantizeOp>();
+  if (!quantize || !scales ||
+      quantize.getScales() != throughFusedRegions(scales) ||
+      quantize.getAxis() != 0 || !quantize.getQuant().isQuantized())
+    return MXQuantizeOp();
+  auto gather =
+      throughFusedRegions(quantize.getInput()).getDefiningOp<GatherRowsOp>();
+  if (!gather || !gemm.getTokenPositionToId() ||
+      throughFusedRegions(gather.getTokenPositionToId()) !=
+          throughFusedRegions(gemm.getTokenPositionToId()) ||
+      !gather.getSource().getType().getElementType().isBF16())
+    return MXQuantizeOp();
+  return quantize;
+}
+
 MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
   // The Bf16Operands kernels read bf16 values, whatever the operands were,
   // except codes that a rhs_codes or lhs_codes kernel decodes itself.
@@ -1343,5 +1384,15 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
           path,
           Type()};
   problem.skipPadding = skipPadding;
+  for (bool rhs : {false, true})
+    if (MXQuantizeOp quantize = slotRoundedQuantize(expert, rhs)) {
+      MXGemmProblem::SlotRounding &r = rhs ? problem.roundRhs : problem.roundLhs;
+      r.sourceRows = throughFusedRegions(quantize.getInput())
+                         .getDefiningOp<GatherRowsOp>()
+                         .getSource()
+                         .getType()
+                         .getDimSize(0);
+      r.quant = quantize.getQuant();
+    }
   return problem;
 }

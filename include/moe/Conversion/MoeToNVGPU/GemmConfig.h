@@ -90,6 +90,10 @@ struct GemmChoices {
   /// rows rounded once through their token ids (lhs_gather), where the
   /// kernel fits.
   bool lhsGather = false;
+  /// bf16-operands expert GEMMs whose operand is rows gathered from token
+  /// rows and MX-quantized along the slots (x of P3, dy of P4) gather and
+  /// round it themselves (round_lhs, round_rhs), where the kernel fits.
+  bool roundOperands = false;
 };
 
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when

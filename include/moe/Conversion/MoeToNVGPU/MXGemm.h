@@ -129,6 +129,17 @@ struct MXGemmProblem {
   /// the token-row array the kernel copies lhs rows from; slot m of the lhs
   /// is its row tokens[m], a padding slot (-1) a row of zeros. 0 otherwise.
   int64_t lhsGatherRows = 0;
+  /// An Expert operand that is slot rows gathered from token rows and
+  /// MX-rounded along the slots (its K): what round_lhs / round_rhs
+  /// (MXGemmConfig::roundLhs, roundRhs) gather and round in the kernel.
+  struct SlotRounding {
+    /// Rows of the bf16 token-row array [sourceRows, M or N]; slot k of
+    /// the operand is its row tokens[k], a padding slot (-1) zeros.
+    int64_t sourceRows = 0;
+    /// The rounding (null: the operand is not such rows).
+    MXQuantAttr quant;
+  };
+  SlotRounding roundLhs, roundRhs;
 
   /// Bytes of a persistent Expert kernel's shared table: each expert's
   /// block count and first block, and with skipPadding its K tiles.
@@ -179,6 +190,10 @@ struct MXGemmProblem {
 /// there is no tmapA: the kernel takes tmapB, then the global address of
 /// the token rows (bf16 [lhsGatherRows, K]), then the pointers above; the
 /// producer warpgroup copies the tile's rows with cp.async.
+/// With round_lhs / round_rhs (MXGemmConfig::roundLhs, roundRhs, which need
+/// skipPadding) that operand has no tensor map either: the maps there are
+/// come first, then the global addresses of the token rows the rounded
+/// operands gather (lhs first; bf16 [SlotRounding::sourceRows, M or N]).
 /// With skipPadding the slots' i32 token ids follow (!llvm.ptr<1>). A
 /// persistent kernel (MXGemmConfig::persistent) takes one more
 /// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
@@ -216,6 +231,11 @@ constexpr int64_t kLhsCodesProducerRegisters = 32;
 /// state (ptxas -v: the recompute GEMM spilled 8 bytes at 40, none at 48).
 constexpr int64_t kLhsGatherProducerRegisters = 48;
 
+/// round_lhs / round_rhs: the producer registers (setmaxnreg) the rounding
+/// of a 32-slot block of a column pair needs without spilling: its 32 words
+/// and their f32 halves besides the ring's state (ptxas -v).
+constexpr int64_t kRoundProducerRegisters = 64;
+
 /// Whether convert-moe-to-nvgpu turns `op` into a GPU kernel: a
 /// moe.block_matmul or moe.expert_matmul each of whose operands is either
 /// FP8 codes (f8E4M3FN or f8E5M2) with scales or bf16 values without. The
@@ -241,6 +261,12 @@ Value throughFusedRegions(Value v);
 /// scales (seen through moe.fused boundaries), or null: what lhs_gather
 /// reads from the token rows.
 MXQuantizeOp gatheredLhsQuantize(BlockMatmulOp gemm);
+
+/// The mx_quantize along the slots (axis 0) of bf16 rows that a
+/// moe.gather_rows gathers through `gemm`'s own token ids, which makes its
+/// lhs (`rhs` false) or rhs codes with their scales (seen through moe.fused
+/// boundaries), or null: what round_lhs / round_rhs gather and round.
+MXQuantizeOp slotRoundedQuantize(ExpertMatmulOp gemm, bool rhs);
 
 /// Whether the kernel of `config` can compute `problem` on `target`.
 bool fitsMXGemm(const MXGemmProblem &problem, const MXGemmConfig &config,

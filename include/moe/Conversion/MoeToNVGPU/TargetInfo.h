@@ -107,6 +107,12 @@ struct MXGemmConfig {
   /// row (one TMA box a row) through the GEMM's token ids (#moe.gemm_config
   /// lhs_gather).
   bool lhsGather = false;
+  /// Bf16Operands, persistent expert GEMM, M-major lhs (N-major rhs): the
+  /// operand is rows gathered from token rows MX-rounded along the slots,
+  /// and the producer warpgroup copies each slot row of a K tile from its
+  /// token's row (cp.async) and rounds the stage in place
+  /// (#moe.gemm_config round_lhs, round_rhs).
+  bool roundLhs = false, roundRhs = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

@@ -23,7 +23,8 @@ using namespace mlir::moe;
 /// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`,
 /// `, persistent = true`, `, pingpong = true` and
 /// `, evict_first_outputs = true`, `, rhs_codes = true` and
-/// `, lhs_codes = true` and `, lhs_gather = true`, each present when set,
+/// `, lhs_codes = true`, `, lhs_gather = true`, `, round_lhs = true` and
+/// `, round_rhs = true`, each present when set,
 /// and `, ctas_per_sm = N`, `, cluster_n = N` and `, raster_m = N`, in any
 /// order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
@@ -31,9 +32,10 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    int64_t &ctasPerSm, bool &pingpong,
                                    int64_t &clusterN, int64_t &rasterM,
                                    bool &evictFirstOutputs, bool &rhsCodes,
-                                   bool &lhsCodes, bool &lhsGather) {
+                                   bool &lhsCodes, bool &lhsGather,
+                                   bool &roundLhs, bool &roundRhs) {
   rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
-      rhsCodes = lhsCodes = lhsGather = false;
+      rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = false;
   ctasPerSm = clusterN = rasterM = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
@@ -57,13 +59,16 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                  : key == "rhs_codes"           ? &rhsCodes
                  : key == "lhs_codes"           ? &lhsCodes
                  : key == "lhs_gather"          ? &lhsGather
+                 : key == "round_lhs"           ? &roundLhs
+                 : key == "round_rhs"           ? &roundRhs
                                                 : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
                                   "persistent, pingpong, ctas_per_sm, "
                                   "cluster_n, raster_m, "
                                   "evict_first_outputs, rhs_codes, "
-                                  "lhs_codes or lhs_gather, got '")
+                                  "lhs_codes, lhs_gather, round_lhs or "
+                                  "round_rhs, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -78,7 +83,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              int64_t ctasPerSm, bool pingpong,
                              int64_t clusterN, int64_t rasterM,
                              bool evictFirstOutputs, bool rhsCodes,
-                             bool lhsCodes, bool lhsGather) {
+                             bool lhsCodes, bool lhsGather, bool roundLhs,
+                             bool roundRhs) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -101,6 +107,10 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", lhs_codes = true";
   if (lhsGather)
     printer << ", lhs_gather = true";
+  if (roundLhs)
+    printer << ", round_lhs = true";
+  if (roundRhs)
+    printer << ", round_rhs = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -233,7 +243,8 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool lhsMMajor, bool persistent, int64_t ctasPerSm,
                        bool pingpong, int64_t clusterN, int64_t rasterM,
                        bool evictFirstOutputs, bool rhsCodes,
-                       bool lhsCodes, bool lhsGather) {
+                       bool lhsCodes, bool lhsGather, bool roundLhs,
+                       bool roundRhs) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -342,6 +353,21 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "lhs_gather needs the bf16_operands MMA path, a "
                           "K-major lhs, no cluster, no lhs_codes and no "
                           "rhs_codes";
+  // The producer warpgroup copies the operand's slot rows of each K tile
+  // into the 128B-swizzled M- or N-major bf16 stage (cp.async) and rounds
+  // them there, every thread of it over the tiles a persistent kernel
+  // takes; the codes forms have no bf16 stage, and lhs_gather copies the
+  // K-major lhs of a block GEMM.
+  if (roundLhs && (mma != MXMmaPath::Bf16Operands || !lhsMMajor ||
+                   !persistent || pingpong || lhsCodes || lhsGather))
+    return emitError() << "round_lhs needs the bf16_operands MMA path, an "
+                          "M-major lhs, a persistent kernel without "
+                          "pingpong, no lhs_codes and no lhs_gather";
+  if (roundRhs && (mma != MXMmaPath::Bf16Operands || !rhsNMajor ||
+                   !persistent || pingpong || rhsCodes || lhsGather))
+    return emitError() << "round_rhs needs the bf16_operands MMA path, an "
+                          "N-major rhs, a persistent kernel without "
+                          "pingpong, no rhs_codes and no lhs_gather";
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "

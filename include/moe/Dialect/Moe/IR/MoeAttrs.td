@@ -239,7 +239,15 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `moe.gather_rows` rounded along K), and the producer warpgroup copies
     each row of a tile from its token's row of the rounded token rows,
     through the GEMM's token ids (a padding slot reads zeros), so that the
-    gathered copy is never written.
+    gathered copy is never written, and (`bf16_operands` expert GEMMs only,
+    persistent, the operand read M-major or N-major as stored, with neither
+    codes form nor `lhs_gather`) `round_lhs` and `round_rhs`: the operand is
+    rows gathered from token rows (a `moe.gather_rows`) MX-rounded along
+    the slots, its contraction axis, and the kernel rounds it itself: the
+    producer warpgroup copies each slot's row of the tile from its token's
+    row of the source (cp.async, zeros for a padding slot) and rounds every
+    32-slot block of each column in shared memory before the MMAs read it,
+    so that no rounded copy of the operand is ever written.
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -296,7 +304,9 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$evictFirstOutputs,
     DefaultValuedParameter<"bool", "false">:$rhsCodes,
     DefaultValuedParameter<"bool", "false">:$lhsCodes,
-    DefaultValuedParameter<"bool", "false">:$lhsGather
+    DefaultValuedParameter<"bool", "false">:$lhsGather,
+    DefaultValuedParameter<"bool", "false">:$roundLhs,
+    DefaultValuedParameter<"bool", "false">:$roundRhs
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -307,7 +317,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
                           $pingpong, $clusterN, $rasterM,
                           $evictFirstOutputs, $rhsCodes, $lhsCodes,
-                          $lhsGather)
+                          $lhsGather, $roundLhs, $roundRhs)
     `` `>`
   }];
   let genVerifyDecl = 1;
