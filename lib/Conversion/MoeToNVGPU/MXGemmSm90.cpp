@@ -574,10 +574,14 @@ void KernelEmitter::emitRoundingStages(bool tma) {
         stageAndParity(position(sub(i, idx(L))), cfg.stages, /*flip=*/false)
             .first;
     NVVM::CpAsyncWaitGroupOp::create(b, loc, L);
-    NVVM::BarrierOp::create(b, loc, /*res=*/Type(), i32(kProducerBarrier),
-                            i32(128 * cfg.producerWarpgroups),
-                            /*reductionOp=*/nullptr,
-                            /*reductionPredicate=*/Value());
+    // barrier.sync without .aligned: thread 0 reaches it from its own loop
+    // (it publishes the tiles), the rest of warp 0 from theirs, and bar.sync
+    // (barrier.sync.aligned) needs a warp's threads at one instruction (it
+    // hung, H200 2026-12-04).
+    std::string sync = ("barrier.sync " + Twine(kProducerBarrier) + ", " +
+                        Twine(128 * cfg.producerWarpgroups) + ";")
+                           .str();
+    inlinePtx(Type(), ValueRange(), sync, "~{memory}", /*sideEffects=*/true);
     roundStage(s);
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
