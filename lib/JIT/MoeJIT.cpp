@@ -461,7 +461,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.rhsCodes ? "rhs-codes" : "");
   add(options.lhsCodes ? "lhs-codes" : "");
   add(options.lhsGather ? "" : "gathered-lhs-copies");
-  add(options.roundOperands ? "" : "rounded-slot-copies");
+  add(options.roundOperands ? "round-operands" : "");
   add(options.activationEpilogue ? "act-epilogue" : "");
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);

@@ -60,15 +60,14 @@
 #              (the slot rows gathered and rounded by the operand kernel):
 #              bitwise equal on seven layers (P1's activation epilogue on
 #              one), memcheck and racecheck of the default
-#   round-operands  round_lhs / round_rhs (the default: P3 and P4 gather x
-#              and dy through their token ids and round them along the
-#              slots in the producer warpgroup) against
-#              --rounded-slot-copies (operand kernels write the rounded
-#              slot rows): bitwise equal on eight layers, memcheck and
-#              racecheck
+#   round-operands  --round-operands (#moe.gemm_config round_lhs / round_rhs:
+#              P3 and P4 gather x and dy through their token ids and round
+#              them along the slots in the producer warpgroup) against the
+#              default (operand kernels write the rounded slot rows):
+#              bitwise equal on eight layers, memcheck and racecheck
 #   round-operands-ncu  at reference shapes 1 and 2 the ncu time of every
-#              kernel, --rounded-slot-copies and the default (ROUND_SHAPES
-#              picks the shapes)
+#              kernel, default and --round-operands (ROUND_SHAPES picks the
+#              shapes)
 #   lhs-gather-ncu  at reference shapes 1 and 2 (torch-gen inputs) the ncu
 #              time of every kernel, --gathered-lhs-copies and the default
 #              (LHS_GATHER_SHAPES picks the shapes)
@@ -600,18 +599,18 @@ if want round-operands; then
   # the slots in shared memory with the operand kernel's builders: the same
   # bf16 values, so the same bits (padding slots and columns past H arrive
   # as zeros; affinity on H leaves P4's dy, times a, to the operand kernel).
-  bitwise_against --rounded-slot-copies \
-    "round_lhs/round_rhs (default) == --rounded-slot-copies" \
+  bitwise_against --round-operands \
+    "--round-operands (round_lhs/round_rhs) == the default" \
     "${lhs_layers[@]}" T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt
-  sanitize_with ""
+  sanitize_with --round-operands
   for tool in memcheck racecheck; do
     run "compute-sanitizer $tool $partial" timeout 300 compute-sanitizer \
-      --tool $tool --error-exitcode 1 moe-run --target=sm90a \
+      --tool $tool --error-exitcode 1 moe-run --target=sm90a --round-operands \
       --layer "$partial" --empty-experts 3 --check none
   done
 fi
 if want round-operands-ncu; then
-  ncu_against --rounded-slot-copies "${ROUND_SHAPES:-}"
+  ncu_against --round-operands "${ROUND_SHAPES:-}"
 fi
 if want lhs-gather-ncu; then
   ncu_against --gathered-lhs-copies "${LHS_GATHER_SHAPES:-}"

@@ -168,12 +168,11 @@ options:
                        instead of copying each row of a tile from the token
                        rows rounded once, through its token id (lhs_gather,
                        the default; for comparison: the same bits)
-  --rounded-slot-copies
-                       sm90a: P3 and P4 read x and dy rounded along the
-                       slots as copies that an operand kernel gathers and
-                       writes, instead of gathering and rounding each K
-                       tile themselves (round_lhs / round_rhs, the default;
-                       for comparison: the same bits)
+  --round-operands     sm90a: P3 and P4 gather x and dy through their
+                       token ids and round each K tile along the slots in
+                       the producer warpgroup (round_lhs / round_rhs),
+                       instead of reading rounded copies that operand
+                       kernels write (the same bits; slower today)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -236,7 +235,7 @@ struct Options {
   bool rhsCodes = false;
   bool lhsCodes = false;
   bool lhsGather = true;
-  bool roundOperands = true;
+  bool roundOperands = false;
   bool activationEpilogue = false;
   double tolerance = 2e-3;
   bool compare = true;
@@ -279,7 +278,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--rhs-codes",
                                           "--lhs-codes",
                                           "--gathered-lhs-copies",
-                                          "--rounded-slot-copies",
+                                          "--round-operands",
                                           "--act-epilogue"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -429,8 +428,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.lhsCodes = true;
     } else if (name == "--gathered-lhs-copies") {
       opts.lhsGather = false;
-    } else if (name == "--rounded-slot-copies") {
-      opts.roundOperands = false;
+    } else if (name == "--round-operands") {
+      opts.roundOperands = true;
     } else if (name == "--act-epilogue") {
       opts.activationEpilogue = true;
     }

@@ -99,7 +99,7 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "token rows and MX-quantized along K (x, dy) read the token rows "
            "rounded once, the producer warpgroup copying each row of a tile "
            "through the token ids (lhs_gather), where the kernel fits">,
-    Option<"roundOperands", "round-operands", "bool", /*default=*/"true",
+    Option<"roundOperands", "round-operands", "bool", /*default=*/"false",
            "bf16-operands: expert GEMMs whose operand is rows gathered from "
            "token rows and MX-quantized along the slots (x of P3, dy of P4) "
            "gather and round it themselves, the producer warpgroup copying "
@@ -220,7 +220,7 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "token rows and MX-quantized along K (x, dy) read the token rows "
            "rounded once, the producer warpgroup copying each row of a tile "
            "through the token ids (lhs_gather), where the kernel fits">,
-    Option<"roundOperands", "round-operands", "bool", /*default=*/"true",
+    Option<"roundOperands", "round-operands", "bool", /*default=*/"false",
            "bf16-operands: expert GEMMs whose operand is rows gathered from "
            "token rows and MX-quantized along the slots (x of P3, dy of P4) "
            "gather and round it themselves, the producer warpgroup copying "

@@ -359,8 +359,10 @@ struct CompileOptions {
   /// GPU targets, bf16-operands: expert GEMMs whose operand is rows
   /// gathered from token rows rounded along the slots (x of P3, dy of P4)
   /// gather and round it themselves, so that no rounded copy is written
-  /// (moe-gpu-kernel-config's round-operands; default on).
-  bool roundOperands = true;
+  /// (moe-gpu-kernel-config's round-operands; default off: at shape 2 the
+  /// producer's rounding made P3 and P4 2.4x and 2.8x slower than the
+  /// operand kernels and GEMMs it replaces, docs/sm90a-kernels.md).
+  bool roundOperands = false;
   /// GPU targets: P1's GEMM computes the activation backward in its
   /// epilogue (convert-moe-to-nvgpu's act-epilogue); false (default): P1
   /// stores dA, and one kernel computes the activation backward and the MX

@@ -145,8 +145,8 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
       *this, "round-operands",
       llvm::cl::desc("moe-gpu-kernel-config's round-operands: expert GEMMs "
                      "gather and MX-round their slot operands gathered from "
-                     "token rows themselves (default on)"),
-      llvm::cl::init(true)};
+                     "token rows themselves (default off)"),
+      llvm::cl::init(false)};
   typename PassPipelineOptions<Derived>::template Option<bool>
       activationEpilogue{
           *this, "act-epilogue",

@@ -272,6 +272,11 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     rounded.roundLhs = c.lhsMMajor && !c.lhsCodes && problem.roundLhs.quant;
     rounded.roundRhs = c.rhsNMajor && !c.rhsCodes && problem.roundRhs.quant;
     if (rounded.roundLhs || rounded.roundRhs) {
+      // A power-of-two ring: the stages of two K tiles each iteration by
+      // shifts, not 64-bit divisions (with 6 stages the 128x128 producer
+      // spilled 280 bytes at 64 registers, none with 4; ptxas -v).
+      while (rounded.stages & (rounded.stages - 1))
+        --rounded.stages;
       raiseProducerRegisters(rounded, kRoundProducerRegisters, problem,
                              target);
       if (fitsMXGemm(problem, rounded, target))

@@ -551,6 +551,10 @@ private:
   /// The two bf16x2 words of the 4 codes of `word` (i32): codes 0, 1 and
   /// codes 2, 3, each times the bf16Factors `factors` of its scale, for
   /// codes of `codeType`.
+  /// The bf16x2 word of the two codes of `codeType` in the high bytes of
+  /// the 16-bit lanes of `lanes` (i32), times the bf16x2 factors `factors`
+  /// (bf16Factors, or per lane).
+  Value decodeCodeLanes(Value lanes, ArrayRef<Value> factors, Type codeType);
   std::pair<Value, Value> dequantizeWord(Value word, ArrayRef<Value> factors,
                                          Type codeType);
   /// bf16x2 factors whose product is 2^(s - 127 + 127 - bias): one when the

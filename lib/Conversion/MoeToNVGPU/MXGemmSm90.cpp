@@ -501,26 +501,61 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
     // Two passes over the block's 32 words, the amaxes first: the words
     // are read twice from shared memory rather than held (with them and
     // their halves live, the 64 producer registers spilled 1.3 KB, ptxas
-    // -v).
-    Value amax[2];
-    for (int64_t q = 0; q < 2; ++q)
-      amax[q] = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+    // -v). The amaxes of both columns at once: buildAmaxStep's order (the
+    // magnitudes' bits compared as unsigned integers, NaN above Inf) on
+    // 16-bit lanes, max.u16x2 into 4 running maxima (few words live), then
+    // a tree.
+    auto max16x2 = [&](Value x, Value y) {
+      return inlinePtx(i32T, {x, y}, "max.u16x2 $0, $1, $2;", "=r,r,r",
+                       /*sideEffects=*/false);
+    };
+    SmallVector<Value> magnitudes;
     for (int64_t j = 0; j < 32; ++j) {
       Value word = LLVM::LoadOp::create(b, loc, i32T, wordAt(j), 4);
-      auto [x0, x1] = halves(word);
-      amax[0] = buildAmaxStep(b, loc, amax[0], x0);
-      amax[1] = buildAmaxStep(b, loc, amax[1], x1);
+      Value magnitude = andi(word, 0x7FFF7FFF);
+      if (j < 4)
+        magnitudes.push_back(magnitude);
+      else
+        magnitudes[j % 4] = max16x2(magnitudes[j % 4], magnitude);
     }
-    auto [inverse0, factor0] = buildBlockScale(b, loc, amax[0], quant);
-    auto [inverse1, factor1] = buildBlockScale(b, loc, amax[1], quant);
+    while (magnitudes.size() > 1) {
+      SmallVector<Value> next;
+      for (size_t j = 0; j < magnitudes.size(); j += 2)
+        next.push_back(max16x2(magnitudes[j], magnitudes[j + 1]));
+      magnitudes = std::move(next);
+    }
+    auto [amax0, amax1] = halves(magnitudes[0]);
+    Value amax[2] = {amax0, amax1}, scaleBytes[2], inverses[2];
+    for (int64_t q = 0; q < 2; ++q) {
+      scaleBytes[q] = buildScaleByte(b, loc, amax[q], quant.getElement(),
+                                     quant.getRule());
+      inverses[q] = buildInverseScale(b, loc, scaleBytes[q]);
+    }
+    // The codes decode into bf16 lanes by their bits times 2^(s - 127) in
+    // one or two bf16 multiplies (decodeCodeLanes, the rhs_codes decode):
+    // the exact values buildDecodePairToBf16 gives, without the conversion
+    // pipe's f16 and f32 round trips. Each lane takes its column's factors.
+    SmallVector<Value> factors[2];
+    for (int64_t q = 0; q < 2; ++q)
+      factors[q] = bf16Factors(arith::ExtUIOp::create(b, loc, i32T,
+                                                      scaleBytes[q]),
+                               /*twoFactors=*/true, codeType);
+    SmallVector<Value> laneFactors;
+    for (int64_t f = 0; f < 2; ++f)
+      laneFactors.push_back(ori(andi(factors[0][f], 0xFFFF),
+                                andi(factors[1][f], -65536)));
+    auto pairI16T = b.getI16Type();
     for (int64_t j = 0; j < 32; ++j) {
       Value word = LLVM::LoadOp::create(b, loc, i32T, wordAt(j), 4);
       auto [x0, x1] = halves(word);
-      auto [y0, y1] = buildRoundPairToBf16(b, loc, x0, x1, inverse0, inverse1,
-                                           factor0, factor1, codeType);
-      Value v = LLVM::UndefOp::create(b, loc, pairT);
-      v = LLVM::InsertElementOp::create(b, loc, v, y0, i32(0));
-      v = LLVM::InsertElementOp::create(b, loc, v, y1, i32(1));
+      Value codes = buildEncodePair(b, loc, x0, x1, inverses[0], inverses[1],
+                                    codeType);
+      Value pair = arith::ExtUIOp::create(
+          b, loc, i32T, LLVM::BitcastOp::create(b, loc, pairI16T, codes));
+      // Code 0 into the high byte of lane 0, code 1 of lane 1.
+      Value lanes = inlinePtx(i32T, pair, "prmt.b32 $0, $1, 0, 0x1404;",
+                              "=r,r", /*sideEffects=*/false);
+      Value v = decodeCodeLanes(lanes, laneFactors, codeType);
       LLVM::StoreOp::create(b, loc, v, wordAt(j), 4);
     }
   }
@@ -1818,30 +1853,35 @@ SmallVector<Value> KernelEmitter::dequantizeChunk(Value chunk,
 std::pair<Value, Value> KernelEmitter::dequantizeWord(Value word,
                                                       ArrayRef<Value> factors,
                                                       Type codeType) {
+  // prmt puts codes 0, 1 (then 2, 3) into the high bytes of two 16-bit
+  // lanes.
+  SmallVector<Value, 2> words;
+  for (StringRef selector : {"0x1404", "0x3424"}) {
+    Value lanes =
+        inlinePtx(i32T, word, ("prmt.b32 $0, $1, 0, " + selector + ";").str(),
+                  "=r,r", /*sideEffects=*/false);
+    words.push_back(decodeCodeLanes(lanes, factors, codeType));
+  }
+  return {words[0], words[1]};
+}
+
+Value KernelEmitter::decodeCodeLanes(Value lanes, ArrayRef<Value> factors,
+                                     Type codeType) {
   bool e5m2 = exponentBias(codeType) == 15;
   // Sign stays in bit 15; exponent and mantissa move to the low bits of the
   // bf16 exponent field and the top of its mantissa.
   int64_t shift = e5m2 ? 3 : 4;
   int64_t mask = e5m2 ? 0x0FE00FE0 : 0x07F007F0;
   auto bf16x2 = VectorType::get({2}, b.getBF16Type());
-  SmallVector<Value, 2> words;
-  // prmt puts codes 0, 1 (then 2, 3) into the high bytes of two 16-bit
-  // lanes.
-  for (StringRef selector : {"0x1404", "0x3424"}) {
-    Value lanes =
-        inlinePtx(i32T, word, ("prmt.b32 $0, $1, 0, " + selector + ";").str(),
-                  "=r,r", /*sideEffects=*/false);
-    Value bits = ori(andi(lanes, static_cast<int64_t>(0x80008000)),
-                     andi(shru(lanes, shift), mask));
-    for (Value factor : factors) {
-      Value x = LLVM::BitcastOp::create(b, loc, bf16x2, bits);
-      Value f = LLVM::BitcastOp::create(b, loc, bf16x2, factor);
-      Value product = LLVM::FMulOp::create(b, loc, x, f);
-      bits = LLVM::BitcastOp::create(b, loc, i32T, product);
-    }
-    words.push_back(bits);
+  Value bits = ori(andi(lanes, static_cast<int64_t>(0x80008000)),
+                   andi(shru(lanes, shift), mask));
+  for (Value factor : factors) {
+    Value x = LLVM::BitcastOp::create(b, loc, bf16x2, bits);
+    Value f = LLVM::BitcastOp::create(b, loc, bf16x2, factor);
+    Value product = LLVM::FMulOp::create(b, loc, x, f);
+    bits = LLVM::BitcastOp::create(b, loc, i32T, product);
   }
-  return {words[0], words[1]};
+  return bits;
 }
 
 SmallVector<SmallVector<Value>>
