@@ -31,6 +31,9 @@ constexpr int64_t kGatherLanesPerRow = 8;
 /// producer warpgroup rounds an earlier one (KernelEmitter::
 /// emitRoundingStages); fewer than the ring's stages.
 constexpr int64_t kRoundLookahead = 2;
+/// round_lhs / round_rhs: the words of a 32-slot block that the rounding
+/// loads before it stores their rounded values (roundSlotBlocks).
+constexpr int64_t kRoundBatch = 8;
 /// Depth of a persistent kernel's ring of tile ids (producer -> consumers).
 constexpr int64_t kTileSlots = 2;
 /// The named barrier of the producer warpgroup's threads.
