@@ -1,0 +1,80 @@
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-operands=true" > %t.config.mlir
+// RUN: FileCheck %s --check-prefix=CONFIG < %t.config.mlir
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config | FileCheck %s --check-prefix=DEFAULT
+// RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu | FileCheck %s
+// RUN: sed 's/persistent = true, round_rhs = true/persistent = true, round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu 2>&1 | FileCheck %s --check-prefix=NOT-GATHERED
+// RUN: sed 's/stages = 4\(.*\)round_lhs = true/stages = 2\1round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu 2>&1 | FileCheck %s --check-prefix=STAGES
+// REQUIRES: ptxas
+// RUN: moe-opt %t.config.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-operands=true" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
+// RUN: FileCheck %s --check-prefix=PTX < %t.layer.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// #moe.gemm_config round_lhs / round_rhs (moe-gpu-kernel-config
+// round-operands, off by default: slower than the operand kernels it
+// replaces, docs/sm90a-kernels.md): an expert GEMM's operand that is rows
+// gathered from token rows and MX-rounded along the slots (x of P3, dy of
+// P4) is gathered and rounded by the GEMM's producer warpgroup, so that no
+// rounded copy of it is written.
+// CONFIG:      moe.expert_matmul {{.*}}stages = 4, {{.*}}registers = [64, 216], rhs_n_major = true, lhs_m_major = true, persistent = true, round_lhs = true>
+// CONFIG:      moe.expert_matmul {{.*}}stages = 4, {{.*}}registers = [64, 216], rhs_n_major = true, lhs_m_major = true, persistent = true, round_rhs = true>
+// DEFAULT-NOT: round_lhs
+// DEFAULT-NOT: round_rhs
+
+// No operand kernel rounds x or dy along the slots: P3 takes x [T, H] and
+// P4 dy [T, H] themselves, as their first pointer after the other
+// operand's tensor map (P3: the rhs's, argument 1; P4: the lhs's,
+// argument 0).
+// CHECK-NOT:   call @mx_operand_{{[0-9]+}}_launch({{.*}}memref<640x256xbf16>) -> ()
+// CHECK:       call @expert_matmul_8_launch({{.*}}) : (memref<256x256xbf16>, memref<640x256xbf16>, memref<5xi32>, memref<640xi32>, memref<2x256x256xf32>) -> ()
+// CHECK:       call @expert_matmul_9_launch({{.*}}) : (memref<640x128xbf16>, memref<256x256xbf16>, memref<5xi32>, memref<640xi32>, memref<2x128x256xf32>) -> ()
+// CHECK-LABEL: func.func private @expert_matmul_8_launch(
+// CHECK-SAME:    tensor_maps = [1 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>], counters = 1, pointers = [0, 4, 2, 3]>
+// CHECK-LABEL: func.func private @expert_matmul_9_launch(
+// CHECK-SAME:    tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>], counters = 1, pointers = [1, 4, 2, 3]>
+//
+// P3: full[s] counts thread 0's expect_tx (the rhs tile's 32 KB only) and
+// the 128 producer threads' arrivals after rounding; each tile slot's empty
+// barrier counts the 256 consumers and 127 producers. A K tile's copies
+// (16-byte chunks, source size 0 for a padding slot or a column past H),
+// then the rounding of the tile two before it: this thread's copies
+// landed, the warpgroup's barrier (not .aligned), the shared builders'
+// scale byte and inverse, the pair conversion, then the fence towards the
+// wgmmas' proxy and the arrival.
+// CHECK-LABEL: gpu.func @expert_matmul_8(
+// CHECK:         nvgpu.mbarrier.init %{{.*}}[%c0{{.*}}], %c129
+// CHECK:         nvgpu.mbarrier.init %{{.*}}, %c383
+// CHECK:         nvgpu.mbarrier.arrive.expect_tx %{{.*}}, %c32768
+// CHECK:         nvvm.cp.async.shared.global {{.*}}, 16, cache =  cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK:         nvvm.cp.async.commit.group
+// CHECK:         nvvm.cp.async.wait.group 2
+// CHECK:         llvm.inline_asm has_side_effects {{.*}}"barrier.sync 1, 128;"
+// CHECK:         "max.u16x2 $0, $1, $2;"
+// CHECK:         nvvm.convert.f32x2.to.f8x2 {{.*}}satfinite
+// CHECK:         "prmt.b32 $0, $1, 0, 0x1404;"
+// CHECK:         llvm.fmul {{.*}} : vector<2xbf16>
+// CHECK:         nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT:    nvgpu.mbarrier.arrive
+
+// A lhs that is not gathered (P4's a * h) cannot be rounded by the kernel;
+// nor can a ring of 2 stages, as deep as the copies' lookahead.
+// NOT-GATHERED: error: 'moe.expert_matmul' op round_lhs needs a lhs that an mx_quantize along the slots makes of bf16 rows gathered through the GEMM's token ids
+// STAGES:       error: 'moe.expert_matmul' op round_lhs needs a persistent expert GEMM on the bf16-operands MMA path with token ids, one producer warpgroup and more than 2 stages, whose M-major lhs is bf16 rows gathered through them and MX-rounded along the slots, with its columns a multiple of 8 and tile columns of 128, and no pingpong, lhs_gather, lhs_codes or rhs_codes
+
+// In the PTX, no operand kernel after the weights' (mx_operand_4) but the
+// activation backward's; P3 rounds with packed amaxes and the hardware pair
+// conversion, P4 alike; nothing spills.
+// PTX-LABEL:   .entry mx_operand_4(
+// PTX-NOT:     .entry mx_operand
+// PTX-LABEL:   .entry expert_matmul_8(
+// PTX:         cp.async.cg.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
+// PTX:         cp.async.wait_group 2;
+// PTX:         barrier.sync 1, 128;
+// PTX:         max.u16x2
+// PTX:         cvt.rn.satfinite.e4m3x2.f32
+// PTX:         mul.rn.bf16x2
+// PTX:         fence.proxy.async.shared::cta;
+// PTX-LABEL:   .entry expert_matmul_9(
+// PTX:         barrier.sync 1, 128;
+// PTX:         cvt.rn.satfinite.e4m3x2.f32
+// PTXAS-COUNT-10: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT:      bytes spill stores
