@@ -471,7 +471,6 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
                                     MXQuantAttr quant) {
   MLIRContext *ctx = b.getContext();
   Type codeType = getMXElementType(ctx, quant.getElement());
-  auto pairT = VectorType::get({2}, b.getBF16Type());
   int64_t pairs = columns / 2, blocks = cfg.tileK / 32;
   for (int64_t i = 0; i < pairs * blocks / 128; ++i) {
     Value unit = add(tid, i32(128 * i));

@@ -103,9 +103,9 @@ struct MXGemmConfig {
   /// registers of a register-A wgmma (#moe.gemm_config lhs_codes).
   bool lhsCodes = false;
   /// Bf16Operands, block GEMM, K-major lhs: the lhs rows are gathered from
-  /// token rows, and the producer loads each row of a tile from its token's
-  /// row (one TMA box a row) through the GEMM's token ids (#moe.gemm_config
-  /// lhs_gather).
+  /// token rows, and the producer warpgroup copies each row of a tile from
+  /// its token's row (cp.async chunks into the swizzled stage) through the
+  /// GEMM's token ids (#moe.gemm_config lhs_gather).
   bool lhsGather = false;
   /// Bf16Operands, persistent expert GEMM, M-major lhs (N-major rhs): the
   /// operand is rows gathered from token rows MX-rounded along the slots,
