@@ -269,8 +269,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       c.persistent && !c.pingpong) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
     MXGemmConfig rounded = c;
-    rounded.roundLhs = c.lhsMMajor && !c.lhsCodes && problem.roundLhs.quant;
-    rounded.roundRhs = c.rhsNMajor && !c.rhsCodes && problem.roundRhs.quant;
+    rounded.roundLhs = c.lhsMMajor && !c.lhsCodes && problem.roundLhs;
+    rounded.roundRhs = c.rhsNMajor && !c.rhsCodes && problem.roundRhs;
     if (rounded.roundLhs || rounded.roundRhs) {
       // A power-of-two ring: the stages of two K tiles each iteration by
       // shifts, not 64-bit divisions (with 6 stages the 128x128 producer

@@ -500,30 +500,11 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
     // Two passes over the block's 32 words, the amaxes first: the words
     // are read twice from shared memory rather than held (with them and
     // their halves live, the 64 producer registers spilled 1.3 KB, ptxas
-    // -v). The amaxes of both columns at once: buildAmaxStep's order (the
-    // magnitudes' bits compared as unsigned integers, NaN above Inf) on
-    // 16-bit lanes, max.u16x2 into 4 running maxima (few words live), then
-    // a tree.
-    auto max16x2 = [&](Value x, Value y) {
-      return inlinePtx(i32T, {x, y}, "max.u16x2 $0, $1, $2;", "=r,r,r",
-                       /*sideEffects=*/false);
-    };
-    SmallVector<Value> magnitudes;
-    for (int64_t j = 0; j < 32; ++j) {
-      Value word = LLVM::LoadOp::create(b, loc, i32T, wordAt(j), 4);
-      Value magnitude = andi(word, 0x7FFF7FFF);
-      if (j < 4)
-        magnitudes.push_back(magnitude);
-      else
-        magnitudes[j % 4] = max16x2(magnitudes[j % 4], magnitude);
-    }
-    while (magnitudes.size() > 1) {
-      SmallVector<Value> next;
-      for (size_t j = 0; j < magnitudes.size(); j += 2)
-        next.push_back(max16x2(magnitudes[j], magnitudes[j + 1]));
-      magnitudes = std::move(next);
-    }
-    auto [amax0, amax1] = halves(magnitudes[0]);
+    // -v). The amaxes of both columns at once (buildPairAmax).
+    auto [amax0, amax1] = buildPairAmax(b, loc, 32, [&](int64_t j) -> Value {
+      return LLVM::LoadOp::create(b, loc, i32T, wordAt(j), 4);
+    });
+    SmallVector<Value> words;
     Value amax[2] = {amax0, amax1}, scaleBytes[2], inverses[2];
     for (int64_t q = 0; q < 2; ++q) {
       scaleBytes[q] = buildScaleByte(b, loc, amax[q], quant.getElement(),
@@ -548,7 +529,6 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
     // after a store waits for it (word by word, the rounding of a stage
     // took about 7000 cycles, four times the MMAs', H200 2026-12-04).
     auto pairI16T = b.getI16Type();
-    SmallVector<Value> words;
     for (int64_t j = 0; j < 32; ++j) {
       if (j % kRoundBatch == 0)
         for (int64_t k = j; k < j + kRoundBatch; ++k)
@@ -571,10 +551,10 @@ void KernelEmitter::roundStage(Value s) {
   Value s64 = indexToI64(s);
   if (cfg.roundLhs)
     roundSlotBlocks(add(mul(s64, cfg.tileM * kSwizzleBytes), lay.a), cfg.tileM,
-                    p.roundLhs.quant);
+                    p.roundLhs);
   if (cfg.roundRhs)
     roundSlotBlocks(add(mul(s64, cfg.tileN * kSwizzleBytes), lay.b), cfg.tileN,
-                    p.roundRhs.quant);
+                    p.roundRhs);
 }
 
 void KernelEmitter::emitRoundingStages(bool tma) {
@@ -2967,15 +2947,14 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
   // tiles a persistent kernel's.
   for (bool rhs : {false, true}) {
     bool rounds = rhs ? cfg.roundRhs : cfg.roundLhs;
-    const MXGemmProblem::SlotRounding &r =
-        rhs ? problem.roundRhs : problem.roundLhs;
+    MXQuantAttr quant = rhs ? problem.roundRhs : problem.roundLhs;
     int64_t columns = rhs ? problem.n : problem.m;
     int64_t tileColumns = rhs ? cfg.tileN : cfg.tileM;
     bool major = rhs ? cfg.rhsNMajor : cfg.lhsMMajor;
     if (rounds &&
         (problem.path != MXMmaPath::Bf16Operands ||
          problem.kind != MXGemmKind::Expert || !problem.skipPadding ||
-         !r.quant || r.sourceRows <= 0 || columns % 8 ||
+         !quant || columns % 8 ||
          tileColumns % 128 || !major || !cfg.persistent || cfg.pingpong ||
          cfg.producerWarpgroups != 1 || cfg.stages <= kRoundLookahead ||
          cfg.lhsGather || cfg.lhsCodes || cfg.rhsCodes)) {

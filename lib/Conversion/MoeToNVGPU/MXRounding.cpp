@@ -64,6 +64,45 @@ std::pair<Value, Value> moe::buildBlockScale(OpBuilder &b, Location loc,
           buildDecodeE8M0(b, loc, scaleByte)};
 }
 
+std::pair<Value, Value>
+moe::buildPairAmax(OpBuilder &b, Location loc, int64_t count,
+                   function_ref<Value(int64_t)> word) {
+  Type i32T = b.getI32Type(), f32T = b.getF32Type();
+  auto dialect =
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
+  auto max16x2 = [&](Value x, Value y) {
+    return LLVM::InlineAsmOp::create(
+               b, loc, TypeRange(i32T), ValueRange{x, y},
+               "max.u16x2 $0, $1, $2;", "=r,r,r", /*has_side_effects=*/false,
+               /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+               dialect, /*operand_attrs=*/ArrayAttr())
+        .getResult(0);
+  };
+  SmallVector<Value> maxima;
+  for (int64_t j = 0; j < count; ++j) {
+    Value magnitude = arith::AndIOp::create(b, loc, word(j),
+                                            i32Constant(b, loc, 0x7FFF7FFF));
+    if (j < 4)
+      maxima.push_back(magnitude);
+    else
+      maxima[j % 4] = max16x2(maxima[j % 4], magnitude);
+  }
+  while (maxima.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t j = 0; j + 1 < maxima.size(); j += 2)
+      next.push_back(max16x2(maxima[j], maxima[j + 1]));
+    if (maxima.size() % 2)
+      next.push_back(maxima.back());
+    maxima = std::move(next);
+  }
+  // Each lane's bits in the top half of an f32: the exact widening.
+  Value low = arith::ShLIOp::create(b, loc, maxima[0], i32Constant(b, loc, 16));
+  Value high = arith::AndIOp::create(b, loc, maxima[0],
+                                     i32Constant(b, loc, -65536));
+  return {arith::BitcastOp::create(b, loc, f32T, low),
+          arith::BitcastOp::create(b, loc, f32T, high)};
+}
+
 Value moe::buildLaneAmax(OpBuilder &b, Location loc, Value amax,
                          ArrayRef<int32_t> xorOffsets) {
   Value width = i32Constant(b, loc, 32);

@@ -1385,14 +1385,7 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
           Type()};
   problem.skipPadding = skipPadding;
   for (bool rhs : {false, true})
-    if (MXQuantizeOp quantize = slotRoundedQuantize(expert, rhs)) {
-      MXGemmProblem::SlotRounding &r = rhs ? problem.roundRhs : problem.roundLhs;
-      r.sourceRows = throughFusedRegions(quantize.getInput())
-                         .getDefiningOp<GatherRowsOp>()
-                         .getSource()
-                         .getType()
-                         .getDimSize(0);
-      r.quant = quantize.getQuant();
-    }
+    if (MXQuantizeOp quantize = slotRoundedQuantize(expert, rhs))
+      (rhs ? problem.roundRhs : problem.roundLhs) = quantize.getQuant();
   return problem;
 }

@@ -129,17 +129,12 @@ struct MXGemmProblem {
   /// the token-row array the kernel copies lhs rows from; slot m of the lhs
   /// is its row tokens[m], a padding slot (-1) a row of zeros. 0 otherwise.
   int64_t lhsGatherRows = 0;
-  /// An Expert operand that is slot rows gathered from token rows and
-  /// MX-rounded along the slots (its K): what round_lhs / round_rhs
-  /// (MXGemmConfig::roundLhs, roundRhs) gather and round in the kernel.
-  struct SlotRounding {
-    /// Rows of the bf16 token-row array [sourceRows, M or N]; slot k of
-    /// the operand is its row tokens[k], a padding slot (-1) zeros.
-    int64_t sourceRows = 0;
-    /// The rounding (null: the operand is not such rows).
-    MXQuantAttr quant;
-  };
-  SlotRounding roundLhs, roundRhs;
+  /// The rounding of an Expert operand that is bf16 slot rows gathered from
+  /// token rows and MX-rounded along the slots (its K), or null: what
+  /// round_lhs / round_rhs (MXGemmConfig::roundLhs, roundRhs) gather and
+  /// round in the kernel. Slot k of the operand is token row tokens[k], a
+  /// padding slot (-1) zeros.
+  MXQuantAttr roundLhs, roundRhs;
 
   /// Bytes of a persistent Expert kernel's shared table: each expert's
   /// block count and first block, and with skipPadding its K tiles.
@@ -193,7 +188,7 @@ struct MXGemmProblem {
 /// With round_lhs / round_rhs (MXGemmConfig::roundLhs, roundRhs, which need
 /// skipPadding) that operand has no tensor map either: the maps there are
 /// come first, then the global addresses of the token rows the rounded
-/// operands gather (lhs first; bf16 [SlotRounding::sourceRows, M or N]).
+/// operands gather (lhs first; bf16 [T, M or N]).
 /// With skipPadding the slots' i32 token ids follow (!llvm.ptr<1>). A
 /// persistent kernel (MXGemmConfig::persistent) takes one more
 /// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
@@ -231,9 +226,10 @@ constexpr int64_t kLhsCodesProducerRegisters = 32;
 /// state (ptxas -v: the recompute GEMM spilled 8 bytes at 40, none at 48).
 constexpr int64_t kLhsGatherProducerRegisters = 48;
 
-/// round_lhs / round_rhs: the producer registers (setmaxnreg) the rounding
-/// of a 32-slot block of a column pair needs without spilling: its 32 words
-/// and their f32 halves besides the ring's state (ptxas -v).
+/// round_lhs / round_rhs: the producer registers (setmaxnreg) the copies
+/// and the rounding of a 32-slot block of a column pair (a batch of
+/// kRoundBatch words at a time) take without spilling beside the ring's
+/// state (ptxas -v: none at the reference shapes and the test layers).
 constexpr int64_t kRoundProducerRegisters = 64;
 
 /// Whether convert-moe-to-nvgpu turns `op` into a GPU kernel: a

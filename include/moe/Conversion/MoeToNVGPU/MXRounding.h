@@ -52,6 +52,15 @@ std::pair<Value, Value> buildRoundPairToBf16(OpBuilder &b, Location loc,
 std::pair<Value, Value> buildBlockScale(OpBuilder &b, Location loc, Value amax,
                                         MXQuantAttr quant);
 
+/// The amaxes (f32) of the low and of the high bf16 halves of `count` i32
+/// words, word j made by `word(j)` in turn: buildAmaxStep's order (magnitudes' bits compared as
+/// unsigned integers, NaN above Inf) on both 16-bit lanes at once,
+/// max.u16x2 into four running maxima, then a tree (few words live and a
+/// short chain; the amax a kernel holding column pairs of bf16 needs).
+std::pair<Value, Value> buildPairAmax(OpBuilder &b, Location loc,
+                                      int64_t count,
+                                      function_ref<Value(int64_t)> word);
+
 /// `amax` (f32) combined by buildAmaxStep with the amax of lane
 /// `lane ^ offset`, for each of `xorOffsets` in turn: the amax of a block
 /// that those lanes hold together. Every lane of the warp must execute it.
