@@ -462,6 +462,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.lhsCodes ? "lhs-codes" : "");
   add(options.lhsGather ? "" : "gathered-lhs-copies");
   add(options.roundOperands ? "round-operands" : "");
+  add(options.tmaStore ? "" : "register-stores");
   add(options.activationEpilogue ? "act-epilogue" : "");
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);
@@ -1656,6 +1657,7 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.lhsCodes = options.lhsCodes;
       pipelineOptions.lhsGather = options.lhsGather;
       pipelineOptions.roundOperands = options.roundOperands;
+      pipelineOptions.tmaStore = options.tmaStore;
       pipelineOptions.activationEpilogue = options.activationEpilogue;
     };
     if (impl->deviceArguments) {

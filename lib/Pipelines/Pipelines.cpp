@@ -343,6 +343,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   config.lhsCodes = options.lhsCodes;
   config.lhsGather = options.lhsGather;
   config.roundOperands = options.roundOperands;
+  config.tmaStore = options.tmaStore;
   config.activationEpilogue = options.activationEpilogue;
   pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
@@ -357,6 +358,7 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   convert.lhsCodes = options.lhsCodes;
   convert.lhsGather = options.lhsGather;
   convert.roundOperands = options.roundOperands;
+  convert.tmaStore = options.tmaStore;
   convert.activationEpilogue = options.activationEpilogue;
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);

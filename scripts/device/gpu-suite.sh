@@ -65,6 +65,12 @@
 #              them along the slots in the producer warpgroup) against the
 #              default (operand kernels write the rounded slot rows):
 #              bitwise equal on eight layers, memcheck and racecheck
+#   tma-store  the default (tma_store) bit for bit against --register-stores
+#              on eight layers (partial tiles, biases, checkpoints), and
+#              memcheck and racecheck of two layers
+#   tma-store-ncu  at reference shapes 1 and 2 the ncu time of every
+#              kernel, default and --register-stores (TMA_STORE_SHAPES picks
+#              the shapes)
 #   round-operands-ncu  at reference shapes 1 and 2 the ncu time of every
 #              kernel, default and --round-operands (ROUND_SHAPES picks the
 #              shapes)
@@ -116,7 +122,7 @@
 # backward at shape 1, so each needs a call of its own), and the
 # measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
 # lhs-codes, lhs-codes-ncu, lhs-gather, lhs-gather-ncu, round-operands,
-# round-operands-ncu,
+# round-operands-ncu, tma-store, tma-store-ncu,
 # rhs-codes-ncu, p1-prof and deep-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
@@ -608,6 +614,26 @@ if want round-operands; then
       --tool $tool --error-exitcode 1 moe-run --target=sm90a --round-operands \
       --layer "$partial" --empty-experts 3 --check none
   done
+fi
+if want tma-store; then
+  # The f32 result tile staged through shared memory and stored by TMA
+  # (the default) against st.global from the accumulators: the same
+  # values at the same places, so the same bits (partial tiles: the TMA
+  # clips rows past M, of each expert in the expert GEMMs, and columns past
+  # N; biases added before staging).
+  bitwise_against --register-stores \
+    "tma_store (default) == --register-stores" \
+    "${lhs_layers[@]}" T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt \
+    T=300,H=96,I=160,E=4,K=2,B=128,bias=on
+  sanitize_with
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool $partial" timeout 300 compute-sanitizer \
+      --tool $tool --error-exitcode 1 moe-run --target=sm90a \
+      --layer "$partial" --empty-experts 3 --check none
+  done
+fi
+if want tma-store-ncu; then
+  ncu_against --register-stores "${TMA_STORE_SHAPES:-}"
 fi
 if want round-operands-ncu; then
   ncu_against --round-operands "${ROUND_SHAPES:-}"

@@ -173,6 +173,11 @@ options:
                        the producer warpgroup (round_lhs / round_rhs),
                        instead of reading rounded copies that operand
                        kernels write (the same bits; slower today)
+  --register-stores    sm90a: the GEMMs store their f32 result tile from
+                       the accumulator registers (st.global) instead of
+                       staging it through shared memory for TMA stores
+                       (tma_store, the default; for comparison: the same
+                       bits)
   --operands-one-axis  sm90a: one operand kernel per rounding of a value
                        that two GEMMs take along different axes, instead
                        of one that reads it once and writes both (x, dy,
@@ -236,6 +241,7 @@ struct Options {
   bool lhsCodes = false;
   bool lhsGather = true;
   bool roundOperands = false;
+  bool tmaStore = true;
   bool activationEpilogue = false;
   double tolerance = 2e-3;
   bool compare = true;
@@ -279,6 +285,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
                                           "--lhs-codes",
                                           "--gathered-lhs-copies",
                                           "--round-operands",
+                                          "--register-stores",
                                           "--act-epilogue"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
@@ -430,6 +437,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.lhsGather = false;
     } else if (name == "--round-operands") {
       opts.roundOperands = true;
+    } else if (name == "--register-stores") {
+      opts.tmaStore = false;
     } else if (name == "--act-epilogue") {
       opts.activationEpilogue = true;
     }
@@ -1263,6 +1272,7 @@ int run(const Options &opts) {
   compileOptions.lhsCodes = opts.lhsCodes;
   compileOptions.lhsGather = opts.lhsGather;
   compileOptions.roundOperands = opts.roundOperands;
+  compileOptions.tmaStore = opts.tmaStore;
   compileOptions.activationEpilogue = opts.activationEpilogue;
   compileOptions.gemmConfigs = opts.gemmConfigs;
   compileOptions.kernelDir = opts.emitDir;

@@ -105,6 +105,10 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "gather and round it themselves, the producer warpgroup copying "
            "each slot row through the token ids and rounding the stage in "
            "shared memory (round_lhs, round_rhs), where the kernel fits">,
+    Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
+           "bf16-operands: GEMMs with a plain epilogue stage their f32 "
+           "result tile through shared memory in 32-column chunks, each "
+           "stored by TMA (tma_store), where the kernel fits">,
     Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"false",
            "P1's GEMM computes the activation backward of its moe.fused "
            "region (dg, du, h, a * h, the affinity gradient's partial sums) "
@@ -226,6 +230,10 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "gather and round it themselves, the producer warpgroup copying "
            "each slot row through the token ids and rounding the stage in "
            "shared memory (round_lhs, round_rhs), where the kernel fits">,
+    Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
+           "bf16-operands: GEMMs with a plain epilogue stage their f32 "
+           "result tile through shared memory in 32-column chunks, each "
+           "stored by TMA (tma_store), where the kernel fits">,
     Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"false",
            "P1's GEMM computes the activation backward of its moe.fused "
            "region (dg, du, h, a * h, the affinity gradient's partial sums) "

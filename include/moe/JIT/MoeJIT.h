@@ -363,6 +363,11 @@ struct CompileOptions {
   /// producer's rounding made P3 and P4 2.4x and 2.8x slower than the
   /// operand kernels and GEMMs it replaces, docs/sm90a-kernels.md).
   bool roundOperands = false;
+  /// GPU targets, bf16-operands: GEMMs with a plain epilogue stage the f32
+  /// result tile through shared memory and store it by TMA
+  /// (moe-gpu-kernel-config's tma-store; false: st.global from the
+  /// accumulator registers).
+  bool tmaStore = true;
   /// GPU targets: P1's GEMM computes the activation backward in its
   /// epilogue (convert-moe-to-nvgpu's act-epilogue); false (default): P1
   /// stores dA, and one kernel computes the activation backward and the MX

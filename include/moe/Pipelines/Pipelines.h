@@ -147,6 +147,12 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
                      "gather and MX-round their slot operands gathered from "
                      "token rows themselves (default off)"),
       llvm::cl::init(false)};
+  typename PassPipelineOptions<Derived>::template Option<bool> tmaStore{
+      *this, "tma-store",
+      llvm::cl::desc("moe-gpu-kernel-config's tma-store: GEMMs with a plain "
+                     "epilogue store their f32 result tile by TMA through "
+                     "shared memory (default on)"),
+      llvm::cl::init(true)};
   typename PassPipelineOptions<Derived>::template Option<bool>
       activationEpilogue{
           *this, "act-epilogue",

@@ -48,7 +48,8 @@ struct MoeGPUKernelConfigPass
       GemmConfigAttr config =
           selectGemmConfig(op, choice->target, choice->preferred,
                            {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-                            activationEpilogue, lhsGather, roundOperands});
+                            activationEpilogue, lhsGather, roundOperands,
+                            tmaStore});
       if (!config) {
         op->emitOpError() << noKernelMessage(choice->target);
         return WalkResult::interrupt();

@@ -283,6 +283,21 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
         c = rounded;
     }
   }
+  // tma_store: the f32 result tile staged through shared memory and stored
+  // by TMA, not st.global from the accumulators (a warp's st.global.v2
+  // touches 8 rows of 32 bytes). Without their stores the GEMMs took 15.8
+  // ms at shape 1 against 19.0; the TMA stores take back 0.7 of those 3.2
+  // ms, and 0.14 ms at shape 2 (ncu, H200,
+  // docs/results/2026-12-04-tma-store.md). Not P1's activation epilogue,
+  // the ping-pong kernel or a cluster pair.
+  if (choices.tmaStore && path == MXMmaPath::Bf16Operands && !activation &&
+      !c.pingpong && c.clusterN == 1) {
+    MXGemmProblem problem = getMXGemmProblem(op, path);
+    MXGemmConfig staged = c;
+    staged.tmaStore = true;
+    if (fitsMXGemm(problem, staged, target))
+      c = staged;
+  }
   // A dense product (one group) of more tiles than SMs: the tiles in bands
   // of M tiles, so that a wave's tiles reuse their A and B panels in L2.
   if (path == MXMmaPath::Bf16Operands && c.clusterN == 1 &&
@@ -302,7 +317,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
       c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
       c.evictFirstOutputs, c.rhsCodes, c.lhsCodes, c.lhsGather, c.roundLhs,
-      c.roundRhs);
+      c.roundRhs, c.tmaStore);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -341,5 +356,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.lhsGather = config.getLhsGather();
   c.roundLhs = config.getRoundLhs();
   c.roundRhs = config.getRoundRhs();
+  c.tmaStore = config.getTmaStore();
   return c;
 }

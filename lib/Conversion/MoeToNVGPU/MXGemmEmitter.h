@@ -42,6 +42,15 @@ constexpr int64_t kProducerBarrier = 1;
 /// warpgroup w waits on kTurnBarrier + w (0 is the CTA's, 1 the producer
 /// warpgroup's, 2.. the consumer warp pairs').
 constexpr int64_t kTurnBarrier = 8;
+/// tma_store: consumer warpgroup w's named barrier before its TMA store of
+/// a staged chunk is kStoreBarrier + w.
+constexpr int64_t kStoreBarrier = 10;
+/// tma_store: the columns of one staged chunk of the f32 result tile (one
+/// 128-byte swizzled row per tile row, the TMA box's), and the chunk
+/// buffers of each consumer warpgroup (one filled while the TMA reads the
+/// other).
+constexpr int64_t kStoreChunkColumns = 32;
+constexpr int64_t kStoreBuffers = 2;
 
 /// Byte offsets of the shared-memory regions, relative to the 1024-aligned
 /// base. Regions a path does not use are empty.
@@ -62,6 +71,9 @@ struct SmemLayout {
   /// as the TMA writes them (0 otherwise); `a` is then the ring's lhs code
   /// tiles, [stage][tileM rows][tileK bytes] in A-fragment order.
   int64_t aScales = 0;
+  /// tma_store: each consumer warpgroup's kStoreBuffers chunk buffers,
+  /// [warpgroup][buffer][mmaM rows][128 B], 1024-aligned (0 otherwise).
+  int64_t store = 0;
 };
 
 /// A memref in shared memory (address space 3).
@@ -185,6 +197,16 @@ public:
       tmapSAT =
           tensorMapType(tileSAT, nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE);
     }
+    // tma_store: a chunk of a warpgroup's rows, mmaM rows of 128 bytes (32
+    // f32), 128B-swizzled; an expert GEMM's result is [E, M, N], so the
+    // box has the expert as its outer dimension and the TMA clips the rows
+    // past M of each expert.
+    if (cfg.tmaStore) {
+      SmallVector<int64_t> box = {cfg.mmaM, kSwizzleBytes};
+      if (p.kind == MXGemmKind::Expert)
+        box.insert(box.begin(), 1);
+      tmapCT = tensorMapType(smemType(box, b.getI8Type()));
+    }
   }
 
   void emit(gpu::GPUFuncOp func);
@@ -194,6 +216,7 @@ public:
   nvgpu::TensorMapDescriptorType getTensorMapScalesA() const {
     return tmapSAT;
   }
+  nvgpu::TensorMapDescriptorType getTensorMapResult() const { return tmapCT; }
 
 private:
   // Fragment registers of one m64nN f32 wgmma accumulator per thread.
@@ -571,6 +594,17 @@ private:
   Value wgmmaRegisterA(Value acc, ArrayRef<Value> a, Value descB,
                        bool accumulate, bool transB);
   void storeAccumulator(Value acc, Value rowInTile, Value quad);
+  /// tma_store: the consumer thread's accumulator of its warpgroup's mmaM
+  /// rows staged through shared memory chunk by chunk, each chunk stored
+  /// by the warpgroup's leader with a TMA store.
+  void storeAccumulatorTma(Value acc, const ConsumerLane &lane);
+  /// tma_store: the leader's wait for its warpgroup's TMA stores before the
+  /// CTA exits (their shared-memory sources must stay until read).
+  void finishTmaStores(const ConsumerLane &lane);
+  /// A block problem's bias row of the tile's expert (bias[e, :]), and its
+  /// f32 pair at column `col` (i64) + 8 jb (bf16 widens exactly).
+  Value biasRowOfTile();
+  Value biasPairAt(Value biasRow, Value col, int64_t jb);
   /// The GatedActBwd epilogue of a consumer thread's dA fragment.
   void storeGatedActBwd(Value acc, Value rowInTile, Value quad);
   /// A consumer thread's [dg | du] values (f32) of its two rows r and
@@ -619,11 +653,11 @@ private:
   Type accT, smemPtrT, globalPtrT;
   nvgpu::MBarrierGroupType barsT;
   MemRefType tileAT, tileBT, tileST, tileSAT;
-  nvgpu::TensorMapDescriptorType tmapAT, tmapBT, tmapST, tmapSAT;
+  nvgpu::TensorMapDescriptorType tmapAT, tmapBT, tmapST, tmapSAT, tmapCT;
 
   // Kernel arguments and the values both roles use.
-  Value tmapA, tmapB, tmapS, tmapSA, scalesA, scalesB, result, blockToExpert,
-      bias;
+  Value tmapA, tmapB, tmapS, tmapSA, tmapC, scalesA, scalesB, result,
+      blockToExpert, bias;
   // The GatedActBwd epilogue's operands and extra outputs (or null).
   Value gateUp, affinities, hOut, scaledHOut, partialsOut, tokenIds;
   // The slots' token ids of a skipPadding kernel (or null).

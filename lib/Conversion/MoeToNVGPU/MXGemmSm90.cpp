@@ -135,6 +135,14 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
       l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
           l.bScales + cfg.stages * cfg.tileN * (cfg.tileK / 32);
     }
+    // tma_store: the consumer warpgroups' chunk buffers (1024-aligned for
+    // the 128B swizzle).
+    if (cfg.tmaStore) {
+      l.store = llvm::alignTo(l.counters, 1024);
+      l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
+          l.store + cfg.consumerWarpgroups * kStoreBuffers * cfg.mmaM *
+                        kSwizzleBytes;
+    }
     // Three i32 counters (the expert's first block, blocks and token K
     // tiles), or a persistent kernel's table of every expert's (Expert)
     // and its ring of tile ids.
@@ -1251,13 +1259,7 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
   Value n64 = i64(p.n);
   Value base = resultBase();
   // Block problems with a bias add bias[e, n] of the tile's expert.
-  Value biasRow;
-  if (bias) {
-    Value blockIdx = divu(toI64(m0), p.blockSize);
-    Value expert = toI64(
-        loadGlobal(i32T, globalElement(i32T, blockToExpert, blockIdx), 4));
-    biasRow = globalElement(p.biasType, bias, mul(expert, p.n));
-  }
+  Value biasRow = bias ? biasRowOfTile() : Value();
   Value row32 = add(m0, rowInTile);
   Value col32 = add(n0, mul(quad, 2));
   Value row = toI64(row32);
@@ -1265,15 +1267,6 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
   Value base0 = add(mul(row, n64), col);
   Value base1 = add(base0, 8 * p.n);
   auto vecT = VectorType::get({2}, f32T);
-  // The bias pair of column pair jb as f32 (bf16 widens exactly).
-  auto biasPair = [&](int64_t jb) -> Value {
-    Value ptr = globalElement(p.biasType, biasRow, add(col, 8 * jb));
-    if (p.biasType == f32T)
-      return loadGlobal(vecT, ptr, 8);
-    Value pair =
-        loadGlobal(VectorType::get({2}, p.biasType), ptr, 4);
-    return LLVM::FPExtOp::create(b, loc, vecT, pair);
-  };
   for (int64_t jb = 0; jb < accLen() / 4; ++jb) {
     for (int64_t r = 0; r < 2; ++r) {
       int64_t i = 4 * jb + 2 * r;
@@ -1293,11 +1286,114 @@ void KernelEmitter::storeAccumulator(Value acc, Value rowInTile, Value quad) {
       vec = LLVM::InsertElementOp::create(b, loc, vec, extract(acc, i + 1),
                                           i32(1));
       if (biasRow)
-        vec = LLVM::FAddOp::create(b, loc, vec, biasPair(jb));
+        vec = LLVM::FAddOp::create(b, loc, vec, biasPairAt(biasRow, col, jb));
       Value ix = add(r ? base1 : base0, 8 * jb);
       storeStream(vec, globalElement(f32T, base, ix), /*alignment=*/8);
     }
   }
+}
+
+Value KernelEmitter::biasRowOfTile() {
+  Value blockIdx = divu(toI64(m0), p.blockSize);
+  Value expert = toI64(
+      loadGlobal(i32T, globalElement(i32T, blockToExpert, blockIdx), 4));
+  return globalElement(p.biasType, bias, mul(expert, p.n));
+}
+
+Value KernelEmitter::biasPairAt(Value biasRow, Value col, int64_t jb) {
+  auto vecT = VectorType::get({2}, f32T);
+  Value ptr = globalElement(p.biasType, biasRow, add(col, 8 * jb));
+  if (p.biasType == f32T)
+    return loadGlobal(vecT, ptr, 8);
+  Value pair = loadGlobal(VectorType::get({2}, p.biasType), ptr, 4);
+  return LLVM::FPExtOp::create(b, loc, vecT, pair);
+}
+
+void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
+  MLIRContext *ctx = b.getContext();
+  auto vecT = VectorType::get({2}, f32T);
+  // The thread's rows in its warpgroup's mmaM (rowInTile less the
+  // warpgroup's offset): r0 and r0 + 8. Both have the same swizzle phase
+  // r0 % 8, and a lane quad's pair of columns 8 jb + 2 q is 16-byte unit
+  // 2 (jb % 4) + q / 2 of the chunk row, bytes 8 (q % 2) of it.
+  Value r0 = sub(lane.rowInTile, mul(lane.warpgroup, cfg.mmaM));
+  Value phase = toI64(andi(r0, i32(7)));
+  Value half = toI64(divu(lane.quad, 2));
+  Value inUnit = toI64(mul(andi(lane.quad, i32(1)), 8));
+  Value rowBytes0 = mul(toI64(r0), kSwizzleBytes);
+  Value buffers = add(i64(lay.store), mul(toI64(lane.warpgroup),
+                                          kStoreBuffers * cfg.mmaM *
+                                              kSwizzleBytes));
+  Value col = toI64(add(n0, mul(lane.quad, 2)));
+  Value biasRow = bias ? biasRowOfTile() : Value();
+  // (evict_first_outputs: the stores' L2 policy.)
+  beginStreams();
+  // Box coordinates, innermost first: the byte column, the row (of the
+  // expert's M rows), the expert.
+  Value rowCoord = add(m0, mul(lane.warpgroup, cfg.mmaM));
+  int64_t chunks = cfg.mmaN / kStoreChunkColumns;
+  for (int64_t c = 0; c < chunks; ++c) {
+    Value buffer = add(buffers, (c % kStoreBuffers) * cfg.mmaM * kSwizzleBytes);
+    for (int64_t jj = 0; jj < kStoreChunkColumns / 8; ++jj) {
+      int64_t jb = c * kStoreChunkColumns / 8 + jj;
+      Value unit = xori(add(half, i64(2 * jj)), phase);
+      Value inRow = add(mul(unit, 16), inUnit);
+      for (int64_t r = 0; r < 2; ++r) {
+        int64_t i = 4 * jb + 2 * r;
+        Value vec = LLVM::UndefOp::create(b, loc, vecT);
+        vec = LLVM::InsertElementOp::create(b, loc, vec, extract(acc, i),
+                                            i32(0));
+        vec = LLVM::InsertElementOp::create(b, loc, vec, extract(acc, i + 1),
+                                            i32(1));
+        if (biasRow)
+          vec = LLVM::FAddOp::create(b, loc, vec, biasPairAt(biasRow, col, jb));
+        Value at = add(buffer, add(add(rowBytes0, r * 8 * kSwizzleBytes),
+                                   inRow));
+        LLVM::StoreOp::create(b, loc, vec, smemPtr(smemAddr(at)), 8);
+      }
+    }
+    // The TMA reads the chunk through the async proxy. The leader's wait
+    // for the reads of the chunk before (the other buffer, which the next
+    // chunk fills) comes before the barrier that releases the warpgroup.
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    {
+      OpBuilder::InsertionGuard g(b);
+      auto leaderIf =
+          scf::IfOp::create(b, loc, lane.leader, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(leaderIf.thenBlock());
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, kStoreBuffers - 2,
+                                           b.getUnitAttr());
+    }
+    NVVM::BarrierOp::create(b, loc, /*res=*/Type(),
+                            add(lane.warpgroup, i32(kStoreBarrier)), i32(128),
+                            /*reductionOp=*/nullptr,
+                            /*reductionPredicate=*/Value());
+    OpBuilder::InsertionGuard g(b);
+    auto leaderIf =
+        scf::IfOp::create(b, loc, lane.leader, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(leaderIf.thenBlock());
+    SmallVector<Value> coords = {
+        i32(0), rowCoord};
+    coords[0] = mul(add(n0, i32(c * kStoreChunkColumns)), 4);
+    if (p.kind == MXGemmKind::Expert)
+      coords.push_back(expertId);
+    NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+        b, loc, tmapC,
+        LLVM::IntToPtrOp::create(b, loc, smemPtrT, smemAddr(buffer)), coords,
+        /*l2CacheHint=*/streamPolicy, NVVM::TMAStoreMode::TILE,
+        /*predicate=*/Value());
+    NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+  }
+}
+
+void KernelEmitter::finishTmaStores(const ConsumerLane &lane) {
+  OpBuilder::InsertionGuard g(b);
+  auto leaderIf =
+      scf::IfOp::create(b, loc, lane.leader, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(leaderIf.thenBlock());
+  NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, 0, /*read=*/UnitAttr());
 }
 
 void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
@@ -2319,6 +2415,9 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   };
   // The epilogue of M step m's rows.
   auto store = [&](ValueRange accs) {
+    // (tma_store: a cooperative warpgroup has one M step.)
+    if (cfg.tmaStore)
+      return storeAccumulatorTma(accs[0], lane);
     for (int64_t m = 0; m < steps; ++m)
       storeAccumulator(accs[m],
                        m ? add(rowInTile, m * cfg.mmaM) : rowInTile, quad);
@@ -2342,8 +2441,12 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     }
     store(ifOp.getResults());
   };
-  if (!cfg.persistent)
-    return outputTile();
+  if (!cfg.persistent) {
+    outputTile();
+    if (cfg.tmaStore)
+      finishTmaStores(lane);
+    return;
+  }
   // Ping-pong: both warpgroups read every tile id in the producer's order
   // and keep the ring position of every tile (the other warpgroup's K tiles
   // advance it too: the ring is filled in tile order); warpgroup w computes
@@ -2382,6 +2485,8 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     b.setInsertionPointToStart(mine.thenBlock());
     computeTile();
   });
+  if (cfg.tmaStore)
+    finishTmaStores(lane);
 }
 
 void KernelEmitter::emit(gpu::GPUFuncOp func) {
@@ -2399,23 +2504,30 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     tmapB = UnrealizedConversionCastOp::create(
                 b, loc, tmapBT, entry.getArgument(operandArg++))
                 .getResult(0);
+  if (isBf16Operands()) {
+    // The other tensor maps: rhs_codes's scale bytes, lhs_codes's lhs
+    // scale bytes, tma_store's result; then the global pointers.
+    if (cfg.rhsCodes)
+      tmapS = UnrealizedConversionCastOp::create(
+                  b, loc, tmapST, entry.getArgument(operandArg++))
+                  .getResult(0);
+    if (cfg.lhsCodes)
+      tmapSA = UnrealizedConversionCastOp::create(
+                   b, loc, tmapSAT, entry.getArgument(operandArg++))
+                   .getResult(0);
+    if (cfg.tmaStore)
+      tmapC = entry.getArgument(operandArg++);
+  }
   if (lhsPointer)
     lhsRows = entry.getArgument(operandArg++);
   if (cfg.roundRhs)
     rhsRows = entry.getArgument(operandArg++);
   if (isBf16Operands()) {
-    // rhs_codes: the scale bytes' tensor map comes third.
-    unsigned first = 2;
-    if (cfg.rhsCodes)
-      tmapS = UnrealizedConversionCastOp::create(b, loc, tmapST,
-                                                 entry.getArgument(first++))
-                  .getResult(0);
-    // lhs_codes: the lhs scale bytes' tensor map after the operands'.
-    if (cfg.lhsCodes)
-      tmapSA = UnrealizedConversionCastOp::create(b, loc, tmapSAT,
-                                                  entry.getArgument(first++))
-                   .getResult(0);
-    result = entry.getArgument(first);
+    // (tma_store: the result is its tensor map, and the pointers start
+    // with blockToExpert, one on from where the result's would be.)
+    unsigned first = operandArg - cfg.tmaStore;
+    if (!cfg.tmaStore)
+      result = entry.getArgument(first);
     blockToExpert = entry.getArgument(first + 1);
     if (p.biasType)
       bias = entry.getArgument(first + 2);
@@ -2969,6 +3081,21 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
       return why;
     }
   }
+  // tma_store: the result's rows are 16-byte multiples (a TMA global
+  // stride), the epilogue a plain one (the activation backward's writes
+  // its own outputs), and each warpgroup stores an even number of chunks,
+  // so that every output tile fills its buffers in the same order.
+  if (cfg.tmaStore &&
+      (problem.path != MXMmaPath::Bf16Operands || problem.n % 4 ||
+       problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd ||
+       cfg.pingpong || cfg.clusterN != 1 ||
+       cfg.mmaN % (kStoreBuffers * kStoreChunkColumns))) {
+    os << "tma_store needs the bf16-operands MMA path, N a multiple of 4, "
+          "no activation-backward epilogue, no pingpong or cluster, and "
+          "mma_shape N a multiple of "
+       << kStoreBuffers * kStoreChunkColumns << ", got N = " << problem.n;
+    return why;
+  }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&
       (problem.path != MXMmaPath::Bf16Operands ||
        problem.kind != MXGemmKind::Block || problem.biasType ||
@@ -3037,6 +3164,14 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
   // lhs_codes: the tensor map of the lhs scale bytes after those.
   if (cfg.lhsCodes)
     args.insert(args.begin() + 2 + cfg.rhsCodes, ptr);
+  // tma_store: the result's tensor map after the other maps, before the
+  // token rows' addresses (lhs_gather, round_lhs, round_rhs), instead of
+  // the result's address.
+  if (cfg.tmaStore) {
+    args.erase(args.begin() + 2 + cfg.rhsCodes + cfg.lhsCodes);
+    args.insert(args.begin() + 2 + cfg.rhsCodes + cfg.lhsCodes - rowOperands,
+                ptr);
+  }
   const MXGemmEpilogue &epilogue = problem.epilogue;
   // gate_up, affinities, the [dg | du] outputs beyond the first, h, a * h,
   // partials, token ids.
@@ -3087,5 +3222,6 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                       emitter.getTensorMapB(),
                       emitter.getTensorMapScales(),
                       emitter.getTensorMapScalesA(),
+                      emitter.getTensorMapResult(),
                       cfg.persistent ? 1 : 0};
 }

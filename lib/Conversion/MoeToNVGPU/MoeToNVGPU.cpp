@@ -151,6 +151,14 @@ LaunchRecord gemmRecord(const MXGemmLaunch &launch, int64_t mapA,
   // lhs_codes: the lhs scale bytes' map after those.
   if (mapScalesA >= 0)
     record.tensorMaps.push_back({mapScalesA, launch.tensorMapScalesA});
+  // tma_store: the result's map, last, instead of its address (the first
+  // pointer after the token rows').
+  if (launch.tensorMapResult) {
+    auto result = record.pointerArgs.begin() + (!launch.tensorMapA) +
+                  (!launch.tensorMapB);
+    record.tensorMaps.push_back({*result, launch.tensorMapResult});
+    record.pointerArgs.erase(result);
+  }
   return record;
 }
 
@@ -1215,7 +1223,7 @@ struct ConvertMoeToNVGPUPass
         config = selectGemmConfig(
             op, choice->target, choice->preferred,
             {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-             activationEpilogue, lhsGather, roundOperands},
+             activationEpilogue, lhsGather, roundOperands, tmaStore},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);

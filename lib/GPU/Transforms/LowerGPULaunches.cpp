@@ -15,7 +15,8 @@
 //                gpu.memcpy host -> device
 //     gpu.alloc of each result's bytes (the record's `results` last ones)
 //     per tensor_maps entry: nvgpu.tma.create.descriptor of the device
-//       bytes viewed as ui8 [rows, last dimension], of the entry's type
+//       bytes viewed as ui8 [rows, last dimension in bytes] (a box of rank
+//       3: [outer, rows, last dimension in bytes]), of the entry's type
 //     with `counters` = n: gpu.alloc of n i32 words, gpu.memset to 0
 //     gpu.launch_func @kernel (descriptors as !llvm.ptr, then the device
 //       addresses of pointers as !llvm.ptr<1>, then the counters' address)
@@ -144,15 +145,16 @@ public:
                                     i64);
   }
 
-  /// The memory of `buffer` (a static identity-layout memref of one-byte
-  /// elements) as ui8 [rows, cols]: a memref descriptor built over its
+  /// The memory of `buffer` (a static identity-layout memref) as ui8 of
+  /// `shape` (the last dimension in bytes): a memref descriptor built over its
   /// aligned pointer. memref.view needs an i8 buffer and the arguments of
   /// a device-resident launch are typed; the descriptor's struct is the
   /// LLVM type of the memref, so the cast folds away in the LLVM lowering.
-  Value bytesOf(Value buffer, int64_t rows, int64_t cols) {
+  Value bytesOf(Value buffer, ArrayRef<int64_t> shape) {
     Type i64 = b.getI64Type();
     auto ptrType = LLVM::LLVMPointerType::get(ctx);
-    auto dims = LLVM::LLVMArrayType::get(i64, 2);
+    int64_t rank = shape.size();
+    auto dims = LLVM::LLVMArrayType::get(i64, rank);
     auto descType =
         LLVM::LLVMStructType::getLiteral(ctx, {ptrType, ptrType, i64, dims,
                                                dims});
@@ -170,13 +172,16 @@ public:
     insert(pointer, {0});
     insert(pointer, {1});
     insert(constant(0), {2});
-    insert(constant(rows), {3, 0});
-    insert(constant(cols), {3, 1});
-    insert(constant(cols), {4, 0});
-    insert(constant(1), {4, 1});
+    SmallVector<int64_t> strides(rank, 1);
+    for (int64_t d = rank - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * shape[d + 1];
+    for (int64_t d = 0; d < rank; ++d)
+      insert(constant(shape[d]), {3, d});
+    for (int64_t d = 0; d < rank; ++d)
+      insert(constant(strides[d]), {4, d});
     auto ui8 = IntegerType::get(ctx, 8, IntegerType::Unsigned);
     return UnrealizedConversionCastOp::create(
-               b, loc, MemRefType::get({rows, cols}, ui8), desc)
+               b, loc, MemRefType::get(shape, ui8), desc)
         .getResult(0);
   }
 
@@ -265,14 +270,21 @@ LogicalResult verifyLaunchFunction(func::FuncOp func, GPULaunchAttr launch) {
            << " results exceed the function's " << args.size()
            << " arguments";
   for (const TensorMapArg &map : launch.getTensorMaps()) {
-    // The descriptor is over the bytes of the rows: FP8 codes, or bf16
-    // values two bytes each.
+    // The descriptor is over the bytes of the rows: FP8 codes, bf16
+    // values two bytes each, or an f32 result four bytes each; its box
+    // has at most the argument's rank.
     auto argType = cast<MemRefType>(args[map.index]);
     int64_t width = argType.getElementTypeBitWidth();
-    if (width != 8 && width != 16)
+    if (width != 8 && width != 16 && width != 32)
       return func.emitError("tensor map argument #")
-             << map.index << " must have one- or two-byte elements, got "
+             << map.index
+             << " must have one-, two- or four-byte elements, got "
              << argType;
+    int64_t boxRank = map.type.getTensor().getRank();
+    if (boxRank < 2 || boxRank > std::max<int64_t>(2, argType.getRank()))
+      return func.emitError("tensor map argument #")
+             << map.index << " of rank " << argType.getRank()
+             << " cannot be viewed with a box of rank " << boxRank;
   }
   return success();
 }
@@ -302,17 +314,21 @@ void emitLaunch(OpBuilder &b, HostLauncher &host, GPULaunchAttr launch,
   SmallVector<Value> operands;
   for (auto [i, mapType] : launch.getTensorMaps()) {
     auto argType = cast<MemRefType>(args[i].getType());
+    // ui8 [outer, ..., bytes per row] of the box's rank: the argument's
+    // leading dimensions collapse into the first (checked: 1-, 2- or
+    // 4-byte elements, a box of rank 2 up to the argument's).
     ArrayRef<int64_t> shape = argType.getShape();
-    int64_t rows = 1;
-    for (int64_t size : shape.drop_back())
-      rows *= size;
-    // ui8 [rows, bytes per row] (checked: one- or two-byte elements).
-    int64_t rowBytes = shape.back() * argType.getElementTypeBitWidth() / 8;
+    int64_t boxRank = mapType.getTensor().getRank();
+    SmallVector<int64_t> view(shape.take_back(boxRank - 1));
+    view.back() *= argType.getElementTypeBitWidth() / 8;
+    int64_t outer = 1;
+    for (int64_t size : shape.drop_back(boxRank - 1))
+      outer *= size;
+    view.insert(view.begin(), outer);
     auto ui8 = IntegerType::get(ctx, 8, IntegerType::Unsigned);
-    Value codes =
-        deviceArguments
-            ? host.bytesOf(device[i], rows, rowBytes)
-            : host.view(device[i], MemRefType::get({rows, rowBytes}, ui8));
+    Value codes = deviceArguments
+                      ? host.bytesOf(device[i], view)
+                      : host.view(device[i], MemRefType::get(view, ui8));
     operands.push_back(host.tensorMap(codes, mapType));
   }
   for (int64_t i : launch.getPointers())

@@ -1,8 +1,8 @@
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -convert-moe-to-nvgpu="act-epilogue=false lhs-gather=false" | FileCheck %s
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=160,E=2,K=2,B=128,checkpoint=bf16 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -convert-moe-to-nvgpu="act-epilogue=false lhs-gather=false" | FileCheck %s --check-prefix=CKPT
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="act-epilogue=false lhs-gather=false" | FileCheck %s --check-prefix=CONFIG
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -convert-moe-to-nvgpu="act-epilogue=false lhs-gather=false tma-store=false" | FileCheck %s
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=160,E=2,K=2,B=128,checkpoint=bf16 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -convert-moe-to-nvgpu="act-epilogue=false lhs-gather=false tma-store=false" | FileCheck %s --check-prefix=CKPT
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="act-epilogue=false lhs-gather=false tma-store=false" | FileCheck %s --check-prefix=CONFIG
 // REQUIRES: ptxas
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=160,E=2,K=2,B=128,checkpoint=bf16 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=false lhs-gather=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=160,E=2,K=2,B=128,checkpoint=bf16 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=false lhs-gather=false tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // (lhs-gather=false: x and dy reach their GEMMs as slot rows that the

@@ -1,4 +1,4 @@
-// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="persistent-gemms=false" -verify-diagnostics | FileCheck %s --enable-var-scope
+// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="persistent-gemms=false tma-store=false" -verify-diagnostics | FileCheck %s --enable-var-scope
 
 // The bf16-operands MMA path of sm_90a, the default: every GEMM operand is
 // first made bf16 with its contraction axis innermost by an operand kernel

@@ -14,15 +14,15 @@
 // RUN: %moe_obj/bin/moe-run --gemm M=256,N=256,K=256,G=1 --print-layer-ir --gemm-config "#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, evict_first_outputs = true>" > %t.gemm.mlir
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | sed -e 's/{block_size = 128 : i64} -> tensor<384x128xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [24, 240], persistent = true, pingpong = true, evict_first_outputs = true>} -> tensor<384x128xf32>/' > %t.mlir
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128,checkpoint=bf16 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | sed -e 's/{block_size = 128 : i64} -> tensor<384x128xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [24, 240], persistent = true, pingpong = true, evict_first_outputs = true>} -> tensor<384x128xf32>/' > %t.ckpt.mlir
-// RUN: moe-opt %t.mlir --moe-gpu-kernel-config="act-epilogue=true" | FileCheck %s
+// RUN: moe-opt %t.mlir --moe-gpu-kernel-config="act-epilogue=true tma-store=false" | FileCheck %s
 // REQUIRES: ptxas
-// RUN: moe-opt %t.gemm.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.gemm.ptx
+// RUN: moe-opt %t.gemm.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.gemm.ptx
 // RUN: FileCheck %s --check-prefix=GEMM < %t.gemm.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.gemm.ptx -o %t.gemm.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: moe-opt %t.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: moe-opt %t.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=P1 < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: moe-opt %t.ckpt.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.ckpt.ptx
+// RUN: moe-opt %t.ckpt.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.ckpt.ptx
 // RUN: FileCheck %s --check-prefix=CKPT < %t.ckpt.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ckpt.ptx -o %t.ckpt.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 

@@ -5,7 +5,7 @@
 // S = 256 slots in 2 blocks of 128, E = 2, N = 128, K = 256: 4 K tiles of
 // 64 bf16, which the consumers' loop unrolls. One CTA per tile
 // (persistent-gemms=false; persistent-gemm.mlir has the persistent form).
-// RUN: moe-opt %s --moe-gpu-device-pipeline="chip=sm_90a format=isa persistent-gemms=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: moe-opt %s --moe-gpu-device-pipeline="chip=sm_90a format=isa persistent-gemms=false tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s < %t.ptx
 // RUN: FileCheck %s --check-prefix=KINDS --implicit-check-not=wgmma.mma_async < %t.ptx
 // ptxas accepts the three kernels: no spills, no stack, no warning (C7508:

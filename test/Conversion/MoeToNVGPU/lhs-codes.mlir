@@ -1,15 +1,15 @@
-// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu -verify-diagnostics | FileCheck %s --enable-var-scope
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="lhs-codes=true" | FileCheck %s --check-prefix=CONFIG
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="lhs-codes=true act-epilogue=true" | FileCheck %s --check-prefix=CONFIG-EPI
+// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="tma-store=false" -verify-diagnostics | FileCheck %s --enable-var-scope
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="lhs-codes=true tma-store=false" | FileCheck %s --check-prefix=CONFIG
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="lhs-codes=true act-epilogue=true tma-store=false" | FileCheck %s --check-prefix=CONFIG-EPI
 // REQUIRES: ptxas
 // RUN: %moe_obj/bin/moe-run --gemm M=256,N=256,K=256,G=1 --print-layer-ir > %t.gemm.mlir
-// RUN: moe-opt %t.gemm.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-codes=true" | %python %S/Inputs/extract-ptx.py > %t.gemm.ptx
+// RUN: moe-opt %t.gemm.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-codes=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.gemm.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.gemm.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.gemm.ptx -o %t.gemm.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-codes=true" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-codes=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
 // RUN: FileCheck %s --check-prefix=LAYER < %t.layer.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-codes=true act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.epi.ptx
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-codes=true act-epilogue=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.epi.ptx
 // RUN: FileCheck %s --check-prefix=LAYER-EPI < %t.epi.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.epi.ptx -o %t.epi.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 

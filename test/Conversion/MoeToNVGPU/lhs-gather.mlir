@@ -20,8 +20,9 @@
 // CONFIG-NOT:  lhs_gather
 
 // x's operand kernel rounds the 256 token rows, with no ids; the GEMM has
-// no lhs map (only the rhs's, argument 1): the token rows are its first
-// pointer, then the result, the blocks' experts and the token ids. The
+// no lhs map (the rhs's, argument 1, then the result's, argument 4:
+// tma_store): the token rows are its first pointer, then the blocks'
+// experts and the token ids. The
 // slot rounding of x for P3 is a kernel of its own, through the ids (no
 // longer the both-axes partner of the recompute's).
 // CHECK:       call @mx_operand_0_launch(%{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<256x256xbf16>) -> ()
@@ -32,10 +33,10 @@
 // CHECK-LABEL: func.func private @mx_operand_0_launch(
 // CHECK-SAME:    pointers = [0, 1]>
 // CHECK-LABEL: func.func private @block_matmul_2_launch(
-// CHECK-SAME:    tensor_maps = [1 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>],
-// CHECK-SAME:    pointers = [0, 4, 2, 3]>
+// CHECK-SAME:    tensor_maps = [1 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>, 4 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>],
+// CHECK-SAME:    pointers = [0, 2, 3]>
 // CHECK-LABEL: func.func private @block_matmul_5_launch(
-// CHECK-SAME:    tensor_maps = [1 : {{.*}}], counters = 1, pointers = [0, 4, 2, 3]>
+// CHECK-SAME:    tensor_maps = [1 : {{.*}}, 4 : {{.*}}], counters = 1, pointers = [0, 2, 3]>
 //
 // The recompute GEMM (one CTA per tile): full[s] counts thread 0's
 // expect_tx (the rhs tile's 32 KB only) and the 128 producer threads'

@@ -1,21 +1,21 @@
-// RUN: moe-opt %s -moe-gpu-kernel-config | FileCheck %s --check-prefixes=CHECK,DEFAULT
-// RUN: moe-opt %s -moe-gpu-kernel-config="mma-path=fp8" | FileCheck %s --check-prefixes=CHECK,FP8
-// RUN: not moe-opt %s -moe-gpu-kernel-config="mma-path=fp4" 2>&1 | FileCheck %s --check-prefix=BADPATH
-// RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_80" 2>&1 | FileCheck %s --check-prefix=BADCHIP
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=LAYER
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="act-epilogue=true" | FileCheck %s --check-prefix=LAYER-EPI
-// RUN: moe-opt %s -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=GRID
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=GRID-LAYER
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_100a" | FileCheck %s --check-prefix=SM100
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=384,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="persistent-gemms=false cluster-gemms=true" | FileCheck %s --check-prefix=CLUSTER-LAYER
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=384,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="cluster-gemms=true" | FileCheck %s --check-prefix=CLUSTER-PERSISTENT
-// RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_100a" 2>&1 | FileCheck %s --check-prefix=SM100-BIAS
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_120a" | FileCheck %s --check-prefix=SM120
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=8192,K=8192,G=1 --print-layer-ir | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=DENSE
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=8192,K=8192,G=1 --print-layer-ir | moe-opt -moe-gpu-kernel-config="persistent-gemms=false" | FileCheck %s --check-prefix=DENSE-GRID
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=8192,K=8192,G=2 --print-layer-ir | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=NO-RASTER
-// RUN: %moe_obj/bin/moe-run --gemm M=1024,N=4096,K=8192,G=1 --print-layer-ir | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=NO-RASTER
-// RUN: %moe_obj/bin/moe-run --layer T=8192,H=2048,I=1024,E=1,K=1,B=128,dense=on --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config | FileCheck %s --check-prefix=DENSE-LAYER
+// RUN: moe-opt %s -moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefixes=CHECK,DEFAULT
+// RUN: moe-opt %s -moe-gpu-kernel-config="mma-path=fp8 tma-store=false" | FileCheck %s --check-prefixes=CHECK,FP8
+// RUN: not moe-opt %s -moe-gpu-kernel-config="mma-path=fp4 tma-store=false" 2>&1 | FileCheck %s --check-prefix=BADPATH
+// RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_80 tma-store=false" 2>&1 | FileCheck %s --check-prefix=BADCHIP
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=LAYER
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="act-epilogue=true tma-store=false" | FileCheck %s --check-prefix=LAYER-EPI
+// RUN: moe-opt %s -moe-gpu-kernel-config="persistent-gemms=false tma-store=false" | FileCheck %s --check-prefix=GRID
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="persistent-gemms=false tma-store=false" | FileCheck %s --check-prefix=GRID-LAYER
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_100a tma-store=false" | FileCheck %s --check-prefix=SM100
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=384,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="persistent-gemms=false cluster-gemms=true tma-store=false" | FileCheck %s --check-prefix=CLUSTER-LAYER
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=384,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="cluster-gemms=true tma-store=false" | FileCheck %s --check-prefix=CLUSTER-PERSISTENT
+// RUN: not moe-opt %s -moe-gpu-kernel-config="chip=sm_100a tma-store=false" 2>&1 | FileCheck %s --check-prefix=SM100-BIAS
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=512,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="chip=sm_120a tma-store=false" | FileCheck %s --check-prefix=SM120
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=8192,K=8192,G=1 --print-layer-ir | moe-opt -moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=DENSE
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=8192,K=8192,G=1 --print-layer-ir | moe-opt -moe-gpu-kernel-config="persistent-gemms=false tma-store=false" | FileCheck %s --check-prefix=DENSE-GRID
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=8192,K=8192,G=2 --print-layer-ir | moe-opt -moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=NO-RASTER
+// RUN: %moe_obj/bin/moe-run --gemm M=1024,N=4096,K=8192,G=1 --print-layer-ir | moe-opt -moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=NO-RASTER
+// RUN: %moe_obj/bin/moe-run --layer T=8192,H=2048,I=1024,E=1,K=1,B=128,dense=on --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=DENSE-LAYER
 
 // The kernel configuration sm_90a gives each GPU GEMM. By default every GEMM
 // runs on bf16 operands, one TMA producer and two consumer warpgroups, with

@@ -10,13 +10,13 @@
 // checkpoint modes; P1's result is 384 x 128.
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | sed -e 's/{block_size = 128 : i64} -> tensor<384x128xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 1], registers = [40, 216], ctas_per_sm = 2>} -> tensor<384x128xf32>/' > %t.mlir
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128,checkpoint=bf16 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | sed -e 's/{block_size = 128 : i64} -> tensor<384x128xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 1], registers = [40, 216], ctas_per_sm = 2>} -> tensor<384x128xf32>/' > %t.ckpt.mlir
-// RUN: moe-opt %t.mlir --moe-gpu-kernel-config="act-epilogue=true" | FileCheck %s
-// RUN: moe-opt %t.mlir --moe-gpu-kernel-config="act-epilogue=true" --convert-moe-to-nvgpu="act-epilogue=true" | FileCheck %s --check-prefix=LAUNCH
+// RUN: moe-opt %t.mlir --moe-gpu-kernel-config="act-epilogue=true tma-store=false" | FileCheck %s
+// RUN: moe-opt %t.mlir --moe-gpu-kernel-config="act-epilogue=true tma-store=false" --convert-moe-to-nvgpu="act-epilogue=true tma-store=false" | FileCheck %s --check-prefix=LAUNCH
 // REQUIRES: ptxas
-// RUN: moe-opt %t.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: moe-opt %t.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: moe-opt %t.ckpt.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.ckpt.ptx
+// RUN: moe-opt %t.ckpt.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.ckpt.ptx
 // RUN: FileCheck %s --check-prefix=CKPT < %t.ckpt.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ckpt.ptx -o %t.ckpt.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 

@@ -13,18 +13,18 @@
 // and block count (integer atomics), from which every tile takes its slots.
 //
 // A block GEMM of 64 x 4 tiles of 128x256: 132 CTAs.
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config | FileCheck %s --check-prefix=CONFIG
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=BLOCK
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=CONFIG
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config="tma-store=false" --convert-moe-to-nvgpu="tma-store=false" | FileCheck %s --check-prefix=BLOCK
 // An expert GEMM of 2 x 2 tiles x 4 experts: 16 CTAs.
-// RUN: %moe_obj/bin/moe-run --gemm M=256,N=512,K=1024,G=4,kind=expert --print-layer-ir | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --check-prefix=EXPERT
+// RUN: %moe_obj/bin/moe-run --gemm M=256,N=512,K=1024,G=4,kind=expert --print-layer-ir | moe-opt --moe-gpu-kernel-config="tma-store=false" --convert-moe-to-nvgpu="tma-store=false" | FileCheck %s --check-prefix=EXPERT
 // One CTA per tile with persistent-gemms=false.
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config="persistent-gemms=false" --convert-moe-to-nvgpu | FileCheck %s --check-prefix=GRID
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config="persistent-gemms=false tma-store=false" --convert-moe-to-nvgpu="tma-store=false" | FileCheck %s --check-prefix=GRID
 // The PTX of both, and ptxas without spills.
 // REQUIRES: ptxas
-// RUN: %moe_obj/bin/moe-run --gemm M=256,N=512,K=1024,G=4,kind=expert --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.expert.ptx
+// RUN: %moe_obj/bin/moe-run --gemm M=256,N=512,K=1024,G=4,kind=expert --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.expert.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.expert.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.expert.ptx -o %t.expert.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.block.ptx
+// RUN: %moe_obj/bin/moe-run --gemm M=8192,N=1024,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.block.ptx
 // RUN: FileCheck %s --check-prefix=BLOCK-PTX < %t.block.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.block.ptx -o %t.block.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 

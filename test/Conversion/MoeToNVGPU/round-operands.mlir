@@ -1,11 +1,11 @@
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-operands=true" > %t.config.mlir
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-operands=true tma-store=false" > %t.config.mlir
 // RUN: FileCheck %s --check-prefix=CONFIG < %t.config.mlir
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config | FileCheck %s --check-prefix=DEFAULT
-// RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu | FileCheck %s
-// RUN: sed 's/persistent = true, round_rhs = true/persistent = true, round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu 2>&1 | FileCheck %s --check-prefix=NOT-GATHERED
-// RUN: sed 's/stages = 4\(.*\)round_lhs = true/stages = 2\1round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=DEFAULT
+// RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="tma-store=false" | FileCheck %s
+// RUN: sed 's/persistent = true, round_rhs = true/persistent = true, round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false" 2>&1 | FileCheck %s --check-prefix=NOT-GATHERED
+// RUN: sed 's/stages = 4\(.*\)round_lhs = true/stages = 2\1round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false" 2>&1 | FileCheck %s --check-prefix=STAGES
 // REQUIRES: ptxas
-// RUN: moe-opt %t.config.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-operands=true" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
+// RUN: moe-opt %t.config.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-operands=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.layer.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 

@@ -1,5 +1,5 @@
-// RUN: moe-opt %s -split-input-file --moe-gpu-kernel-config --convert-moe-to-nvgpu | FileCheck %s --enable-var-scope
-// RUN: moe-opt %s -split-input-file --moe-gpu-kernel-config="persistent-gemms=false" --convert-moe-to-nvgpu | FileCheck %s --check-prefix=GRID --enable-var-scope
+// RUN: moe-opt %s -split-input-file --moe-gpu-kernel-config="tma-store=false" --convert-moe-to-nvgpu="tma-store=false" | FileCheck %s --enable-var-scope
+// RUN: moe-opt %s -split-input-file --moe-gpu-kernel-config="persistent-gemms=false tma-store=false" --convert-moe-to-nvgpu="tma-store=false" | FileCheck %s --check-prefix=GRID --enable-var-scope
 
 // GEMMs given the slots' token ids (moe-decompose-bwd passes them) skip
 // padding. The spare blocks of the worst-case layout (SPEC section 4) hold

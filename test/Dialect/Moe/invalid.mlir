@@ -922,7 +922,7 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs or round_rhs, got 'mn_major'}}
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs, round_rhs or tma_store, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }
@@ -1127,5 +1127,26 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 
 // expected-error @+1 {{round_rhs needs the bf16_operands MMA path, an N-major rhs, a persistent kernel without pingpong, no rhs_codes and no lhs_gather}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [64, 216], rhs_n_major = true, round_rhs = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tma_store needs the bf16_operands MMA path, no pingpong, no cluster and mma_shape N a multiple of 64}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, pingpong = true, tma_store = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tma_store needs the bf16_operands MMA path, no pingpong, no cluster and mma_shape N a multiple of 64}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 96, 64], mma_shape = [64, 96, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tma_store needs the bf16_operands MMA path, no pingpong, no cluster and mma_shape N a multiple of 64}}
+func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = true>} {
   return
 }

@@ -3,8 +3,8 @@
 // after the pointers and frees it after the kernel; with device arguments
 // the same as synchronous ops around the launch at the call (the caller's
 // moe-gpu-async-region queues them on its stream).
-// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | moe-opt -moe-lower-gpu-launches | FileCheck %s
-// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config --convert-moe-to-nvgpu | moe-opt -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=DEV
+// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config="tma-store=false" --convert-moe-to-nvgpu="tma-store=false" | moe-opt -moe-lower-gpu-launches | FileCheck %s
+// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=256,G=2 --print-layer-ir | moe-opt --moe-gpu-kernel-config="tma-store=false" --convert-moe-to-nvgpu="tma-store=false" | moe-opt -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=DEV
 
 // CHECK-LABEL: func.func private @block_matmul_2_launch(
 // CHECK:         %[[OUT:.*]], %{{.*}} = gpu.alloc async [%{{.*}}] () : memref<1048576xi8>

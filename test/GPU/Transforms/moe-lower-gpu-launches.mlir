@@ -1,6 +1,6 @@
 // RUN: moe-opt %S/../../Conversion/MoeToNVGPU/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu=mma-path=bf16 -moe-lower-gpu-launches | FileCheck %s
 // RUN: moe-opt %S/../../Conversion/MoeToNVGPU/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu=mma-path=bf16 -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=DEV
-// RUN: moe-opt %S/../../Conversion/MoeToNVGPU/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=OPS
+// RUN: moe-opt %S/../../Conversion/MoeToNVGPU/Inputs/mx-block-matmul.mlir -convert-moe-to-nvgpu="tma-store=false" -moe-lower-gpu-launches=device-arguments=1 | FileCheck %s --check-prefix=OPS
 // RUN: moe-opt %s -split-input-file -moe-lower-gpu-launches -verify-diagnostics
 
 // The launch function of the MX block GEMM of
@@ -156,10 +156,22 @@ func.func private @too_many_results(memref<4xf32>, memref<4xf32>)
 
 // -----
 
-// A TMA descriptor covers one-byte codes and two-byte bf16 values only.
-// expected-error @below {{tensor map argument #0 must have one- or two-byte elements, got 'memref<128x128xf32>'}}
-func.func private @wide_map(memref<128x128xf32>, memref<4xf32>)
+// A TMA descriptor covers one-byte codes, two-byte bf16 values and
+// four-byte f32 results only.
+// expected-error @below {{tensor map argument #0 must have one-, two- or four-byte elements, got 'memref<128x128xf64>'}}
+func.func private @wide_map(memref<128x128xf64>, memref<4xf32>)
     attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @m::@k,
                   grid = [1, 1, 1], block = [128, 1, 1],
                   tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
+                  pointers = [1]>}
+
+// -----
+
+// The box's rank is that of the view of the argument: its leading
+// dimensions collapse into the first, so a box cannot have more.
+// expected-error @below {{tensor map argument #0 of rank 2 cannot be viewed with a box of rank 3}}
+func.func private @deep_box(memref<128x128xf32>, memref<4xf32>)
+    attributes {moe.gpu_launch = #moe.gpu_launch<kernel = @m::@k,
+                  grid = [1, 1, 1], block = [128, 1, 1],
+                  tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<1x64x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>],
                   pointers = [1]>}

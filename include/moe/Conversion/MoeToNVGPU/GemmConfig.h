@@ -94,6 +94,10 @@ struct GemmChoices {
   /// rows and MX-quantized along the slots (x of P3, dy of P4) gather and
   /// round it themselves (round_lhs, round_rhs), where the kernel fits.
   bool roundOperands = false;
+  /// bf16-operands GEMMs with a plain epilogue (cooperative consumer
+  /// warpgroups) stage the f32 result tile through shared memory and store
+  /// it by TMA (tma_store), where the kernel fits.
+  bool tmaStore = false;
 };
 
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when

@@ -206,6 +206,9 @@ struct MXGemmLaunch {
   /// lhs_codes: the descriptor type of the lhs scale bytes' map (null
   /// otherwise).
   nvgpu::TensorMapDescriptorType tensorMapScalesA;
+  /// tma_store: the descriptor type of the result's map, the kernel's last
+  /// (null otherwise).
+  nvgpu::TensorMapDescriptorType tensorMapResult;
   /// Zeroed i32 words the kernel takes last: 1 (the tile counter) for a
   /// persistent kernel, else 0.
   int64_t counters = 0;

@@ -113,6 +113,11 @@ struct MXGemmConfig {
   /// token's row (cp.async) and rounds the stage in place
   /// (#moe.gemm_config round_lhs, round_rhs).
   bool roundLhs = false, roundRhs = false;
+  /// Bf16Operands, cooperative: each consumer warpgroup stages its rows of
+  /// the f32 result tile through shared memory in 32-column chunks that one
+  /// of its threads stores by TMA (#moe.gemm_config tma_store), instead of
+  /// st.global from the accumulator registers.
+  bool tmaStore = false;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

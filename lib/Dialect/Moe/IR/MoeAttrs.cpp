@@ -23,8 +23,8 @@ using namespace mlir::moe;
 /// #moe.gemm_config's flags: `, rhs_n_major = true`, `, lhs_m_major = true`,
 /// `, persistent = true`, `, pingpong = true` and
 /// `, evict_first_outputs = true`, `, rhs_codes = true` and
-/// `, lhs_codes = true`, `, lhs_gather = true`, `, round_lhs = true` and
-/// `, round_rhs = true`, each present when set,
+/// `, lhs_codes = true`, `, lhs_gather = true`, `, round_lhs = true`,
+/// `, round_rhs = true` and `, tma_store = true`, each present when set,
 /// and `, ctas_per_sm = N`, `, cluster_n = N` and `, raster_m = N`, in any
 /// order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
@@ -33,9 +33,11 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    int64_t &clusterN, int64_t &rasterM,
                                    bool &evictFirstOutputs, bool &rhsCodes,
                                    bool &lhsCodes, bool &lhsGather,
-                                   bool &roundLhs, bool &roundRhs) {
+                                   bool &roundLhs, bool &roundRhs,
+                                   bool &tmaStore) {
   rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
-      rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = false;
+      rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = tmaStore =
+          false;
   ctasPerSm = clusterN = rasterM = 1;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
@@ -61,14 +63,15 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                  : key == "lhs_gather"          ? &lhsGather
                  : key == "round_lhs"           ? &roundLhs
                  : key == "round_rhs"           ? &roundRhs
+                 : key == "tma_store"           ? &tmaStore
                                                 : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
                                   "persistent, pingpong, ctas_per_sm, "
                                   "cluster_n, raster_m, "
                                   "evict_first_outputs, rhs_codes, "
-                                  "lhs_codes, lhs_gather, round_lhs or "
-                                  "round_rhs, got '")
+                                  "lhs_codes, lhs_gather, round_lhs, "
+                                  "round_rhs or tma_store, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -84,7 +87,7 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              int64_t clusterN, int64_t rasterM,
                              bool evictFirstOutputs, bool rhsCodes,
                              bool lhsCodes, bool lhsGather, bool roundLhs,
-                             bool roundRhs) {
+                             bool roundRhs, bool tmaStore) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -111,6 +114,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", round_lhs = true";
   if (roundRhs)
     printer << ", round_rhs = true";
+  if (tmaStore)
+    printer << ", tma_store = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -244,7 +249,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool pingpong, int64_t clusterN, int64_t rasterM,
                        bool evictFirstOutputs, bool rhsCodes,
                        bool lhsCodes, bool lhsGather, bool roundLhs,
-                       bool roundRhs) {
+                       bool roundRhs, bool tmaStore) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -368,6 +373,16 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "round_rhs needs the bf16_operands MMA path, an "
                           "N-major rhs, a persistent kernel without "
                           "pingpong, no rhs_codes and no lhs_gather";
+  // Each consumer warpgroup stages its rows of the f32 tile through shared
+  // memory in 32-column chunks (one 128-byte swizzled row each), two
+  // buffers in turn, that one of its threads stores by TMA: an even
+  // number of chunks per tile. A ping-pong warpgroup's tile spans several
+  // M steps, and a cluster pair's stages take the shared memory.
+  if (tmaStore && (mma != MXMmaPath::Bf16Operands || pingpong ||
+                   clusterN != 1 || mmaShape[1] % 64))
+    return emitError() << "tma_store needs the bf16_operands MMA path, no "
+                          "pingpong, no cluster and mma_shape N a multiple "
+                          "of 64";
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "

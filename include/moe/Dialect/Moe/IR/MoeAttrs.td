@@ -306,7 +306,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$lhsCodes,
     DefaultValuedParameter<"bool", "false">:$lhsGather,
     DefaultValuedParameter<"bool", "false">:$roundLhs,
-    DefaultValuedParameter<"bool", "false">:$roundRhs
+    DefaultValuedParameter<"bool", "false">:$roundRhs,
+    DefaultValuedParameter<"bool", "false">:$tmaStore
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -317,7 +318,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
                           $pingpong, $clusterN, $rasterM,
                           $evictFirstOutputs, $rhsCodes, $lhsCodes,
-                          $lhsGather, $roundLhs, $roundRhs)
+                          $lhsGather, $roundLhs, $roundRhs, $tmaStore)
     `` `>`
   }];
   let genVerifyDecl = 1;
