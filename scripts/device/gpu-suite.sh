@@ -68,6 +68,9 @@
 #   tma-store  the default (tma_store) bit for bit against --register-stores
 #              on eight layers (partial tiles, biases, checkpoints), and
 #              memcheck and racecheck of two layers
+#   tma-store-buffers  four chunk buffers beside three stages on every GEMM
+#              (--gemm-config-at): bit for bit against the default on a
+#              layer, the ncu time of every kernel at both reference shapes
 #   tma-store-ncu  at reference shapes 1 and 2 the ncu time of every
 #              kernel, default and --register-stores (TMA_STORE_SHAPES picks
 #              the shapes)
@@ -122,7 +125,7 @@
 # backward at shape 1, so each needs a call of its own), and the
 # measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
 # lhs-codes, lhs-codes-ncu, lhs-gather, lhs-gather-ncu, round-operands,
-# round-operands-ncu, tma-store, tma-store-ncu,
+# round-operands-ncu, tma-store, tma-store-ncu, tma-store-buffers,
 # rhs-codes-ncu, p1-prof and deep-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
@@ -634,6 +637,37 @@ if want tma-store; then
 fi
 if want tma-store-ncu; then
   ncu_against --register-stores "${TMA_STORE_SHAPES:-}"
+fi
+if want tma-store-buffers; then
+  # Four chunk buffers per consumer warpgroup beside three stages, on every
+  # GEMM of the layer (the reference shapes' rows of the table, with
+  # tma_store = 4 and stages = 3): bit for bit against the default on a
+  # layer, then the ncu time of every kernel at both reference shapes.
+  four=()
+  for spec in "0:48, 224], rhs_n_major = true, lhs_gather = true" \
+      "1:48, 224], persistent = true, lhs_gather = true" \
+      "2:40, 232], persistent = true" \
+      "3:40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true" \
+      "4:40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true"; do
+    four+=("--gemm-config-at=${spec%%:*}=#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 3, warpgroups = [1, 2], registers = [${spec#*:}, tma_store = 4>")
+  done
+  layer=T=1024,H=1024,I=512,E=8,K=2,B=128
+  run "sm90a resident tma_store = 4, 3 stages $layer" timeout 300 moe-run \
+    --target=sm90a "${four[@]}" --layer "$layer" --empty-experts 1 \
+    --outputs "$out/single"
+  run "sm90a resident $layer" timeout 300 moe-run --target=sm90a \
+    --layer "$layer" --empty-experts 1 --outputs "$out/both"
+  compare "$out/single" "$out/both" "tma_store = 4 == tma_store = 2, bitwise: $layer"
+  rm -rf "$out/single" "$out/both"
+  for shape in ${TMA_STORE_SHAPES:-T=24576,H=1536,I=256,E=128,K=8,B=128 T=16384,H=4096,I=1536,E=128,K=8,B=128}; do
+    run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
+      --config "$shape" --seed 1 --out "$out/ncu-in"
+    layer_kernel_times "ncu ${shape%%,H*} default" \
+      "tma-store-buffers-default-${shape%%,H*}" "$shape" "$out/ncu-in"
+    layer_kernel_times "ncu ${shape%%,H*} tma_store = 4, 3 stages" \
+      "tma-store-buffers-four-${shape%%,H*}" "$shape" "$out/ncu-in" "${four[@]}"
+    rm -rf "$out/ncu-in"
+  done
 fi
 if want round-operands-ncu; then
   ncu_against --round-operands "${ROUND_SHAPES:-}"

@@ -294,7 +294,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       !c.pingpong && c.clusterN == 1) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
     MXGemmConfig staged = c;
-    staged.tmaStore = true;
+    staged.tmaStore = kDefaultStoreBuffers;
     if (fitsMXGemm(problem, staged, target))
       c = staged;
   }

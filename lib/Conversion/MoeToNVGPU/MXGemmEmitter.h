@@ -46,11 +46,8 @@ constexpr int64_t kTurnBarrier = 8;
 /// a staged chunk is kStoreBarrier + w.
 constexpr int64_t kStoreBarrier = 10;
 /// tma_store: the columns of one staged chunk of the f32 result tile (one
-/// 128-byte swizzled row per tile row, the TMA box's), and the chunk
-/// buffers of each consumer warpgroup (one filled while the TMA reads the
-/// other).
+/// 128-byte swizzled row per tile row, the TMA box's).
 constexpr int64_t kStoreChunkColumns = 32;
-constexpr int64_t kStoreBuffers = 2;
 
 /// Byte offsets of the shared-memory regions, relative to the 1024-aligned
 /// base. Regions a path does not use are empty.
@@ -71,7 +68,7 @@ struct SmemLayout {
   /// as the TMA writes them (0 otherwise); `a` is then the ring's lhs code
   /// tiles, [stage][tileM rows][tileK bytes] in A-fragment order.
   int64_t aScales = 0;
-  /// tma_store: each consumer warpgroup's kStoreBuffers chunk buffers,
+  /// tma_store: each consumer warpgroup's tma_store chunk buffers,
   /// [warpgroup][buffer][mmaM rows][128 B], 1024-aligned (0 otherwise).
   int64_t store = 0;
 };

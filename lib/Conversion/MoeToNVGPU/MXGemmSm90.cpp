@@ -140,7 +140,7 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
     if (cfg.tmaStore) {
       l.store = llvm::alignTo(l.counters, 1024);
       l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
-          l.store + cfg.consumerWarpgroups * kStoreBuffers * cfg.mmaM *
+          l.store + cfg.consumerWarpgroups * cfg.tmaStore * cfg.mmaM *
                         kSwizzleBytes;
     }
     // Three i32 counters (the expert's first block, blocks and token K
@@ -1322,7 +1322,7 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
   Value inUnit = toI64(mul(andi(lane.quad, i32(1)), 8));
   Value rowBytes0 = mul(toI64(r0), kSwizzleBytes);
   Value buffers = add(i64(lay.store), mul(toI64(lane.warpgroup),
-                                          kStoreBuffers * cfg.mmaM *
+                                          cfg.tmaStore * cfg.mmaM *
                                               kSwizzleBytes));
   Value col = toI64(add(n0, mul(lane.quad, 2)));
   Value biasRow = bias ? biasRowOfTile() : Value();
@@ -1333,7 +1333,7 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
   Value rowCoord = add(m0, mul(lane.warpgroup, cfg.mmaM));
   int64_t chunks = cfg.mmaN / kStoreChunkColumns;
   for (int64_t c = 0; c < chunks; ++c) {
-    Value buffer = add(buffers, (c % kStoreBuffers) * cfg.mmaM * kSwizzleBytes);
+    Value buffer = add(buffers, (c % cfg.tmaStore) * cfg.mmaM * kSwizzleBytes);
     for (int64_t jj = 0; jj < kStoreChunkColumns / 8; ++jj) {
       int64_t jb = c * kStoreChunkColumns / 8 + jj;
       Value unit = xori(add(half, i64(2 * jj)), phase);
@@ -1352,9 +1352,10 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
         LLVM::StoreOp::create(b, loc, vec, smemPtr(smemAddr(at)), 8);
       }
     }
-    // The TMA reads the chunk through the async proxy. The leader's wait
-    // for the reads of the chunk before (the other buffer, which the next
-    // chunk fills) comes before the barrier that releases the warpgroup.
+    // The TMA reads the chunk through the async proxy. Before the barrier
+    // that releases the warpgroup, the leader waits until the store of the
+    // buffer that the next chunk fills (tma_store chunks back) has read it:
+    // at most tma_store - 2 of the earlier stores still reading.
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
         NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
@@ -1363,7 +1364,7 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
       auto leaderIf =
           scf::IfOp::create(b, loc, lane.leader, /*withElseRegion=*/false);
       b.setInsertionPointToStart(leaderIf.thenBlock());
-      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, kStoreBuffers - 2,
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, cfg.tmaStore - 2,
                                            b.getUnitAttr());
     }
     NVVM::BarrierOp::create(b, loc, /*res=*/Type(),
@@ -2525,7 +2526,7 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   if (isBf16Operands()) {
     // (tma_store: the result is its tensor map, and the pointers start
     // with blockToExpert, one on from where the result's would be.)
-    unsigned first = operandArg - cfg.tmaStore;
+    unsigned first = operandArg - (cfg.tmaStore ? 1 : 0);
     if (!cfg.tmaStore)
       result = entry.getArgument(first);
     blockToExpert = entry.getArgument(first + 1);
@@ -3083,17 +3084,17 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
   }
   // tma_store: the result's rows are 16-byte multiples (a TMA global
   // stride), the epilogue a plain one (the activation backward's writes
-  // its own outputs), and each warpgroup stores an even number of chunks,
-  // so that every output tile fills its buffers in the same order.
+  // its own outputs), and each warpgroup stores whole rounds of its
+  // buffers, so that every output tile fills them in the same order.
   if (cfg.tmaStore &&
       (problem.path != MXMmaPath::Bf16Operands || problem.n % 4 ||
        problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd ||
        cfg.pingpong || cfg.clusterN != 1 ||
-       cfg.mmaN % (kStoreBuffers * kStoreChunkColumns))) {
+       cfg.mmaN % (cfg.tmaStore * kStoreChunkColumns))) {
     os << "tma_store needs the bf16-operands MMA path, N a multiple of 4, "
           "no activation-backward epilogue, no pingpong or cluster, and "
           "mma_shape N a multiple of "
-       << kStoreBuffers * kStoreChunkColumns << ", got N = " << problem.n;
+       << cfg.tmaStore * kStoreChunkColumns << ", got N = " << problem.n;
     return why;
   }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&

@@ -8,7 +8,7 @@
 // RUN: moe-opt %t.fused.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: sed -e 's/{block_size = 128 : i64} -> tensor<384x128xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, tma_store = true>} -> tensor<384x128xf32>/' %t.fused.mlir > %t.p1.mlir
+// RUN: sed -e 's/{block_size = 128 : i64} -> tensor<384x128xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, tma_store = 2>} -> tensor<384x128xf32>/' %t.fused.mlir > %t.p1.mlir
 // RUN: not moe-opt %t.p1.mlir -convert-moe-to-nvgpu="act-epilogue=true" 2>&1 | FileCheck %s --check-prefix=ERR
 
 // #moe.gemm_config tma_store (moe-gpu-kernel-config tma-store, on by
@@ -17,13 +17,13 @@
 // accumulator registers (a warp's st.global.v2 touches 8 rows of 32 bytes
 // each). Every GEMM of the layer takes it; with tma-store=false none does,
 // and neither does P1's activation-backward epilogue (act-epilogue).
-// CONFIG-COUNT-5: tma_store = true
+// CONFIG-COUNT-5: tma_store = 2
 // OFF-NOT:        tma_store
-// EPI:            moe.block_matmul {{.*}}tma_store = true
+// EPI:            moe.block_matmul {{.*}}tma_store = 2
 // EPI:            moe.block_matmul
 // EPI-NOT:        tma_store
 // EPI-SAME:       pingpong = true
-// EPI:            moe.block_matmul {{.*}}tma_store = true
+// EPI:            moe.block_matmul {{.*}}tma_store = 2
 
 // The launch records: the result is a tensor map (the last), not a pointer:
 // a block GEMM's over [slots, N] with a box of 64 rows of 128 bytes (32

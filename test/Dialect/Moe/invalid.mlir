@@ -1132,21 +1132,28 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 
 // -----
 
-// expected-error @+1 {{tma_store needs the bf16_operands MMA path, no pingpong, no cluster and mma_shape N a multiple of 64}}
-func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, pingpong = true, tma_store = true>} {
+// expected-error @+1 {{tma_store must be 0, or 2 or more buffers of 32 columns that mma_shape N is a multiple of, on the bf16_operands MMA path without pingpong or cluster, got 2}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, pingpong = true, tma_store = 2>} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{tma_store needs the bf16_operands MMA path, no pingpong, no cluster and mma_shape N a multiple of 64}}
-func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 96, 64], mma_shape = [64, 96, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = true>} {
+// expected-error @+1 {{tma_store must be 0, or 2 or more buffers of 32 columns that mma_shape N is a multiple of, on the bf16_operands MMA path without pingpong or cluster, got 4}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 192, 64], mma_shape = [64, 192, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = 4>} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{tma_store needs the bf16_operands MMA path, no pingpong, no cluster and mma_shape N a multiple of 64}}
-func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = true>} {
+// expected-error @+1 {{tma_store must be 0, or 2 or more buffers of 32 columns that mma_shape N is a multiple of, on the bf16_operands MMA path without pingpong or cluster, got 2}}
+func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tma_store must be 0, or 2 or more buffers of 32 columns that mma_shape N is a multiple of, on the bf16_operands MMA path without pingpong or cluster, got 1}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = 1>} {
   return
 }

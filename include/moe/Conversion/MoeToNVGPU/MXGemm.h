@@ -228,6 +228,10 @@ constexpr int64_t kLhsCodesProducerRegisters = 32;
 /// without spilling: eight rows' offsets per thread besides the ring's
 /// state (ptxas -v: the recompute GEMM spilled 8 bytes at 40, none at 48).
 constexpr int64_t kLhsGatherProducerRegisters = 48;
+/// tma_store: the chunk buffers per consumer warpgroup that
+/// moe-gpu-kernel-config gives a GEMM (the two 8 KB buffers of each that
+/// fit beside four 128x256x64 stages).
+constexpr int64_t kDefaultStoreBuffers = 2;
 
 /// round_lhs / round_rhs: the producer registers (setmaxnreg) the copies
 /// and the rounding of a 32-slot block of a column pair (a batch of

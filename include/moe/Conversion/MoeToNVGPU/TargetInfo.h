@@ -114,10 +114,11 @@ struct MXGemmConfig {
   /// (#moe.gemm_config round_lhs, round_rhs).
   bool roundLhs = false, roundRhs = false;
   /// Bf16Operands, cooperative: each consumer warpgroup stages its rows of
-  /// the f32 result tile through shared memory in 32-column chunks that one
-  /// of its threads stores by TMA (#moe.gemm_config tma_store), instead of
-  /// st.global from the accumulator registers.
-  bool tmaStore = false;
+  /// the f32 result tile through tmaStore shared-memory buffers of 32
+  /// columns, each stored by TMA by one of its threads (#moe.gemm_config
+  /// tma_store = tmaStore), instead of st.global from the accumulator
+  /// registers (0).
+  int64_t tmaStore = 0;
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

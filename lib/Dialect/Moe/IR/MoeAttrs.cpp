@@ -24,9 +24,9 @@ using namespace mlir::moe;
 /// `, persistent = true`, `, pingpong = true` and
 /// `, evict_first_outputs = true`, `, rhs_codes = true` and
 /// `, lhs_codes = true`, `, lhs_gather = true`, `, round_lhs = true`,
-/// `, round_rhs = true` and `, tma_store = true`, each present when set,
-/// and `, ctas_per_sm = N`, `, cluster_n = N` and `, raster_m = N`, in any
-/// order.
+/// and `, round_rhs = true`, each present when set,
+/// and `, ctas_per_sm = N`, `, cluster_n = N`, `, raster_m = N` and
+/// `, tma_store = N`, in any order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &lhsMMajor, bool &persistent,
                                    int64_t &ctasPerSm, bool &pingpong,
@@ -34,11 +34,11 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &evictFirstOutputs, bool &rhsCodes,
                                    bool &lhsCodes, bool &lhsGather,
                                    bool &roundLhs, bool &roundRhs,
-                                   bool &tmaStore) {
+                                   int64_t &tmaStore) {
   rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
-      rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = tmaStore =
-          false;
+      rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = false;
   ctasPerSm = clusterN = rasterM = 1;
+  tmaStore = 0;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc at = parser.getCurrentLocation();
@@ -47,6 +47,7 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
     int64_t *count = key == "ctas_per_sm" ? &ctasPerSm
                      : key == "cluster_n" ? &clusterN
                      : key == "raster_m"  ? &rasterM
+                     : key == "tma_store" ? &tmaStore
                                           : nullptr;
     if (count) {
       if (parser.parseInteger(*count))
@@ -63,7 +64,6 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                  : key == "lhs_gather"          ? &lhsGather
                  : key == "round_lhs"           ? &roundLhs
                  : key == "round_rhs"           ? &roundRhs
-                 : key == "tma_store"           ? &tmaStore
                                                 : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
@@ -87,7 +87,7 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              int64_t clusterN, int64_t rasterM,
                              bool evictFirstOutputs, bool rhsCodes,
                              bool lhsCodes, bool lhsGather, bool roundLhs,
-                             bool roundRhs, bool tmaStore) {
+                             bool roundRhs, int64_t tmaStore) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -115,7 +115,7 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
   if (roundRhs)
     printer << ", round_rhs = true";
   if (tmaStore)
-    printer << ", tma_store = true";
+    printer << ", tma_store = " << tmaStore;
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -249,7 +249,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool pingpong, int64_t clusterN, int64_t rasterM,
                        bool evictFirstOutputs, bool rhsCodes,
                        bool lhsCodes, bool lhsGather, bool roundLhs,
-                       bool roundRhs, bool tmaStore) {
+                       bool roundRhs, int64_t tmaStore) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -374,15 +374,19 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "N-major rhs, a persistent kernel without "
                           "pingpong, no rhs_codes and no lhs_gather";
   // Each consumer warpgroup stages its rows of the f32 tile through shared
-  // memory in 32-column chunks (one 128-byte swizzled row each), two
-  // buffers in turn, that one of its threads stores by TMA: an even
-  // number of chunks per tile. A ping-pong warpgroup's tile spans several
-  // M steps, and a cluster pair's stages take the shared memory.
-  if (tmaStore && (mma != MXMmaPath::Bf16Operands || pingpong ||
-                   clusterN != 1 || mmaShape[1] % 64))
-    return emitError() << "tma_store needs the bf16_operands MMA path, no "
-                          "pingpong, no cluster and mma_shape N a multiple "
-                          "of 64";
+  // memory in 32-column chunks (one 128-byte swizzled row each), tma_store
+  // buffers in turn (one filled while the TMA reads the others), that one
+  // of its threads stores by TMA: a whole number of rounds of the buffers
+  // per tile. A ping-pong warpgroup's tile spans several M steps, and a
+  // cluster pair's stages take the shared memory.
+  if (tmaStore && (tmaStore < 2 || mma != MXMmaPath::Bf16Operands ||
+                   pingpong || clusterN != 1 ||
+                   mmaShape[1] % (32 * tmaStore)))
+    return emitError() << "tma_store must be 0, or 2 or more buffers of 32 "
+                          "columns that mma_shape N is a multiple of, on the "
+                          "bf16_operands MMA path without pingpong or "
+                          "cluster, got "
+                       << tmaStore;
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "

@@ -247,7 +247,12 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     producer warpgroup copies each slot's row of the tile from its token's
     row of the source (cp.async, zeros for a padding slot) and rounds every
     32-slot block of each column in shared memory before the MMAs read it,
-    so that no rounded copy of the operand is ever written.
+    so that no rounded copy of the operand is ever written, and
+    (`bf16_operands` only, no `pingpong` or cluster) `tma_store = n`: each
+    consumer warpgroup stages its rows of the f32 result tile through n
+    shared-memory buffers of 32 columns (n >= 2, the tile's columns a whole
+    number of rounds of them), and one of its threads stores each chunk by
+    TMA, instead of st.global from the accumulator registers.
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -268,7 +273,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64],
                      mma_shape = [64, 256, 16], stages = 4,
                      warpgroups = [1, 2], registers = [40, 232],
-                     persistent = true>
+                     persistent = true, tma_store = 2>
     #moe.gemm_config<mma = bf16_operands, tile = [64, 128, 64],
                      mma_shape = [64, 128, 16], stages = 4,
                      warpgroups = [1, 1], registers = [40, 216],
@@ -307,7 +312,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$lhsGather,
     DefaultValuedParameter<"bool", "false">:$roundLhs,
     DefaultValuedParameter<"bool", "false">:$roundRhs,
-    DefaultValuedParameter<"bool", "false">:$tmaStore
+    DefaultValuedParameter<"int64_t", "0">:$tmaStore
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
