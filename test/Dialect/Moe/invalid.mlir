@@ -1157,3 +1157,17 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = 1>} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{tile M 128 is not mma_shape M 64 times 2222222222222222221 consumer warpgroups}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [122, 2222222222222222221], registers = [40, 232]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tma_store must be 0, or 2 or more buffers of 32 columns that mma_shape N is a multiple of, on the bf16_operands MMA path without pingpong or cluster, got 288230376151711744}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = 288230376151711744>} {
+  return
+}

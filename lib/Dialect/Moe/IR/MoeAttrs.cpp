@@ -274,7 +274,9 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "pingpong tile M " << tile[0]
                          << " is not a multiple of mma_shape M "
                          << mmaShape[0];
-    if (!pingpong && tile[0] != mmaShape[0] * warpgroups[1])
+    // (Divided, not multiplied: any two int64 counts parse.)
+    if (!pingpong && (tile[0] % mmaShape[0] ||
+                      tile[0] / mmaShape[0] != warpgroups[1]))
       return emitError() << "tile M " << tile[0] << " is not mma_shape M "
                          << mmaShape[0] << " times " << warpgroups[1]
                          << " consumer warpgroups";
@@ -379,9 +381,10 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   // of its threads stores by TMA: a whole number of rounds of the buffers
   // per tile. A ping-pong warpgroup's tile spans several M steps, and a
   // cluster pair's stages take the shared memory.
-  if (tmaStore && (tmaStore < 2 || mma != MXMmaPath::Bf16Operands ||
-                   pingpong || clusterN != 1 ||
-                   mmaShape[1] % (32 * tmaStore)))
+  if (tmaStore && (tmaStore < 2 || tmaStore > mmaShape[1] / 32 ||
+                   (mmaShape[1] / 32) % tmaStore || mmaShape[1] % 32 ||
+                   mma != MXMmaPath::Bf16Operands || pingpong ||
+                   clusterN != 1))
     return emitError() << "tma_store must be 0, or 2 or more buffers of 32 "
                           "columns that mma_shape N is a multiple of, on the "
                           "bf16_operands MMA path without pingpong or "
