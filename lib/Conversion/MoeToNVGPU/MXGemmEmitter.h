@@ -598,6 +598,8 @@ private:
   /// tma_store: the leader's wait for its warpgroup's TMA stores before the
   /// CTA exits (their shared-memory sources must stay until read).
   void finishTmaStores(const ConsumerLane &lane);
+  /// Emits `body` under `if (leader)`, the insertion point restored after.
+  void onLeader(Value leader, function_ref<void()> body);
   /// A block problem's bias row of the tile's expert (bias[e, :]), and its
   /// f32 pair at column `col` (i64) + 8 jb (bf16 widens exactly).
   Value biasRowOfTile();

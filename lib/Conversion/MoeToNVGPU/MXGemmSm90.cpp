@@ -621,27 +621,34 @@ void KernelEmitter::emitRoundingStages(bool tma) {
   scf::YieldOp::create(b, loc, next);
 }
 
-void KernelEmitter::releaseStage(Value stage, Value leader) {
+void KernelEmitter::onLeader(Value leader, function_ref<void()> body) {
   OpBuilder::InsertionGuard g(b);
   auto leaderIf = scf::IfOp::create(b, loc, leader, /*withElseRegion=*/false);
   b.setInsertionPointToStart(leaderIf.thenBlock());
-  arrive(stage);
-  if (cfg.clusterN == 1)
-    return;
-  // The first CTA of the pair refills this stage of both CTAs (its lhs
-  // tile): its empty barrier counts this CTA's consumers too.
-  // (One value per statement: the same op order from every compiler.)
-  Value yes = cst(i1T, 1);
-  Value second = arith::XOrIOp::create(b, loc, isClusterLeader, yes);
-  auto ifOp = scf::IfOp::create(b, loc, second, /*withElseRegion=*/false);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  Value offset = mul(indexToI64(stage), 8);
-  Value local = smemPtr(smemAddr(add(offset, lay.barriers)));
-  Value rank0 = i32(0);
-  Value remote = NVVM::MapaOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext(), 7), local, rank0);
-  NVVM::MBarrierArriveOp::create(b, loc, /*res=*/Type(), remote,
-                                 /*count=*/Value(), NVVM::MemScopeKind::CLUSTER);
+  body();
+}
+
+void KernelEmitter::releaseStage(Value stage, Value leader) {
+  onLeader(leader, [&] {
+    arrive(stage);
+    if (cfg.clusterN == 1)
+      return;
+    // The first CTA of the pair refills this stage of both CTAs (its lhs
+    // tile): its empty barrier counts this CTA's consumers too.
+    // (One value per statement: the same op order from every compiler.)
+    Value yes = cst(i1T, 1);
+    Value second = arith::XOrIOp::create(b, loc, isClusterLeader, yes);
+    auto ifOp = scf::IfOp::create(b, loc, second, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value offset = mul(indexToI64(stage), 8);
+    Value local = smemPtr(smemAddr(add(offset, lay.barriers)));
+    Value rank0 = i32(0);
+    Value remote = NVVM::MapaOp::create(
+        b, loc, LLVM::LLVMPointerType::get(b.getContext(), 7), local, rank0);
+    NVVM::MBarrierArriveOp::create(b, loc, /*res=*/Type(), remote,
+                                   /*count=*/Value(),
+                                   NVVM::MemScopeKind::CLUSTER);
+  });
 }
 
 void KernelEmitter::releaseDequantized(Value g, Value leader) {
@@ -1359,42 +1366,32 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
         NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-    {
-      OpBuilder::InsertionGuard g(b);
-      auto leaderIf =
-          scf::IfOp::create(b, loc, lane.leader, /*withElseRegion=*/false);
-      b.setInsertionPointToStart(leaderIf.thenBlock());
+    onLeader(lane.leader, [&] {
       NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, cfg.tmaStore - 2,
                                            b.getUnitAttr());
-    }
+    });
     NVVM::BarrierOp::create(b, loc, /*res=*/Type(),
                             add(lane.warpgroup, i32(kStoreBarrier)), i32(128),
                             /*reductionOp=*/nullptr,
                             /*reductionPredicate=*/Value());
-    OpBuilder::InsertionGuard g(b);
-    auto leaderIf =
-        scf::IfOp::create(b, loc, lane.leader, /*withElseRegion=*/false);
-    b.setInsertionPointToStart(leaderIf.thenBlock());
-    SmallVector<Value> coords = {
-        i32(0), rowCoord};
-    coords[0] = mul(add(n0, i32(c * kStoreChunkColumns)), 4);
-    if (p.kind == MXGemmKind::Expert)
-      coords.push_back(expertId);
-    NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
-        b, loc, tmapC,
-        LLVM::IntToPtrOp::create(b, loc, smemPtrT, smemAddr(buffer)), coords,
-        /*l2CacheHint=*/streamPolicy, NVVM::TMAStoreMode::TILE,
-        /*predicate=*/Value());
-    NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+    onLeader(lane.leader, [&] {
+      SmallVector<Value> coords = {
+          mul(add(n0, i32(c * kStoreChunkColumns)), 4), rowCoord};
+      if (p.kind == MXGemmKind::Expert)
+        coords.push_back(expertId);
+      NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+          b, loc, tmapC, smemPtr(smemAddr(buffer)), coords,
+          /*l2CacheHint=*/streamPolicy, NVVM::TMAStoreMode::TILE,
+          /*predicate=*/Value());
+      NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+    });
   }
 }
 
 void KernelEmitter::finishTmaStores(const ConsumerLane &lane) {
-  OpBuilder::InsertionGuard g(b);
-  auto leaderIf =
-      scf::IfOp::create(b, loc, lane.leader, /*withElseRegion=*/false);
-  b.setInsertionPointToStart(leaderIf.thenBlock());
-  NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, 0, /*read=*/UnitAttr());
+  onLeader(lane.leader, [&] {
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, 0, /*read=*/UnitAttr());
+  });
 }
 
 void KernelEmitter::storeGatedActBwd(Value acc, Value rowInTile,
