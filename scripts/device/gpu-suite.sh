@@ -71,6 +71,13 @@
 #   tma-store-buffers  four chunk buffers beside three stages on every GEMM
 #              (--gemm-config-at): bit for bit against the default on a
 #              layer, the ncu time of every kernel at both reference shapes
+#   store-columns  tma_store in chunks of 16 columns (4 buffers) and of 8
+#              (8 buffers), the same 32 KB, on every GEMM of the layer
+#              (--gemm-config-at): bit for bit against the default on three
+#              layers, memcheck and racecheck, then the ncu time of every
+#              kernel at both reference shapes (STORE_SHAPES picks them,
+#              STORE_VARIANTS the variants: c16, c8; STORE_CHECKS=0 skips
+#              the checks)
 #   tma-store-ncu  at reference shapes 1 and 2 the ncu time of every
 #              kernel, default and --register-stores (TMA_STORE_SHAPES picks
 #              the shapes)
@@ -125,7 +132,7 @@
 # backward at shape 1, so each needs a call of its own), and the
 # measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
 # lhs-codes, lhs-codes-ncu, lhs-gather, lhs-gather-ncu, round-operands,
-# round-operands-ncu, tma-store, tma-store-ncu, tma-store-buffers,
+# round-operands-ncu, tma-store, tma-store-ncu, tma-store-buffers, store-columns,
 # rhs-codes-ncu, p1-prof and deep-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
@@ -638,19 +645,27 @@ fi
 if want tma-store-ncu; then
   ncu_against --register-stores "${TMA_STORE_SHAPES:-}"
 fi
-if want tma-store-buffers; then
-  # Four chunk buffers per consumer warpgroup beside three stages, on every
-  # GEMM of the layer (the reference shapes' rows of the table, with
-  # tma_store = 4 and stages = 3): bit for bit against the default on a
-  # layer, then the ncu time of every kernel at both reference shapes.
-  four=()
+# The default kernel configurations of a layer without a checkpoint (GEMM
+# 0 the recompute, 1 P1, 2 P2, 3 P3, 4 P4: the reference shapes' rows of
+# the kernel table) with STAGES stages, tma_store = BUFFERS and
+# store_columns = COLUMNS, as --gemm-config-at flags, one per line.
+store_configs() {  # STAGES BUFFERS COLUMNS
+  local spec cols=""
+  [ "$3" != 32 ] && cols=", store_columns = $3"
   for spec in "0:48, 224], rhs_n_major = true, lhs_gather = true" \
       "1:48, 224], persistent = true, lhs_gather = true" \
       "2:40, 232], persistent = true" \
       "3:40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true" \
       "4:40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true"; do
-    four+=("--gemm-config-at=${spec%%:*}=#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 3, warpgroups = [1, 2], registers = [${spec#*:}, tma_store = 4>")
+    echo "--gemm-config-at=${spec%%:*}=#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = $1, warpgroups = [1, 2], registers = [${spec#*:}, tma_store = $2$cols>"
   done
+}
+if want tma-store-buffers; then
+  # Four chunk buffers per consumer warpgroup beside three stages, on every
+  # GEMM of the layer (the reference shapes' rows of the table, with
+  # tma_store = 4 and stages = 3): bit for bit against the default on a
+  # layer, then the ncu time of every kernel at both reference shapes.
+  mapfile -t four < <(store_configs 3 4 32)
   layer=T=1024,H=1024,I=512,E=8,K=2,B=128
   run "sm90a resident tma_store = 4, 3 stages $layer" timeout 300 moe-run \
     --target=sm90a "${four[@]}" --layer "$layer" --empty-experts 1 \
@@ -666,6 +681,47 @@ if want tma-store-buffers; then
       "tma-store-buffers-default-${shape%%,H*}" "$shape" "$out/ncu-in"
     layer_kernel_times "ncu ${shape%%,H*} tma_store = 4, 3 stages" \
       "tma-store-buffers-four-${shape%%,H*}" "$shape" "$out/ncu-in" "${four[@]}"
+    rm -rf "$out/ncu-in"
+  done
+fi
+if want store-columns; then
+  # The f32 tile in narrower chunks, more of them in flight in the same
+  # shared memory: the same values at the same places, so the same bits
+  # (STORE_CHECKS=0: only the ncu times).
+  for v in ${STORE_VARIANTS:-c16 c8}; do
+    [ "${STORE_CHECKS:-1}" = 0 ] && break
+    cols=${v#c}
+    mapfile -t cfgs < <(store_configs 4 $((64 / cols)) "$cols")
+    for layer in T=1024,H=1024,I=512,E=8,K=2,B=128 \
+        T=300,H=96,I=160,E=4,K=2,B=128,bias=on \
+        T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt; do
+      run "sm90a resident store_columns = $cols $layer" timeout 300 moe-run \
+        --target=sm90a "${cfgs[@]}" --layer "$layer" --empty-experts 1 \
+        --outputs "$out/single"
+      run "sm90a resident $layer" timeout 300 moe-run --target=sm90a \
+        --layer "$layer" --empty-experts 1 --outputs "$out/both"
+      compare "$out/single" "$out/both" \
+        "store_columns = $cols == the default, bitwise: $layer"
+      rm -rf "$out/single" "$out/both"
+    done
+    for tool in memcheck racecheck; do
+      run "compute-sanitizer $tool store_columns = $cols" timeout 300 \
+        compute-sanitizer --tool $tool --error-exitcode 1 moe-run \
+        --target=sm90a "${cfgs[@]}" --layer T=1024,H=512,I=256,E=8,K=2,B=128 \
+        --empty-experts 1 --check none
+    done
+  done
+  for shape in ${STORE_SHAPES:-T=24576,H=1536,I=256,E=128,K=8,B=128 T=16384,H=4096,I=1536,E=128,K=8,B=128}; do
+    run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
+      --config "$shape" --seed 1 --out "$out/ncu-in"
+    layer_kernel_times "ncu ${shape%%,H*} default" \
+      "store-columns-default-${shape%%,H*}" "$shape" "$out/ncu-in"
+    for v in ${STORE_VARIANTS:-c16 c8}; do
+      cols=${v#c}
+      mapfile -t cfgs < <(store_configs 4 $((64 / cols)) "$cols")
+      layer_kernel_times "ncu ${shape%%,H*} store_columns = $cols" \
+        "store-columns-$v-${shape%%,H*}" "$shape" "$out/ncu-in" "${cfgs[@]}"
+    done
     rm -rf "$out/ncu-in"
   done
 fi

@@ -317,7 +317,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
       c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
       c.evictFirstOutputs, c.rhsCodes, c.lhsCodes, c.lhsGather, c.roundLhs,
-      c.roundRhs, c.tmaStore);
+      c.roundRhs, c.tmaStore, c.storeColumns);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -357,5 +357,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.roundLhs = config.getRoundLhs();
   c.roundRhs = config.getRoundRhs();
   c.tmaStore = config.getTmaStore();
+  c.storeColumns = config.getStoreColumns();
   return c;
 }

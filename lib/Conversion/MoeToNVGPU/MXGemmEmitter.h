@@ -45,9 +45,6 @@ constexpr int64_t kTurnBarrier = 8;
 /// tma_store: consumer warpgroup w's named barrier before its TMA store of
 /// a staged chunk is kStoreBarrier + w.
 constexpr int64_t kStoreBarrier = 10;
-/// tma_store: the columns of one staged chunk of the f32 result tile (one
-/// 128-byte swizzled row per tile row, the TMA box's).
-constexpr int64_t kStoreChunkColumns = 32;
 
 /// Byte offsets of the shared-memory regions, relative to the 1024-aligned
 /// base. Regions a path does not use are empty.
@@ -69,7 +66,8 @@ struct SmemLayout {
   /// tiles, [stage][tileM rows][tileK bytes] in A-fragment order.
   int64_t aScales = 0;
   /// tma_store: each consumer warpgroup's tma_store chunk buffers,
-  /// [warpgroup][buffer][mmaM rows][128 B], 1024-aligned (0 otherwise).
+  /// [warpgroup][buffer][mmaM rows][storeRowBytes], 1024-aligned (0
+  /// otherwise).
   int64_t store = 0;
 };
 
@@ -194,15 +192,20 @@ public:
       tmapSAT =
           tensorMapType(tileSAT, nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE);
     }
-    // tma_store: a chunk of a warpgroup's rows, mmaM rows of 128 bytes (32
-    // f32), 128B-swizzled; an expert GEMM's result is [E, M, N], so the
-    // box has the expert as its outer dimension and the TMA clips the rows
-    // past M of each expert.
+    // tma_store: a chunk of a warpgroup's rows, mmaM rows of store_columns
+    // f32 swizzled across their width (32, 64 or 128 bytes); an expert
+    // GEMM's result is [E, M, N], so the box has the expert as its outer
+    // dimension and the TMA clips the rows past M of each expert.
     if (cfg.tmaStore) {
-      SmallVector<int64_t> box = {cfg.mmaM, kSwizzleBytes};
+      SmallVector<int64_t> box = {cfg.mmaM, cfg.storeRowBytes()};
       if (p.kind == MXGemmKind::Expert)
         box.insert(box.begin(), 1);
-      tmapCT = tensorMapType(smemType(box, b.getI8Type()));
+      auto swizzle = cfg.storeRowBytes() == 32
+                         ? nvgpu::TensorMapSwizzleKind::SWIZZLE_32B
+                     : cfg.storeRowBytes() == 64
+                         ? nvgpu::TensorMapSwizzleKind::SWIZZLE_64B
+                         : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B;
+      tmapCT = tensorMapType(smemType(box, b.getI8Type()), swizzle);
     }
   }
 

@@ -141,7 +141,7 @@ SmemLayout gemm::layoutOf(const MXGemmProblem &p, const MXGemmConfig &cfg) {
       l.store = llvm::alignTo(l.counters, 1024);
       l.scaleA = l.scaleB = l.aDq = l.bDq = l.counters =
           l.store + cfg.consumerWarpgroups * cfg.tmaStore * cfg.mmaM *
-                        kSwizzleBytes;
+                        cfg.storeRowBytes();
     }
     // Three i32 counters (the expert's first block, blocks and token K
     // tiles), or a persistent kernel's table of every expert's (Expert)
@@ -1320,17 +1320,23 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
   MLIRContext *ctx = b.getContext();
   auto vecT = VectorType::get({2}, f32T);
   // The thread's rows in its warpgroup's mmaM (rowInTile less the
-  // warpgroup's offset): r0 and r0 + 8. Both have the same swizzle phase
-  // r0 % 8, and a lane quad's pair of columns 8 jb + 2 q is 16-byte unit
-  // 2 (jb % 4) + q / 2 of the chunk row, bytes 8 (q % 2) of it.
+  // warpgroup's offset): r0 and r0 + 8. A chunk row is R = storeRowBytes
+  // bytes, R / 16 units of 16 bytes, and the TMA's R-byte swizzle XORs the
+  // unit with bits 7.. of the byte offset, i.e. with (r0 / (128 / R)) %
+  // (R / 16): the same phase for r0 + 8 (R = 32: 1 bit, 64: 2, 128: 3). A
+  // lane quad's pair of columns 8 jj + 2 q of the chunk is unit 2 jj + q / 2
+  // of its row, bytes 8 (q % 2) of it. A warp's store then covers 8 rows
+  // of 32 bytes in two wavefronts: conflict-free at every width.
+  int64_t rowBytes = cfg.storeRowBytes();
+  int64_t columns = cfg.storeColumns;
   Value r0 = sub(lane.rowInTile, mul(lane.warpgroup, cfg.mmaM));
-  Value phase = toI64(andi(r0, i32(7)));
+  Value phase = toI64(andi(divu(r0, 128 / rowBytes),
+                           i32(rowBytes / 16 - 1)));
   Value half = toI64(divu(lane.quad, 2));
   Value inUnit = toI64(mul(andi(lane.quad, i32(1)), 8));
-  Value rowBytes0 = mul(toI64(r0), kSwizzleBytes);
+  Value rowBytes0 = mul(toI64(r0), rowBytes);
   Value buffers = add(i64(lay.store), mul(toI64(lane.warpgroup),
-                                          cfg.tmaStore * cfg.mmaM *
-                                              kSwizzleBytes));
+                                          cfg.tmaStore * cfg.mmaM * rowBytes));
   Value col = toI64(add(n0, mul(lane.quad, 2)));
   Value biasRow = bias ? biasRowOfTile() : Value();
   // (evict_first_outputs: the stores' L2 policy.)
@@ -1338,11 +1344,11 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
   // Box coordinates, innermost first: the byte column, the row (of the
   // expert's M rows), the expert.
   Value rowCoord = add(m0, mul(lane.warpgroup, cfg.mmaM));
-  int64_t chunks = cfg.mmaN / kStoreChunkColumns;
+  int64_t chunks = cfg.mmaN / columns;
   for (int64_t c = 0; c < chunks; ++c) {
-    Value buffer = add(buffers, (c % cfg.tmaStore) * cfg.mmaM * kSwizzleBytes);
-    for (int64_t jj = 0; jj < kStoreChunkColumns / 8; ++jj) {
-      int64_t jb = c * kStoreChunkColumns / 8 + jj;
+    Value buffer = add(buffers, (c % cfg.tmaStore) * cfg.mmaM * rowBytes);
+    for (int64_t jj = 0; jj < columns / 8; ++jj) {
+      int64_t jb = c * columns / 8 + jj;
       Value unit = xori(add(half, i64(2 * jj)), phase);
       Value inRow = add(mul(unit, 16), inUnit);
       for (int64_t r = 0; r < 2; ++r) {
@@ -1354,8 +1360,7 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
                                             i32(1));
         if (biasRow)
           vec = LLVM::FAddOp::create(b, loc, vec, biasPairAt(biasRow, col, jb));
-        Value at = add(buffer, add(add(rowBytes0, r * 8 * kSwizzleBytes),
-                                   inRow));
+        Value at = add(buffer, add(add(rowBytes0, r * 8 * rowBytes), inRow));
         LLVM::StoreOp::create(b, loc, vec, smemPtr(smemAddr(at)), 8);
       }
     }
@@ -1376,7 +1381,7 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
                             /*reductionPredicate=*/Value());
     onLeader(lane.leader, [&] {
       SmallVector<Value> coords = {
-          mul(add(n0, i32(c * kStoreChunkColumns)), 4), rowCoord};
+          mul(add(n0, i32(c * columns)), 4), rowCoord};
       if (p.kind == MXGemmKind::Expert)
         coords.push_back(expertId);
       NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
@@ -3087,11 +3092,11 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
       (problem.path != MXMmaPath::Bf16Operands || problem.n % 4 ||
        problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd ||
        cfg.pingpong || cfg.clusterN != 1 ||
-       cfg.mmaN % (cfg.tmaStore * kStoreChunkColumns))) {
+       cfg.mmaN % (cfg.tmaStore * cfg.storeColumns))) {
     os << "tma_store needs the bf16-operands MMA path, N a multiple of 4, "
           "no activation-backward epilogue, no pingpong or cluster, and "
           "mma_shape N a multiple of "
-       << cfg.tmaStore * kStoreChunkColumns << ", got N = " << problem.n;
+       << cfg.tmaStore * cfg.storeColumns << ", got N = " << problem.n;
     return why;
   }
   if (problem.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd &&

@@ -10,6 +10,15 @@
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: sed -e 's/{block_size = 128 : i64} -> tensor<384x128xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, tma_store = 2>} -> tensor<384x128xf32>/' %t.fused.mlir > %t.p1.mlir
 // RUN: not moe-opt %t.p1.mlir -convert-moe-to-nvgpu="act-epilogue=true" 2>&1 | FileCheck %s --check-prefix=ERR
+// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config | sed -e 's/tma_store = 2>/tma_store = 4, store_columns = 16>/' > %t.c16.mlir
+// RUN: moe-opt %t.c16.mlir -convert-moe-to-nvgpu | FileCheck %s --check-prefix=C16
+// RUN: moe-opt %t.c16.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.c16.ptx
+// RUN: FileCheck %s --check-prefix=PTX16 < %t.c16.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.c16.ptx -o %t.c16.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config | sed -e 's/tma_store = 2>/tma_store = 8, store_columns = 8>/' > %t.c8.mlir
+// RUN: moe-opt %t.c8.mlir -convert-moe-to-nvgpu | FileCheck %s --check-prefix=C8
+// RUN: moe-opt %t.c8.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.c8.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.c8.ptx -o %t.c8.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // #moe.gemm_config tma_store (moe-gpu-kernel-config tma-store, on by
 // default): the GEMMs with a plain epilogue stage their f32 result tile
@@ -85,3 +94,34 @@
 // Set by hand on P1 with its activation-backward epilogue, the conversion
 // rejects it: that epilogue writes its own outputs.
 // ERR: error: 'moe.block_matmul' op tma_store needs the bf16-operands MMA path, N a multiple of 4, no activation-backward epilogue, no pingpong or cluster, and mma_shape N a multiple of 64, got N = 128
+
+// store_columns: the same 32 KB as four buffers of 16 columns (64-byte rows,
+// 64-byte swizzle) or eight of 8 (32-byte rows, 32-byte swizzle), so that
+// more of a warpgroup's chunk stores are in flight: each chunk waits for
+// the reads of the stores tma_store - 1 chunks back. The shared memory is
+// the same as with two 32-column buffers.
+// C16-LABEL: func.func private @block_matmul_2_launch(
+// C16-SAME:    dynamic_shared_memory = 230480,
+// C16-SAME:    4 : !nvgpu.tensormap.descriptor<tensor = memref<64x64xi8, 3>, swizzle = swizzle_64b, {{.*}}>],
+// C16-LABEL: func.func private @expert_matmul_9_launch(
+// C16-SAME:    4 : !nvgpu.tensormap.descriptor<tensor = memref<1x64x64xi8, 3>, swizzle = swizzle_64b, {{.*}}>],
+// C16-LABEL: gpu.func @expert_matmul_9(
+// C16:         nvvm.wgmma.mma_async
+// C16-COUNT-4: llvm.store %{{.*}}, %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<3>
+// C16:         nvvm.fence.proxy
+// C16:         nvvm.cp.async.bulk.wait_group 2 {read}
+// C16:         nvvm.cp.async.bulk.tensor.global.shared.cta
+// C16:         gpu.return
+// C8-LABEL: func.func private @block_matmul_2_launch(
+// C8-SAME:    dynamic_shared_memory = 230480,
+// C8-SAME:    4 : !nvgpu.tensormap.descriptor<tensor = memref<64x32xi8, 3>, swizzle = swizzle_32b, {{.*}}>],
+// C8-LABEL: gpu.func @expert_matmul_9(
+// C8:         nvvm.wgmma.mma_async
+// C8-COUNT-2: llvm.store %{{.*}}, %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<3>
+// C8:         nvvm.fence.proxy
+// C8:         nvvm.cp.async.bulk.wait_group 6 {read}
+// C8:         gpu.return
+// PTX16:     .entry expert_matmul_9(
+// PTX16-NOT: st.global.v2.f32
+// PTX16:     cp.async.bulk.wait_group.read 2;
+// PTX16:     cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group

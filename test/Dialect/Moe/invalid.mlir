@@ -922,7 +922,7 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs, round_rhs or tma_store, got 'mn_major'}}
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs, round_rhs, tma_store or store_columns, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }
@@ -1169,5 +1169,33 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 
 // expected-error @+1 {{tma_store must be 0, or 2 or more buffers of 32 columns that mma_shape N is a multiple of, on the bf16_operands MMA path without pingpong or cluster, got 288230376151711744}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = 288230376151711744>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{store_columns must be 8, 16 or 32, got 12}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = 2, store_columns = 12>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{store_columns needs tma_store}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], store_columns = 16>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tma_store must be 0, or 2 or more buffers of 8 columns that mma_shape N is a multiple of, on the bf16_operands MMA path without pingpong or cluster, got 32}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = 32, store_columns = 8>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tma_store must be 0, or 2 or more buffers of 16 columns that mma_shape N is a multiple of, on the bf16_operands MMA path without pingpong or cluster, got 3}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], tma_store = 3, store_columns = 16>} {
   return
 }

@@ -114,11 +114,16 @@ struct MXGemmConfig {
   /// (#moe.gemm_config round_lhs, round_rhs).
   bool roundLhs = false, roundRhs = false;
   /// Bf16Operands, cooperative: each consumer warpgroup stages its rows of
-  /// the f32 result tile through tmaStore shared-memory buffers of 32
-  /// columns, each stored by TMA by one of its threads (#moe.gemm_config
-  /// tma_store = tmaStore), instead of st.global from the accumulator
-  /// registers (0).
+  /// the f32 result tile through tmaStore shared-memory buffers of
+  /// storeColumns columns (8, 16 or 32), each stored by TMA by one of its
+  /// threads (#moe.gemm_config tma_store = tmaStore, store_columns =
+  /// storeColumns), instead of st.global from the accumulator registers
+  /// (0).
   int64_t tmaStore = 0;
+  int64_t storeColumns = 32;
+  /// tma_store: bytes of a chunk buffer's row (the TMA box's inner size and
+  /// the width of its swizzle).
+  int64_t storeRowBytes() const { return storeColumns * 4; }
 
   int64_t threads() const {
     return 128 * (producerWarpgroups + consumerWarpgroups);

@@ -25,8 +25,8 @@ using namespace mlir::moe;
 /// `, evict_first_outputs = true`, `, rhs_codes = true` and
 /// `, lhs_codes = true`, `, lhs_gather = true`, `, round_lhs = true`,
 /// and `, round_rhs = true`, each present when set,
-/// and `, ctas_per_sm = N`, `, cluster_n = N`, `, raster_m = N` and
-/// `, tma_store = N`, in any order.
+/// and `, ctas_per_sm = N`, `, cluster_n = N`, `, raster_m = N`,
+/// `, tma_store = N` and `, store_columns = N`, in any order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &lhsMMajor, bool &persistent,
                                    int64_t &ctasPerSm, bool &pingpong,
@@ -34,11 +34,12 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &evictFirstOutputs, bool &rhsCodes,
                                    bool &lhsCodes, bool &lhsGather,
                                    bool &roundLhs, bool &roundRhs,
-                                   int64_t &tmaStore) {
+                                   int64_t &tmaStore, int64_t &storeColumns) {
   rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
       rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = false;
   ctasPerSm = clusterN = rasterM = 1;
   tmaStore = 0;
+  storeColumns = 32;
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc at = parser.getCurrentLocation();
@@ -48,7 +49,8 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                      : key == "cluster_n" ? &clusterN
                      : key == "raster_m"  ? &rasterM
                      : key == "tma_store" ? &tmaStore
-                                          : nullptr;
+                     : key == "store_columns" ? &storeColumns
+                                              : nullptr;
     if (count) {
       if (parser.parseInteger(*count))
         return failure();
@@ -71,7 +73,8 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                   "cluster_n, raster_m, "
                                   "evict_first_outputs, rhs_codes, "
                                   "lhs_codes, lhs_gather, round_lhs, "
-                                  "round_rhs or tma_store, got '")
+                                  "round_rhs, tma_store or store_columns, "
+                                  "got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -87,7 +90,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              int64_t clusterN, int64_t rasterM,
                              bool evictFirstOutputs, bool rhsCodes,
                              bool lhsCodes, bool lhsGather, bool roundLhs,
-                             bool roundRhs, int64_t tmaStore) {
+                             bool roundRhs, int64_t tmaStore,
+                             int64_t storeColumns) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -116,6 +120,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", round_rhs = true";
   if (tmaStore)
     printer << ", tma_store = " << tmaStore;
+  if (storeColumns != 32)
+    printer << ", store_columns = " << storeColumns;
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -249,7 +255,8 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool pingpong, int64_t clusterN, int64_t rasterM,
                        bool evictFirstOutputs, bool rhsCodes,
                        bool lhsCodes, bool lhsGather, bool roundLhs,
-                       bool roundRhs, int64_t tmaStore) {
+                       bool roundRhs, int64_t tmaStore,
+                       int64_t storeColumns) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -376,18 +383,26 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "N-major rhs, a persistent kernel without "
                           "pingpong, no rhs_codes and no lhs_gather";
   // Each consumer warpgroup stages its rows of the f32 tile through shared
-  // memory in 32-column chunks (one 128-byte swizzled row each), tma_store
-  // buffers in turn (one filled while the TMA reads the others), that one
-  // of its threads stores by TMA: a whole number of rounds of the buffers
-  // per tile. A ping-pong warpgroup's tile spans several M steps, and a
-  // cluster pair's stages take the shared memory.
-  if (tmaStore && (tmaStore < 2 || tmaStore > mmaShape[1] / 32 ||
-                   (mmaShape[1] / 32) % tmaStore || mmaShape[1] % 32 ||
-                   mma != MXMmaPath::Bf16Operands || pingpong ||
-                   clusterN != 1))
-    return emitError() << "tma_store must be 0, or 2 or more buffers of 32 "
-                          "columns that mma_shape N is a multiple of, on the "
-                          "bf16_operands MMA path without pingpong or "
+  // memory in chunks of store_columns columns (one swizzled row of 32, 64
+  // or 128 bytes each), tma_store buffers in turn (one filled while the TMA
+  // reads the others), that one of its threads stores by TMA: a whole
+  // number of rounds of the buffers per tile. A ping-pong warpgroup's tile
+  // spans several M steps, and a cluster pair's stages take the shared
+  // memory. (Divisions, not products: no overflow on any input.)
+  if (storeColumns != 8 && storeColumns != 16 && storeColumns != 32)
+    return emitError() << "store_columns must be 8, 16 or 32, got "
+                       << storeColumns;
+  if (!tmaStore && storeColumns != 32)
+    return emitError() << "store_columns needs tma_store";
+  if (tmaStore &&
+      (tmaStore < 2 || mmaShape[1] % storeColumns ||
+       tmaStore > mmaShape[1] / storeColumns ||
+       (mmaShape[1] / storeColumns) % tmaStore ||
+       mma != MXMmaPath::Bf16Operands || pingpong || clusterN != 1))
+    return emitError() << "tma_store must be 0, or 2 or more buffers of "
+                       << storeColumns
+                       << " columns that mma_shape N is a multiple of, on "
+                          "the bf16_operands MMA path without pingpong or "
                           "cluster, got "
                        << tmaStore;
   // Two consumer warpgroups take turns over the tiles of a persistent CTA.

@@ -250,9 +250,11 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     so that no rounded copy of the operand is ever written, and
     (`bf16_operands` only, no `pingpong` or cluster) `tma_store = n`: each
     consumer warpgroup stages its rows of the f32 result tile through n
-    shared-memory buffers of 32 columns (n >= 2, the tile's columns a whole
-    number of rounds of them), and one of its threads stores each chunk by
-    TMA, instead of st.global from the accumulator registers.
+    shared-memory buffers of `store_columns` columns (8, 16 or 32, by
+    default 32: rows of 32, 64 or 128 bytes in the TMA swizzle of that
+    width; n >= 2, the tile's columns a whole number of rounds of them),
+    and one of its threads stores each chunk by TMA, instead of st.global
+    from the accumulator registers.
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -312,7 +314,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$lhsGather,
     DefaultValuedParameter<"bool", "false">:$roundLhs,
     DefaultValuedParameter<"bool", "false">:$roundRhs,
-    DefaultValuedParameter<"int64_t", "0">:$tmaStore
+    DefaultValuedParameter<"int64_t", "0">:$tmaStore,
+    DefaultValuedParameter<"int64_t", "32">:$storeColumns
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -323,7 +326,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
                           $pingpong, $clusterN, $rasterM,
                           $evictFirstOutputs, $rhsCodes, $lhsCodes,
-                          $lhsGather, $roundLhs, $roundRhs, $tmaStore)
+                          $lhsGather, $roundLhs, $roundRhs, $tmaStore,
+                          $storeColumns)
     `` `>`
   }];
   let genVerifyDecl = 1;
