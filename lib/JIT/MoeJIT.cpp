@@ -446,24 +446,19 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
     hasher.update(part);
     hasher.update(llvm::StringRef("\0", 1));
   };
-  add("moe-jit-cache-v1");
+  add("moe-jit-cache-v2");
   add(buildIdentity());
   add(toString(options.target));
   add(options.fuse ? "fuse" : "no-fuse");
   add(options.entry);
   add(options.mmaPath);
   add(options.gpuMode);
-  add(options.operandsBothAxes ? "operands-both-axes" : "");
-  add(options.checkpointEpilogue ? "" : "checkpoint-unpacked");
-  add(options.dGateUpEpilogue ? "dgate-up-epilogue" : "");
-  add(options.persistentGemms ? "" : "grid-gemms");
-  add(options.clusterGemms ? "cluster-gemms" : "");
-  add(options.rhsCodes ? "rhs-codes" : "");
-  add(options.lhsCodes ? "lhs-codes" : "");
-  add(options.lhsGather ? "" : "gathered-lhs-copies");
-  add(options.roundOperands ? "round-operands" : "");
-  add(options.tmaStore ? "" : "register-stores");
-  add(options.activationEpilogue ? "act-epilogue" : "");
+  // Every kernel choice as `OPTION=value`: named by the option, no two
+  // settings of the choices share a key, whatever their defaults.
+#define MOE_KERNEL_CHOICE(FIELD, TYPE, OPTION, DEFAULT, PASSES, DESC)          \
+  add(std::string(OPTION "=") +                                                \
+      std::to_string(static_cast<int64_t>(options.FIELD)));
+#include "moe/Pipelines/KernelChoices.def"
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);
   add(gpuFormat);
@@ -1648,17 +1643,9 @@ Expected<Executable> Compiler::compile(const std::string &mlirText,
       pipelineOptions.format = gpuFormat;
       pipelineOptions.toolkit = toolkit;
       pipelineOptions.mmaPath = options.mmaPath;
-      pipelineOptions.operandsBothAxes = options.operandsBothAxes;
-      pipelineOptions.checkpointEpilogue = options.checkpointEpilogue;
-      pipelineOptions.dGateUpEpilogue = options.dGateUpEpilogue;
-      pipelineOptions.persistentGemms = options.persistentGemms;
-      pipelineOptions.clusterGemms = options.clusterGemms;
-      pipelineOptions.rhsCodes = options.rhsCodes;
-      pipelineOptions.lhsCodes = options.lhsCodes;
-      pipelineOptions.lhsGather = options.lhsGather;
-      pipelineOptions.roundOperands = options.roundOperands;
-      pipelineOptions.tmaStore = options.tmaStore;
-      pipelineOptions.activationEpilogue = options.activationEpilogue;
+#define MOE_KERNEL_CHOICE(FIELD, TYPE, OPTION, DEFAULT, PASSES, DESC)          \
+  pipelineOptions.FIELD = options.FIELD;
+#include "moe/Pipelines/KernelChoices.def"
     };
     if (impl->deviceArguments) {
       mlir::moe::GPUResidentPipelineOptions pipelineOptions;

@@ -337,29 +337,21 @@ static bool addGPUKernels(OpPassManager &pm, const Options &options,
   MoeGPUKernelConfigOptions config;
   config.chip = chip.str();
   config.mmaPath = mmaPath.str();
-  config.persistentGemms = options.persistentGemms;
-  config.clusterGemms = options.clusterGemms;
-  config.rhsCodes = options.rhsCodes;
-  config.lhsCodes = options.lhsCodes;
-  config.lhsGather = options.lhsGather;
-  config.roundOperands = options.roundOperands;
-  config.tmaStore = options.tmaStore;
-  config.activationEpilogue = options.activationEpilogue;
-  pm.addPass(createMoeGPUKernelConfig(config));
   ConvertMoeToNVGPUOptions convert;
   convert.chip = chip.str();
   convert.mmaPath = mmaPath.str();
-  convert.operandsBothAxes = options.operandsBothAxes;
-  convert.checkpointEpilogue = options.checkpointEpilogue;
-  convert.dGateUpEpilogue = options.dGateUpEpilogue;
-  convert.persistentGemms = options.persistentGemms;
-  convert.clusterGemms = options.clusterGemms;
-  convert.rhsCodes = options.rhsCodes;
-  convert.lhsCodes = options.lhsCodes;
-  convert.lhsGather = options.lhsGather;
-  convert.roundOperands = options.roundOperands;
-  convert.tmaStore = options.tmaStore;
-  convert.activationEpilogue = options.activationEpilogue;
+  // Each kernel choice goes to the passes its PASSES column names.
+#define MOE_COPY_KERNEL_CHOICE_Config(FIELD) config.FIELD = options.FIELD;
+#define MOE_COPY_KERNEL_CHOICE_Convert(FIELD) convert.FIELD = options.FIELD;
+#define MOE_COPY_KERNEL_CHOICE_ConfigAndConvert(FIELD)                         \
+  MOE_COPY_KERNEL_CHOICE_Config(FIELD) MOE_COPY_KERNEL_CHOICE_Convert(FIELD)
+#define MOE_KERNEL_CHOICE(FIELD, TYPE, OPTION, DEFAULT, PASSES, DESC)          \
+  MOE_COPY_KERNEL_CHOICE_##PASSES(FIELD)
+#include "moe/Pipelines/KernelChoices.def"
+#undef MOE_COPY_KERNEL_CHOICE_Config
+#undef MOE_COPY_KERNEL_CHOICE_Convert
+#undef MOE_COPY_KERNEL_CHOICE_ConfigAndConvert
+  pm.addPass(createMoeGPUKernelConfig(config));
   pm.addPass(createConvertMoeToNVGPU(convert));
   std::optional<TargetInfo> target = TargetInfo::lookup(chip);
   if (!target)

@@ -64,7 +64,9 @@ struct DataError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-constexpr const char *kHelp = R"(usage: moe-run FILE.mlir [options]
+/// --help up to the flags of the kernel choices, which printHelp prints from
+/// KernelChoices.def.
+constexpr const char *kHelpHead = R"(usage: moe-run FILE.mlir [options]
        moe-run --layer SPEC [options]
        moe-run --gemm SPEC [options]
 
@@ -132,57 +134,6 @@ options:
                        device memory) or hybrid (the GEMMs on the GPU, the
                        rest on the host); default resident unless the
                        layer has a bias or bf16 GEMMs (then hybrid)
-  --checkpoint-unpacked  sm90a, checkpoint layers: elementwise kernels
-                       unpack the bf16 gate/up checkpoint into f32 slot
-                       rows for P1's kernel, instead of the kernel
-                       reading it itself (for comparison: the same bits)
-  --dgate-up-epilogue  sm90a: P1's epilogue writes the two MX roundings of
-                       [dg | du] that P2 and P3 read, instead of f32
-                       [dg | du] for an operand kernel to round (the same
-                       bits; slower on the H200 today); with --grid-gemms
-                       (P1 one CTA per tile), else no effect
-  --grid-gemms         sm90a: one CTA per output tile in every GEMM kernel
-                       instead of the persistent kernels (one CTA per SM
-                       taking tiles from a counter; for comparison: the
-                       same bits)
-  --cluster-gemms      sm90a: the GEMM kernels of one CTA per tile (all of
-                       them with --grid-gemms) run in clusters of two CTAs
-                       along N that load their shared lhs tile once (TMA
-                       multicast), where the N tiles pair up (the same bits)
-  --rhs-codes          sm90a: block GEMMs whose rhs is an MX-quantized weight
-                       with K contiguous (P1's down weight, P2's gate/up
-                       weight) read it as FP8 codes and E8M0 scales, half
-                       the bytes of bf16, dequantized in the GEMM kernel by
-                       its producer warpgroup (the same bits)
-  --act-epilogue       sm90a: P1's GEMM computes the activation backward in
-                       its epilogue (ping-pong kernel) instead of storing dA
-                       for one kernel that computes it and the MX roundings
-                       P2, P3 and P4 read (the same bits but da's last ones)
-  --lhs-codes          sm90a: block GEMMs whose lhs rows are MX-quantized
-                       along K (x, dy, [dg|du]) read them as FP8 codes and
-                       E8M0 scales, decoded by the consumer warpgroups into
-                       the registers of a register-A wgmma (the same bits)
-  --gathered-lhs-copies
-                       sm90a: the recompute GEMM and P1 read x and dy as
-                       slot rows gathered and rounded by an operand kernel,
-                       instead of copying each row of a tile from the token
-                       rows rounded once, through its token id (lhs_gather,
-                       the default; for comparison: the same bits)
-  --round-operands     sm90a: P3 and P4 gather x and dy through their
-                       token ids and round each K tile along the slots in
-                       the producer warpgroup (round_lhs / round_rhs),
-                       instead of reading rounded copies that operand
-                       kernels write (the same bits; slower today)
-  --register-stores    sm90a: the GEMMs store their f32 result tile from
-                       the accumulator registers (st.global) instead of
-                       staging it through shared memory for TMA stores
-                       (tma_store, the default; for comparison: the same
-                       bits)
-  --operands-one-axis  sm90a: one operand kernel per rounding of a value
-                       that two GEMMs take along different axes, instead
-                       of one that reads it once and writes both (x, dy,
-                       the gate/up weight and its gradient; for
-                       comparison: the outputs are the same bits)
   --opt-level N        LLVM optimization level of the generated code, 0..3
                        (default 2)
   --tolerance X        the gate on rel(R_mx) (default 2e-3, SPEC section 6)
@@ -203,6 +154,13 @@ options:
                        needs ptxas): the artifacts of a chip this machine
                        lacks (e.g. --target=sm100a --compile-only)
 
+GPU kernel choices: each flag sets one option of the GPU pipelines (the
+pipelines of moe-opt take the same names); the outputs are the same bits
+either way unless the option says otherwise.
+)";
+
+/// After the kernel choices of --help.
+constexpr const char *kHelpTail = R"(
 Options take their value as the next argument or after '='.
 Exit status: 0 all outputs pass, 1 mismatch or input error, 2 usage error.
 )";
@@ -232,17 +190,9 @@ struct Options {
   int optLevel = 2;
   std::string mmaPath;
   std::string gpuMode;
-  bool operandsBothAxes = true;
-  bool checkpointEpilogue = true;
-  bool dGateUpEpilogue = false;
-  bool persistentGemms = true;
-  bool clusterGemms = false;
-  bool rhsCodes = false;
-  bool lhsCodes = false;
-  bool lhsGather = true;
-  bool roundOperands = false;
-  bool tmaStore = true;
-  bool activationEpilogue = false;
+  /// The kernel choices (KernelChoices.def) in their CompileOptions fields,
+  /// the flags' values over the defaults; run() compiles with them.
+  jit::CompileOptions kernelChoices;
   double tolerance = 2e-3;
   bool compare = true;
   bool printLayerIR = false;
@@ -264,6 +214,85 @@ int64_t parseCount(const std::string &opt, const std::string &text, int64_t min,
   return value;
 }
 
+/// The moe-run flag of a kernel choice: it sets the choice's field of
+/// jit::CompileOptions.
+struct KernelChoiceFlag {
+  /// "--register-stores".
+  const char *flag;
+  /// An int's flag takes the value, a bool's none.
+  bool takesValue;
+  /// --help: what the flag sets, then what the option chooses.
+  const char *help;
+  /// Sets the field from the flag's value (a bool's: empty); throws
+  /// UsageError for a bad value.
+  void (*apply)(jit::CompileOptions &options, const std::string &value);
+};
+
+const KernelChoiceFlag kKernelChoiceFlags[] = {
+#define MOE_KERNEL_CHOICE_BOOL(FIELD, OPTION, DEFAULT, PASSES, FLAG,           \
+                               FLAG_SETS, DESC)                                \
+  {FLAG, /*takesValue=*/false,                                                 \
+   "sets " OPTION "=" #FLAG_SETS "; " OPTION " (default " #DEFAULT "): " DESC, \
+   [](jit::CompileOptions &options, const std::string &) {                     \
+     options.FIELD = FLAG_SETS;                                                \
+   }},
+#define MOE_KERNEL_CHOICE_INT(FIELD, OPTION, DEFAULT, PASSES, FLAG, MIN, MAX,  \
+                              DESC)                                            \
+  {FLAG, /*takesValue=*/true,                                                  \
+   "sets " OPTION "=N, " #MIN " to " #MAX "; " OPTION " (default " #DEFAULT    \
+   "): " DESC,                                                                 \
+   [](jit::CompileOptions &options, const std::string &value) {                \
+     options.FIELD = parseCount(FLAG, value, MIN, MAX);                        \
+   }},
+#include "moe/Pipelines/KernelChoices.def"
+};
+
+/// The kernel choice whose flag is `name`, or null.
+const KernelChoiceFlag *findKernelChoiceFlag(const std::string &name) {
+  for (const KernelChoiceFlag &choice : kKernelChoiceFlags)
+    if (name == choice.flag)
+      return &choice;
+  return nullptr;
+}
+
+/// Prints one entry of --help: `name` in the first 23 columns (on a line of
+/// its own when it does not fit), then `text` wrapped at 77 columns like
+/// the entries of kHelpHead.
+void printHelpEntry(const std::string &name, const std::string &text) {
+  constexpr size_t indent = 23, width = 77;
+  std::string line = "  " + name;
+  if (line.size() + 2 > indent) {
+    std::puts(line.c_str());
+    line.clear();
+  }
+  line.resize(indent, ' ');
+  bool empty = true;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = std::min(text.find(' ', start), text.size());
+    std::string word = text.substr(start, end - start);
+    start = end + 1;
+    if (word.empty())
+      continue;
+    if (!empty && line.size() + 1 + word.size() > width) {
+      std::puts(line.c_str());
+      line.assign(indent, ' ');
+      empty = true;
+    }
+    line += (empty ? "" : " ") + word;
+    empty = false;
+  }
+  std::puts(line.c_str());
+}
+
+/// Prints --help: kHelpHead, the flags of the kernel choices, kHelpTail.
+void printHelp() {
+  std::fputs(kHelpHead, stdout);
+  for (const KernelChoiceFlag &choice : kKernelChoiceFlags)
+    printHelpEntry(std::string(choice.flag) + (choice.takesValue ? " N" : ""),
+                   choice.help);
+  std::fputs(kHelpTail, stdout);
+}
+
 Options parseCommandLine(const std::vector<std::string> &args) {
   Options opts;
   std::map<std::string, bool> seen;
@@ -275,18 +304,7 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       "--check",         "--gpu-mode",  "--warmup",   "--times-json",
       "--emit"};
   const std::vector<std::string> flags = {"--no-fuse", "--print-layer-ir",
-                                          "--compile-only",
-                                          "--operands-one-axis",
-                                          "--checkpoint-unpacked",
-                                          "--dgate-up-epilogue",
-                                          "--grid-gemms",
-                                          "--cluster-gemms",
-                                          "--rhs-codes",
-                                          "--lhs-codes",
-                                          "--gathered-lhs-copies",
-                                          "--round-operands",
-                                          "--register-stores",
-                                          "--act-epilogue"};
+                                          "--compile-only"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg.compare(0, 2, "--") != 0) {
@@ -298,7 +316,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
     }
     size_t eq = arg.find('=');
     std::string name = arg.substr(0, eq);
-    bool takesValue = false, known = false;
+    const KernelChoiceFlag *choice = findKernelChoiceFlag(name);
+    bool takesValue = choice && choice->takesValue, known = choice != nullptr;
     for (const std::string &o : withValue)
       if (o == name)
         known = takesValue = true;
@@ -419,28 +438,8 @@ Options parseCommandLine(const std::vector<std::string> &args) {
       opts.printLayerIR = true;
     } else if (name == "--compile-only") {
       opts.compileOnly = true;
-    } else if (name == "--operands-one-axis") {
-      opts.operandsBothAxes = false;
-    } else if (name == "--checkpoint-unpacked") {
-      opts.checkpointEpilogue = false;
-    } else if (name == "--dgate-up-epilogue") {
-      opts.dGateUpEpilogue = true;
-    } else if (name == "--grid-gemms") {
-      opts.persistentGemms = false;
-    } else if (name == "--cluster-gemms") {
-      opts.clusterGemms = true;
-    } else if (name == "--rhs-codes") {
-      opts.rhsCodes = true;
-    } else if (name == "--lhs-codes") {
-      opts.lhsCodes = true;
-    } else if (name == "--gathered-lhs-copies") {
-      opts.lhsGather = false;
-    } else if (name == "--round-operands") {
-      opts.roundOperands = true;
-    } else if (name == "--register-stores") {
-      opts.tmaStore = false;
-    } else if (name == "--act-epilogue") {
-      opts.activationEpilogue = true;
+    } else if (choice) {
+      choice->apply(opts.kernelChoices, value);
     }
   }
   int sources = !opts.file.empty() + opts.haveLayer + opts.haveGemm;
@@ -1256,24 +1255,13 @@ int runGemm(const Options &opts, const jit::CompileOptions &compileOptions) {
 
 int run(const Options &opts) {
   jit::Compiler compiler({opts.cacheDir, /*memoryCache=*/true});
-  jit::CompileOptions compileOptions;
+  jit::CompileOptions compileOptions = opts.kernelChoices;
   compileOptions.target = opts.target;
   compileOptions.fuse = opts.fuse;
   compileOptions.entry = opts.function;
   compileOptions.optLevel = opts.optLevel;
   compileOptions.mmaPath = opts.mmaPath;
   compileOptions.gpuMode = opts.gpuMode;
-  compileOptions.operandsBothAxes = opts.operandsBothAxes;
-  compileOptions.checkpointEpilogue = opts.checkpointEpilogue;
-  compileOptions.dGateUpEpilogue = opts.dGateUpEpilogue;
-  compileOptions.persistentGemms = opts.persistentGemms;
-  compileOptions.clusterGemms = opts.clusterGemms;
-  compileOptions.rhsCodes = opts.rhsCodes;
-  compileOptions.lhsCodes = opts.lhsCodes;
-  compileOptions.lhsGather = opts.lhsGather;
-  compileOptions.roundOperands = opts.roundOperands;
-  compileOptions.tmaStore = opts.tmaStore;
-  compileOptions.activationEpilogue = opts.activationEpilogue;
   compileOptions.gemmConfigs = opts.gemmConfigs;
   compileOptions.kernelDir = opts.emitDir;
   compileOptions.kernelFormat = opts.emitFormat;
@@ -1465,7 +1453,7 @@ int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   for (const std::string &arg : args)
     if (arg == "--help" || arg == "-h") {
-      std::fputs(kHelp, stdout);
+      printHelp();
       return 0;
     }
   try {

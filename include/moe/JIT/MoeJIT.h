@@ -320,59 +320,14 @@ struct CompileOptions {
   /// Empty: resident unless the IR has a GEMM that runs on the host (bias,
   /// bf16 operands), which only the hybrid form handles.
   std::string gpuMode;
-  /// GPU targets, bf16-operands: one operand kernel rounds a value that two
-  /// GEMMs take along different axes (convert-moe-to-nvgpu's
-  /// operands-both-axes; on: 2.3 ms less at shape 1 on the H200, the same
-  /// bits as one kernel per rounding).
-  bool operandsBothAxes = true;
-  /// GPU targets, bf16-operands: P1's epilogue reads the bf16 gate/up
-  /// checkpoint itself instead of f32 slot rows unpacked by elementwise
-  /// kernels (convert-moe-to-nvgpu's checkpoint-epilogue; on: 4.2 ms less
-  /// at shape 1 on the H200, the same bits as the unpacked rows).
-  bool checkpointEpilogue = true;
-  /// GPU targets, bf16-operands: P1's epilogue writes the MX values of
-  /// [dg | du] that P2 and P3 read instead of f32 [dg | du] for an operand
-  /// kernel (convert-moe-to-nvgpu's dgate-up-epilogue; the same bits; off:
-  /// it measured slower on the H200).
-  bool dGateUpEpilogue = false;
-  /// GPU targets, bf16-operands: the GEMMs but the recompute's run one CTA
-  /// per SM taking tiles from an atomic counter, P1's as a ping-pong kernel
-  /// (moe-gpu-kernel-config's persistent-gemms); off: one CTA per tile.
-  bool persistentGemms = true;
-  /// GPU targets, bf16-operands: the GEMMs of one CTA per tile run in
-  /// clusters of two CTAs along N that load their shared lhs tile once
-  /// (moe-gpu-kernel-config's cluster-gemms).
-  bool clusterGemms = false;
-  /// GPU targets, bf16-operands: block GEMMs read an MX-quantized weight
-  /// with K contiguous as FP8 codes and scales, dequantized in the kernel
-  /// (moe-gpu-kernel-config's rhs-codes).
-  bool rhsCodes = false;
-  /// GPU targets, bf16-operands: block GEMMs read their MX-quantized lhs
-  /// rows as FP8 codes, decoded by the consumers into the registers of a
-  /// register-A wgmma (moe-gpu-kernel-config's lhs-codes).
-  bool lhsCodes = false;
-  /// GPU targets, bf16-operands: block GEMMs whose lhs rows are gathered
-  /// from token rows (x, dy) read the token rows rounded once, through the
-  /// token ids (moe-gpu-kernel-config's lhs-gather; default on: 0.3 ms less
-  /// at both reference shapes, docs/sm90a-kernels.md).
-  bool lhsGather = true;
-  /// GPU targets, bf16-operands: expert GEMMs whose operand is rows
-  /// gathered from token rows rounded along the slots (x of P3, dy of P4)
-  /// gather and round it themselves, so that no rounded copy is written
-  /// (moe-gpu-kernel-config's round-operands; default off: at shape 2 the
-  /// producer's rounding made P3 and P4 2.4x and 2.8x slower than the
-  /// operand kernels and GEMMs it replaces, docs/sm90a-kernels.md).
-  bool roundOperands = false;
-  /// GPU targets, bf16-operands: GEMMs with a plain epilogue stage the f32
-  /// result tile through shared memory and store it by TMA
-  /// (moe-gpu-kernel-config's tma-store; false: st.global from the
-  /// accumulator registers).
-  bool tmaStore = true;
-  /// GPU targets: P1's GEMM computes the activation backward in its
-  /// epilogue (convert-moe-to-nvgpu's act-epilogue); false (default): P1
-  /// stores dA, and one kernel computes the activation backward and the MX
-  /// roundings that P2, P3 and P4 read.
-  bool activationEpilogue = false;
+  /// GPU targets: the kernel choices, one field per entry of
+  /// moe/Pipelines/KernelChoices.def (operandsBothAxes, tmaStore, ...).
+  /// The entry gives the field's type and default, what it chooses and why
+  /// its default is what it is; the field sets the GPU pipelines' option of
+  /// the same name.
+#define MOE_KERNEL_CHOICE(FIELD, TYPE, OPTION, DEFAULT, PASSES, DESC)          \
+  TYPE FIELD = DEFAULT;
+#include "moe/Pipelines/KernelChoices.def"
   /// GPU targets: kernel configurations set by hand, in place of
   /// moe-gpu-kernel-config's choice (a tuner's sweep with one build): the
   /// GEMM's index among the GPU GEMMs after moe-decompose-bwd, in IR order

@@ -75,8 +75,9 @@ struct HostPipelineOptions : public PassPipelineOptions<HostPipelineOptions> {
 ///   the libm functions `exp` and `tanh` (f64): no MLIR runtime library.
 void buildHostPipeline(OpPassManager &pm, const HostPipelineOptions &options);
 
-/// The options both GPU pipelines share: the chip, the MMA path and the
-/// CUDA toolkit. `Derived` adds `format`, whose default differs.
+/// The options both GPU pipelines share: the chip, the MMA path, the kernel
+/// choices (KernelChoices.def) and the CUDA toolkit. `Derived` adds
+/// `format`, whose default differs.
 template <typename Derived>
 struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
   typename PassPipelineOptions<Derived>::template Option<std::string> chip{
@@ -88,79 +89,23 @@ struct GPUKernelPipelineOptions : public PassPipelineOptions<Derived> {
       llvm::cl::desc("The MMA path of the GEMMs: fp8, bf16 or bf16-operands "
                      "(default: the chip's, TargetInfo)"),
       llvm::cl::init("")};
-  typename PassPipelineOptions<Derived>::template Option<bool>
-      operandsBothAxes{
-          *this, "operands-both-axes",
-          llvm::cl::desc("convert-moe-to-nvgpu's operands-both-axes: one "
-                         "operand kernel for a value two GEMMs take along "
-                         "different axes (default on)"),
-          llvm::cl::init(true)};
-  typename PassPipelineOptions<Derived>::template Option<bool>
-      checkpointEpilogue{
-          *this, "checkpoint-epilogue",
-          llvm::cl::desc("convert-moe-to-nvgpu's checkpoint-epilogue: P1's "
-                         "epilogue reads the bf16 gate/up checkpoint (default "
-                         "on)"),
-          llvm::cl::init(true)};
-  typename PassPipelineOptions<Derived>::template Option<bool>
-      dGateUpEpilogue{
-          *this, "dgate-up-epilogue",
-          llvm::cl::desc("convert-moe-to-nvgpu's dgate-up-epilogue: P1's "
-                         "epilogue writes [dg | du]'s MX values for P2 and "
-                         "P3 (default off; with persistent-gemms=false)"),
-          llvm::cl::init(false)};
-  typename PassPipelineOptions<Derived>::template Option<bool>
-      persistentGemms{
-          *this, "persistent-gemms",
-          llvm::cl::desc("moe-gpu-kernel-config's persistent-gemms: one CTA "
-                         "per SM takes each GEMM's tiles but the "
-                         "recompute's, P1's as a ping-pong kernel (default "
-                         "on)"),
-          llvm::cl::init(true)};
-  typename PassPipelineOptions<Derived>::template Option<bool> clusterGemms{
-      *this, "cluster-gemms",
-      llvm::cl::desc("moe-gpu-kernel-config's cluster-gemms: the GEMMs of "
-                     "one CTA per tile run in clusters of two CTAs along N "
-                     "(default off)"),
-      llvm::cl::init(false)};
-  typename PassPipelineOptions<Derived>::template Option<bool> rhsCodes{
-      *this, "rhs-codes",
-      llvm::cl::desc("moe-gpu-kernel-config's rhs-codes: block GEMMs read "
-                     "an MX-quantized K-major weight as FP8 codes (default "
-                     "off)"),
-      llvm::cl::init(false)};
-  typename PassPipelineOptions<Derived>::template Option<bool> lhsCodes{
-      *this, "lhs-codes",
-      llvm::cl::desc("moe-gpu-kernel-config's lhs-codes: block GEMMs read "
-                     "their MX-quantized lhs rows as FP8 codes decoded into "
-                     "registers (default off)"),
-      llvm::cl::init(false)};
-  typename PassPipelineOptions<Derived>::template Option<bool> lhsGather{
-      *this, "lhs-gather",
-      llvm::cl::desc("moe-gpu-kernel-config's lhs-gather: block GEMMs read "
-                     "their gathered lhs rows from the token rows rounded "
-                     "once (default on)"),
-      llvm::cl::init(true)};
-  typename PassPipelineOptions<Derived>::template Option<bool> roundOperands{
-      *this, "round-operands",
-      llvm::cl::desc("moe-gpu-kernel-config's round-operands: expert GEMMs "
-                     "gather and MX-round their slot operands gathered from "
-                     "token rows themselves (default off)"),
-      llvm::cl::init(false)};
-  typename PassPipelineOptions<Derived>::template Option<bool> tmaStore{
-      *this, "tma-store",
-      llvm::cl::desc("moe-gpu-kernel-config's tma-store: GEMMs with a plain "
-                     "epilogue store their f32 result tile by TMA through "
-                     "shared memory (default on)"),
-      llvm::cl::init(true)};
-  typename PassPipelineOptions<Derived>::template Option<bool>
-      activationEpilogue{
-          *this, "act-epilogue",
-          llvm::cl::desc("P1's GEMM computes the activation backward in its "
-                         "epilogue (default off: a plain GEMM, then one "
-                         "kernel for the activation backward and the MX "
-                         "roundings after it)"),
-          llvm::cl::init(false)};
+  // One option per kernel choice of KernelChoices.def, named as there; its
+  // description says which passes the pipelines give it to.
+#define MOE_KERNEL_CHOICE_PASSES_Config "moe-gpu-kernel-config"
+#define MOE_KERNEL_CHOICE_PASSES_Convert "convert-moe-to-nvgpu"
+#define MOE_KERNEL_CHOICE_PASSES_ConfigAndConvert                              \
+  "moe-gpu-kernel-config and convert-moe-to-nvgpu"
+#define MOE_KERNEL_CHOICE(FIELD, TYPE, OPTION, DEFAULT, PASSES, DESC)          \
+  typename PassPipelineOptions<Derived>::template Option<TYPE> FIELD{          \
+      *this, OPTION,                                                           \
+      llvm::cl::desc(DESC " (default: " #DEFAULT                               \
+                          "; passed to " MOE_KERNEL_CHOICE_PASSES_##PASSES     \
+                     ")"),                                                     \
+      llvm::cl::init(DEFAULT)};
+#include "moe/Pipelines/KernelChoices.def"
+#undef MOE_KERNEL_CHOICE_PASSES_Config
+#undef MOE_KERNEL_CHOICE_PASSES_Convert
+#undef MOE_KERNEL_CHOICE_PASSES_ConfigAndConvert
   typename PassPipelineOptions<Derived>::template Option<std::string> toolkit{
       *this, "toolkit",
       llvm::cl::desc("CUDA toolkit root for ptxas (format bin / fatbin); "
