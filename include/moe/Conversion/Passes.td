@@ -69,13 +69,6 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
     Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
            "The MMA path of the GEMMs: fp8, bf16, bf16-operands or "
            "block-scale (default: the chip's)">,
-    Option<"operandsBothAxes", "operands-both-axes", "bool",
-           /*default=*/"true",
-           "bf16-operands: a value that two GEMMs take quantized along "
-           "different axes (along its columns for one, along its rows in "
-           "place for the other: x, dy, the gate/up weight and its "
-           "gradient) is read once by one operand kernel that writes both "
-           "roundings (on by default: 2.3 ms less at shape 1 on the H200)">,
     Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
            "bf16-operands: the GEMM kernels but the recompute's are "
            "persistent, one CTA per SM taking tiles from a per-launch atomic "
