@@ -103,6 +103,10 @@
 #              default (ping-pong), --grid-gemms, and --grid-gemms
 #              --dgate-up-epilogue: duration, instructions,
 #              DRAM bytes and the warp stall reasons, one table row each
+#   store-prof  ncu's full section set with SASS-level stall sampling of
+#              P3 and P2 at reference shape 2, tma_store (the default)
+#              and --register-stores, and of P3 at shape 1 (deep-prof's
+#              pages and summary)
 #   deep-prof  ncu's full section set with SASS-level stall sampling of
 #              P1 at reference shape 1 (torch-gen inputs) in two forms
 #              (the default ping-pong 128x128, --grid-gemms), of P1's
@@ -133,7 +137,7 @@
 # measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
 # lhs-codes, lhs-codes-ncu, lhs-gather, lhs-gather-ncu, round-operands,
 # round-operands-ncu, tma-store, tma-store-ncu, tma-store-buffers, store-columns,
-# rhs-codes-ncu, p1-prof and deep-prof. Prints
+# rhs-codes-ncu, p1-prof, deep-prof and store-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
@@ -693,7 +697,7 @@ if want store-columns; then
     cols=${v#c}
     mapfile -t cfgs < <(store_configs 4 $((64 / cols)) "$cols")
     for layer in T=1024,H=1024,I=512,E=8,K=2,B=128 \
-        T=300,H=96,I=160,E=4,K=2,B=128,bias=on \
+        T=300,H=128,I=160,E=4,K=2,B=128,bias=on \
         T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt; do
       run "sm90a resident store_columns = $cols $layer" timeout 300 moe-run \
         --target=sm90a "${cfgs[@]}" --layer "$layer" --empty-experts 1 \
@@ -933,98 +937,124 @@ PY
   done
 fi
 
+# ncu's full section set with SASS-level stall sampling of the first
+# launch after SKIP of the kernels matching KERNEL-REGEX in COMMAND, into
+# $reports/NAME.ncu-rep and its details, source (SASS) and raw pages as
+# CSV; records the key facts and prints the SASS lines with the most stall
+# samples.
+reports=${SUITE_REPORTS:-$out/reports}
+profile() {  # NAME KERNEL-REGEX SKIP COMMAND...
+  local name=$1 regex=$2 skip=$3
+  shift 3
+  echo "== deep-prof $name: $*"
+  if ! ncu --clock-control none --set full --import-source no \
+       --kernel-name "regex:$regex" --launch-skip "$skip" --launch-count 1 \
+       -f -o "$reports/$name" "$@" >"$out/deep.log" 2>&1; then
+    tail -20 "$out/deep.log"
+    record "deep-prof $name" FAIL
+    return
+  fi
+  ncu -i "$reports/$name.ncu-rep" --page details --csv >"$reports/$name-details.csv" 2>&1
+  ncu -i "$reports/$name.ncu-rep" --page source --print-source sass --csv \
+    >"$reports/$name-sass.csv" 2>&1
+  ncu -i "$reports/$name.ncu-rep" --page raw --csv >"$reports/$name-raw.csv" 2>&1
+  summary=$(python3 - "$reports/$name-details.csv" "$reports/$name-sass.csv" \
+      "$reports/$name-raw.csv" <<'PY'
+import csv, sys
+want = {"Duration", "Elapsed Cycles", "SM Frequency", "DRAM Throughput",
+      "L2 Cache Throughput",
+      "Compute (SM) Throughput", "L2 Hit Rate", "Issue Slots Busy",
+      "No Eligible", "Warp Cycles Per Issued Instruction"}
+rows = list(csv.reader(open(sys.argv[1])))
+head = next((i for i, r in enumerate(rows) if "Metric Name" in r), None)
+facts = []
+if head is not None:
+  h = rows[head]
+  n, v = h.index("Metric Name"), h.index("Metric Value")
+  facts = ["%s=%s" % (r[n], r[v]) for r in rows[head + 1:]
+           if len(r) > v and r[n] in want]
+print(" ".join(facts))
+# Bytes by direction and L2 sectors by operation (which bytes are extra).
+raw = list(csv.reader(open(sys.argv[3])))
+if len(raw) > 2:
+  names, units, values = raw[0], raw[1], raw[-1]
+  want = ("dram__bytes_read.sum", "dram__bytes_write.sum",
+          "lts__t_sectors_srcunit_tex_op_read.sum",
+          "lts__t_sectors_srcunit_tex_op_write.sum",
+          "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum",
+          "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
+          "lts__t_sectors_op_read.sum", "lts__t_sectors_op_write.sum",
+          "lts__t_sectors_srcunit_tex.sum", "launch__grid_size",
+          "launch__cluster_dim_x", "launch__block_size",
+          "launch__registers_per_thread",
+          "launch__shared_mem_per_block_dynamic")
+  print("  raw: " + " ".join("%s=%s%s" % (n, values[i], units[i])
+                             for i, n in enumerate(names) if n in want))
+# The SASS lines with the most stall samples, with their top reasons.
+rows = list(csv.reader(open(sys.argv[2])))
+head = next((i for i, r in enumerate(rows) if "Source" in r), None)
+if head is None:
+  sys.exit(0)
+h = rows[head]
+src = h.index("Source")
+total = next((i for i, c in enumerate(h)
+            if c.startswith("Warp Stall Sampling (All")), None)
+if total is None:
+  sys.exit(0)
+reasons = [i for i, c in enumerate(h) if c.startswith("stall_") or
+         c.startswith("smsp__pcsamp_warps_issue_stalled")]
+def num(x):
+  try:
+      return float(x.replace(",", ""))
+  except ValueError:
+      return 0.0
+lines = [r for r in rows[head + 1:] if len(r) > total]
+all_samples = sum(num(r[total]) for r in lines) or 1
+for r in sorted(lines, key=lambda r: -num(r[total]))[:12]:
+  top = sorted(((num(r[i]), h[i]) for i in reasons), reverse=True)[:2]
+  print("  %5.1f%% %-60s %s" % (100 * num(r[total]) / all_samples,
+        r[src].strip()[:60], " ".join("%s=%g" % (k, v) for v, k in top)))
+PY
+)
+  echo "$summary"
+  record "deep-prof $name" "PASS ($(head -1 <<<"$summary"))"
+}
+deep() {  # NAME KERNEL-REGEX MOE-RUN-ARGS...
+  local name=$1 regex=$2
+  shift 2
+  profile "$name" "$regex" 0 moe-run --target=sm90a "$@" --check none
+}
+if want store-prof; then
+  # Where the GEMMs' epilogue time goes: P3 and P2 (the largest store
+  # costs, docs/results/2026-12-04-tma-store.md) with every instruction's
+  # stall samples, tma_store (the default) and --register-stores, at
+  # reference shape 2, and P3 at shape 1.
+  mkdir -p "$reports"
+  for shape in T=24576,H=1536,I=256,E=128,K=8,B=128 T=16384,H=4096,I=1536,E=128,K=8,B=128; do
+    t=${shape%%,H*}
+    run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
+      --config "$shape" --seed 1 --out "$out/deep-in"
+    deep "p3-$t" 'expert_matmul_9$' --layer "$shape" --inputs "$out/deep-in"
+    if [ "$t" = T=24576 ]; then
+      deep "p3-$t-register-stores" 'expert_matmul_9$' --register-stores \
+        --layer "$shape" --inputs "$out/deep-in"
+      deep "p2-$t" 'block_matmul_7$' --layer "$shape" --inputs "$out/deep-in"
+      deep "p2-$t-register-stores" 'block_matmul_7$' --register-stores \
+        --layer "$shape" --inputs "$out/deep-in"
+    fi
+    rm -rf "$out/deep-in"
+  done
+fi
 if want deep-prof; then
   # Why P1 takes the same 3.83-3.86 ms in every form (tile width, ping-pong
   # or not, docs/results/2026-12-02-clusters-and-l2.md), and why a cluster
   # pair is latency-bound: every instruction's stall samples.
-  reports=${SUITE_REPORTS:-$out/reports}
   mkdir -p "$reports"
   shape=T=16384,H=4096,I=1536,E=128,K=8,B=128
   run "torch-gen $shape" python3 -m moe_crosscheck torch-gen \
     --config "$shape" --seed 1 --out "$out/deep-in"
   c128='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], cluster_n = 2>'
   g128='#moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232]>'
-  profile() {  # NAME KERNEL-REGEX SKIP COMMAND...
-    local name=$1 regex=$2 skip=$3
-    shift 3
-    echo "== deep-prof $name: $*"
-    if ! ncu --clock-control none --set full --import-source no \
-         --kernel-name "regex:$regex" --launch-skip "$skip" --launch-count 1 \
-         -f -o "$reports/$name" "$@" >"$out/deep.log" 2>&1; then
-      tail -20 "$out/deep.log"
-      record "deep-prof $name" FAIL
-      return
-    fi
-    ncu -i "$reports/$name.ncu-rep" --page details --csv >"$reports/$name-details.csv" 2>&1
-    ncu -i "$reports/$name.ncu-rep" --page source --print-source sass --csv \
-      >"$reports/$name-sass.csv" 2>&1
-    ncu -i "$reports/$name.ncu-rep" --page raw --csv >"$reports/$name-raw.csv" 2>&1
-    summary=$(python3 - "$reports/$name-details.csv" "$reports/$name-sass.csv" \
-        "$reports/$name-raw.csv" <<'PY'
-import csv, sys
-want = {"Duration", "Elapsed Cycles", "SM Frequency", "DRAM Throughput",
-        "L2 Cache Throughput",
-        "Compute (SM) Throughput", "L2 Hit Rate", "Issue Slots Busy",
-        "No Eligible", "Warp Cycles Per Issued Instruction"}
-rows = list(csv.reader(open(sys.argv[1])))
-head = next((i for i, r in enumerate(rows) if "Metric Name" in r), None)
-facts = []
-if head is not None:
-    h = rows[head]
-    n, v = h.index("Metric Name"), h.index("Metric Value")
-    facts = ["%s=%s" % (r[n], r[v]) for r in rows[head + 1:]
-             if len(r) > v and r[n] in want]
-print(" ".join(facts))
-# Bytes by direction and L2 sectors by operation (which bytes are extra).
-raw = list(csv.reader(open(sys.argv[3])))
-if len(raw) > 2:
-    names, units, values = raw[0], raw[1], raw[-1]
-    want = ("dram__bytes_read.sum", "dram__bytes_write.sum",
-            "lts__t_sectors_srcunit_tex_op_read.sum",
-            "lts__t_sectors_srcunit_tex_op_write.sum",
-            "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum",
-            "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
-            "lts__t_sectors_op_read.sum", "lts__t_sectors_op_write.sum",
-            "lts__t_sectors_srcunit_tex.sum", "launch__grid_size",
-            "launch__cluster_dim_x", "launch__block_size",
-            "launch__registers_per_thread",
-            "launch__shared_mem_per_block_dynamic")
-    print("  raw: " + " ".join("%s=%s%s" % (n, values[i], units[i])
-                               for i, n in enumerate(names) if n in want))
-# The SASS lines with the most stall samples, with their top reasons.
-rows = list(csv.reader(open(sys.argv[2])))
-head = next((i for i, r in enumerate(rows) if "Source" in r), None)
-if head is None:
-    sys.exit(0)
-h = rows[head]
-src = h.index("Source")
-total = next((i for i, c in enumerate(h)
-              if c.startswith("Warp Stall Sampling (All")), None)
-if total is None:
-    sys.exit(0)
-reasons = [i for i, c in enumerate(h) if c.startswith("stall_") or
-           c.startswith("smsp__pcsamp_warps_issue_stalled")]
-def num(x):
-    try:
-        return float(x.replace(",", ""))
-    except ValueError:
-        return 0.0
-lines = [r for r in rows[head + 1:] if len(r) > total]
-all_samples = sum(num(r[total]) for r in lines) or 1
-for r in sorted(lines, key=lambda r: -num(r[total]))[:12]:
-    top = sorted(((num(r[i]), h[i]) for i in reasons), reverse=True)[:2]
-    print("  %5.1f%% %-60s %s" % (100 * num(r[total]) / all_samples,
-          r[src].strip()[:60], " ".join("%s=%g" % (k, v) for v, k in top)))
-PY
-)
-    echo "$summary"
-    record "deep-prof $name" "PASS ($(head -1 <<<"$summary"))"
-  }
-  deep() {  # NAME KERNEL-REGEX MOE-RUN-ARGS...
-    local name=$1 regex=$2
-    shift 2
-    profile "$name" "$regex" 0 moe-run --target=sm90a "$@" --check none
-  }
   torch_deep() {  # NAME SPEC: torch's bf16 GEMM (bench/torch_gemms.py)
     profile "$1" 'cutlass|[Gg]emm|xmma' 2 python3 -c "import sys; sys.path.insert(0, 'bench')
 import torch, torch_gemms as t
