@@ -71,13 +71,13 @@
 #   tma-store-buffers  four chunk buffers beside three stages on every GEMM
 #              (--gemm-config-at): bit for bit against the default on a
 #              layer, the ncu time of every kernel at both reference shapes
-#   store-columns  tma_store in chunks of 16 columns (4 buffers) and of 8
-#              (8 buffers), the same 32 KB, on every GEMM of the layer
-#              (--gemm-config-at): bit for bit against the default on three
-#              layers, memcheck and racecheck, then the ncu time of every
-#              kernel at both reference shapes (STORE_SHAPES picks them,
-#              STORE_VARIANTS the variants: c16, c8; STORE_CHECKS=0 skips
-#              the checks)
+#   store-columns  other tma_store geometries on every GEMM of the layer
+#              (--gemm-config-at), each STAGES:BUFFERS:COLUMNS: by default
+#              4:4:16 and 4:8:8 (the same 32 KB in narrower chunks); bit
+#              for bit against the default on three layers, memcheck and
+#              racecheck, then the ncu time of every kernel at both
+#              reference shapes (STORE_SHAPES picks them, STORE_VARIANTS
+#              the variants, STORE_CHECKS=0 skips the checks)
 #   tma-store-ncu  at reference shapes 1 and 2 the ncu time of every
 #              kernel, default and --register-stores (TMA_STORE_SHAPES picks
 #              the shapes)
@@ -692,24 +692,24 @@ if want store-columns; then
   # The f32 tile in narrower chunks, more of them in flight in the same
   # shared memory: the same values at the same places, so the same bits
   # (STORE_CHECKS=0: only the ncu times).
-  for v in ${STORE_VARIANTS:-c16 c8}; do
+  for v in ${STORE_VARIANTS:-4:4:16 4:8:8}; do
     [ "${STORE_CHECKS:-1}" = 0 ] && break
-    cols=${v#c}
-    mapfile -t cfgs < <(store_configs 4 $((64 / cols)) "$cols")
+    IFS=: read -r stages buffers cols <<<"$v"
+    mapfile -t cfgs < <(store_configs "$stages" "$buffers" "$cols")
     for layer in T=1024,H=1024,I=512,E=8,K=2,B=128 \
         T=300,H=128,I=160,E=4,K=2,B=128,bias=on \
         T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt; do
-      run "sm90a resident store_columns = $cols $layer" timeout 300 moe-run \
+      run "sm90a resident store $v $layer" timeout 300 moe-run \
         --target=sm90a "${cfgs[@]}" --layer "$layer" --empty-experts 1 \
         --outputs "$out/single"
       run "sm90a resident $layer" timeout 300 moe-run --target=sm90a \
         --layer "$layer" --empty-experts 1 --outputs "$out/both"
       compare "$out/single" "$out/both" \
-        "store_columns = $cols == the default, bitwise: $layer"
+        "store $v == the default, bitwise: $layer"
       rm -rf "$out/single" "$out/both"
     done
     for tool in memcheck racecheck; do
-      run "compute-sanitizer $tool store_columns = $cols" timeout 300 \
+      run "compute-sanitizer $tool store $v" timeout 300 \
         compute-sanitizer --tool $tool --error-exitcode 1 moe-run \
         --target=sm90a "${cfgs[@]}" --layer T=1024,H=512,I=256,E=8,K=2,B=128 \
         --empty-experts 1 --check none
@@ -720,11 +720,12 @@ if want store-columns; then
       --config "$shape" --seed 1 --out "$out/ncu-in"
     layer_kernel_times "ncu ${shape%%,H*} default" \
       "store-columns-default-${shape%%,H*}" "$shape" "$out/ncu-in"
-    for v in ${STORE_VARIANTS:-c16 c8}; do
-      cols=${v#c}
-      mapfile -t cfgs < <(store_configs 4 $((64 / cols)) "$cols")
-      layer_kernel_times "ncu ${shape%%,H*} store_columns = $cols" \
-        "store-columns-$v-${shape%%,H*}" "$shape" "$out/ncu-in" "${cfgs[@]}"
+    for v in ${STORE_VARIANTS:-4:4:16 4:8:8}; do
+      IFS=: read -r stages buffers cols <<<"$v"
+      mapfile -t cfgs < <(store_configs "$stages" "$buffers" "$cols")
+      layer_kernel_times "ncu ${shape%%,H*} store $v" \
+        "store-$stages-$buffers-$cols-${shape%%,H*}" "$shape" "$out/ncu-in" \
+        "${cfgs[@]}"
     done
     rm -rf "$out/ncu-in"
   done
