@@ -2495,84 +2495,85 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
 void KernelEmitter::emit(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
-  // The operands' tensor maps, then (lhs_gather, round_lhs, round_rhs) the
-  // global addresses of the token rows of those that have none.
-  bool lhsPointer = cfg.lhsGather || cfg.roundLhs;
-  unsigned operandArg = 0;
-  if (!lhsPointer)
-    tmapA = UnrealizedConversionCastOp::create(
-                b, loc, tmapAT, entry.getArgument(operandArg++))
-                .getResult(0);
-  if (!cfg.roundRhs)
-    tmapB = UnrealizedConversionCastOp::create(
-                b, loc, tmapBT, entry.getArgument(operandArg++))
-                .getResult(0);
-  if (isBf16Operands()) {
-    // The other tensor maps: rhs_codes's scale bytes, lhs_codes's lhs
-    // scale bytes, tma_store's result; then the global pointers.
-    if (cfg.rhsCodes)
-      tmapS = UnrealizedConversionCastOp::create(
-                  b, loc, tmapST, entry.getArgument(operandArg++))
-                  .getResult(0);
-    if (cfg.lhsCodes)
-      tmapSA = UnrealizedConversionCastOp::create(
-                   b, loc, tmapSAT, entry.getArgument(operandArg++))
-                   .getResult(0);
-    if (cfg.tmaStore)
-      tmapC = entry.getArgument(operandArg++);
-  }
-  if (lhsPointer)
-    lhsRows = entry.getArgument(operandArg++);
-  if (cfg.roundRhs)
-    rhsRows = entry.getArgument(operandArg++);
-  if (isBf16Operands()) {
-    // (tma_store: the result is its tensor map, and the pointers start
-    // with blockToExpert, one on from where the result's would be.)
-    unsigned first = operandArg - (cfg.tmaStore ? 1 : 0);
-    if (!cfg.tmaStore)
-      result = entry.getArgument(first);
-    blockToExpert = entry.getArgument(first + 1);
-    if (p.biasType)
-      bias = entry.getArgument(first + 2);
-    if (p.epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd) {
-      gateUp = entry.getArgument(first + 2);
-      affinities = entry.getArgument(first + 3);
-      unsigned next = first + 4;
-      // Argument 2 is the first of [dg | du] (f32), its MX values along N
-      // and along M that the kernel writes; the others follow affinities.
-      const MXGemmEpilogue &e = p.epilogue;
-      SmallVector<Value *, 3> dGateUpOuts;
-      if (!e.writeDGateUp)
-        result = Value();
+  // The arguments, in the order mxGemmKernelArgs gives (the launch record
+  // passes them in that order too).
+  auto mapOf = [&](nvgpu::TensorMapDescriptorType type, Value arg) {
+    return UnrealizedConversionCastOp::create(b, loc, type, arg).getResult(0);
+  };
+  for (auto [i, arg] : llvm::enumerate(mxGemmKernelArgs(p, cfg))) {
+    Value v = entry.getArgument(i);
+    switch (arg.role) {
+    case MXGemmArg::Lhs:
+      if (arg.tensorMap)
+        tmapA = mapOf(tmapAT, v);
       else
-        dGateUpOuts.push_back(&result);
-      if (e.dGateUpAlongN)
-        dGateUpOuts.push_back(&dGateUpAlongNOut);
-      if (e.dGateUpAlongM)
-        dGateUpOuts.push_back(&dGateUpAlongMOut);
-      *dGateUpOuts.front() = entry.getArgument(first);
-      for (Value *out : llvm::drop_begin(dGateUpOuts))
-        *out = entry.getArgument(next++);
-      if (p.epilogue.writeH)
-        hOut = entry.getArgument(next++);
-      if (p.epilogue.writeScaledH)
-        scaledHOut = entry.getArgument(next++);
-      if (p.epilogue.writePartials)
-        partialsOut = entry.getArgument(next++);
-      if (p.epilogue.gateUpCheckpoint)
-        tokenIds = entry.getArgument(next++);
+        lhsRows = v;
+      break;
+    case MXGemmArg::Rhs:
+      if (arg.tensorMap)
+        tmapB = mapOf(tmapBT, v);
+      else
+        rhsRows = v;
+      break;
+    case MXGemmArg::RhsScales:
+      if (arg.tensorMap)
+        tmapS = mapOf(tmapST, v);
+      else
+        scalesB = v;
+      break;
+    case MXGemmArg::LhsScales:
+      if (arg.tensorMap)
+        tmapSA = mapOf(tmapSAT, v);
+      else
+        scalesA = v;
+      break;
+    case MXGemmArg::Result:
+      if (arg.tensorMap)
+        tmapC = v;
+      else
+        result = v;
+      break;
+    case MXGemmArg::BlockToExpert:
+      blockToExpert = v;
+      break;
+    case MXGemmArg::Bias:
+      bias = v;
+      break;
+    case MXGemmArg::GateUp:
+      gateUp = v;
+      break;
+    case MXGemmArg::Affinities:
+      affinities = v;
+      break;
+    case MXGemmArg::DGateUp:
+      result = v;
+      break;
+    case MXGemmArg::DGateUpAlongN:
+      dGateUpAlongNOut = v;
+      break;
+    case MXGemmArg::DGateUpAlongM:
+      dGateUpAlongMOut = v;
+      break;
+    case MXGemmArg::H:
+      hOut = v;
+      break;
+    case MXGemmArg::ScaledH:
+      scaledHOut = v;
+      break;
+    case MXGemmArg::Partials:
+      partialsOut = v;
+      break;
+    case MXGemmArg::CheckpointTokenIds:
+      tokenIds = v;
+      break;
+    case MXGemmArg::Tokens:
+      tokens = v;
+      break;
+    case MXGemmArg::TileCounter:
+      tileCounter = v;
+      break;
     }
-  } else {
-    scalesA = entry.getArgument(2);
-    scalesB = entry.getArgument(3);
-    result = entry.getArgument(4);
-    blockToExpert = entry.getArgument(5);
   }
-
-  if (cfg.persistent)
-    tileCounter = entry.getArguments().back();
-  if (p.skipPadding)
-    tokens = entry.getArgument(entry.getNumArguments() - 1 - cfg.persistent);
   tid = indexToI32(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   if (cfg.clusterN > 1)
     isClusterLeader = eq(NVVM::ClusterId::create(b, loc, i32T), 0);
@@ -3132,7 +3133,8 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                                     const MXGemmProblem &problem,
                                     const MXGemmConfig &cfg,
                                     const TargetInfo &target) {
-  bool bf16Operands = problem.path == MXMmaPath::Bf16Operands;
+  [[maybe_unused]] bool bf16Operands =
+      problem.path == MXMmaPath::Bf16Operands;
   // (block_scale: whyNotBlockScale checked its own tile shapes.)
   assert(cfg.tileK * (bf16Operands ? 2 : 1) == kSwizzleBytes &&
          (problem.path == MXMmaPath::BlockScale ||
@@ -3151,43 +3153,14 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
 
   declareDynamicSmem(builder, loc, module);
 
+  // TMA descriptors are generic pointers (to the __grid_constant__
+  // parameter), the rest global ones.
   Type ptr = LLVM::LLVMPointerType::get(ctx);
   Type gptr = LLVM::LLVMPointerType::get(ctx, 1);
-  SmallVector<Type> args = {ptr, ptr, gptr, gptr, gptr, gptr};
-  if (bf16Operands)
-    args.resize(problem.biasType ? 5 : 4);
-  // lhs_gather, round_lhs, round_rhs: the maps there are, then the token
-  // rows' addresses of the operands that have none.
-  int64_t rowOperands = (cfg.lhsGather || cfg.roundLhs) + cfg.roundRhs;
-  for (int64_t i = 0; i < rowOperands; ++i)
-    args[1 - i] = gptr;
-  // rhs_codes: the tensor map of the rhs scale bytes after the operands'.
-  if (cfg.rhsCodes)
-    args.insert(args.begin() + 2, ptr);
-  // lhs_codes: the tensor map of the lhs scale bytes after those.
-  if (cfg.lhsCodes)
-    args.insert(args.begin() + 2 + cfg.rhsCodes, ptr);
-  // tma_store: the result's tensor map after the other maps, before the
-  // token rows' addresses (lhs_gather, round_lhs, round_rhs), instead of
-  // the result's address.
-  if (cfg.tmaStore) {
-    args.erase(args.begin() + 2 + cfg.rhsCodes + cfg.lhsCodes);
-    args.insert(args.begin() + 2 + cfg.rhsCodes + cfg.lhsCodes - rowOperands,
-                ptr);
-  }
-  const MXGemmEpilogue &epilogue = problem.epilogue;
-  // gate_up, affinities, the [dg | du] outputs beyond the first, h, a * h,
-  // partials, token ids.
-  if (epilogue.kind == MXGemmEpilogue::Kind::GatedActBwd)
-    args.append(2 + epilogue.dGateUpOutputs() - 1 + epilogue.writeH +
-                    epilogue.writeScaledH + epilogue.writePartials +
-                    epilogue.gateUpCheckpoint,
-                gptr);
-  // The token ids, then a persistent kernel's tile counter.
-  if (problem.skipPadding)
-    args.push_back(gptr);
-  if (cfg.persistent)
-    args.push_back(gptr);
+  SmallVector<MXGemmKernelArg> kernelArgs = mxGemmKernelArgs(problem, cfg);
+  SmallVector<Type> args;
+  for (const MXGemmKernelArg &arg : kernelArgs)
+    args.push_back(arg.tensorMap ? ptr : gptr);
   auto type = FunctionType::get(ctx, args, {});
   auto func = gpu::GPUFuncOp::create(builder, loc, name, type);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
@@ -3226,5 +3199,92 @@ MXGemmLaunch moe::buildMXGemmKernel(OpBuilder &builder, Location loc,
                       emitter.getTensorMapScales(),
                       emitter.getTensorMapScalesA(),
                       emitter.getTensorMapResult(),
-                      cfg.persistent ? 1 : 0};
+                      cfg.persistent ? 1 : 0,
+                      std::move(kernelArgs)};
+}
+
+SmallVector<MXGemmKernelArg> moe::mxGemmKernelArgs(const MXGemmProblem &p,
+                                                   const MXGemmConfig &cfg) {
+  SmallVector<MXGemmKernelArg> args;
+  auto map = [&](MXGemmArg role) { args.push_back({role, true}); };
+  auto pointer = [&](MXGemmArg role) { args.push_back({role, false}); };
+  if (p.path != MXMmaPath::Bf16Operands) {
+    // The codes' maps, then the scale tables, c and the blocks' experts.
+    map(MXGemmArg::Lhs);
+    map(MXGemmArg::Rhs);
+    pointer(MXGemmArg::LhsScales);
+    pointer(MXGemmArg::RhsScales);
+    pointer(MXGemmArg::Result);
+    pointer(MXGemmArg::BlockToExpert);
+  } else {
+    // The operands' maps (lhs_gather, round_lhs, round_rhs: none for the
+    // gathered operand), rhs_codes's and lhs_codes's scale bytes, and
+    // tma_store's result; then the token rows of the gathered operands.
+    bool lhsRows = cfg.lhsGather || cfg.roundLhs;
+    if (!lhsRows)
+      map(MXGemmArg::Lhs);
+    if (!cfg.roundRhs)
+      map(MXGemmArg::Rhs);
+    if (cfg.rhsCodes)
+      map(MXGemmArg::RhsScales);
+    if (cfg.lhsCodes)
+      map(MXGemmArg::LhsScales);
+    if (cfg.tmaStore)
+      map(MXGemmArg::Result);
+    if (lhsRows)
+      pointer(MXGemmArg::Lhs);
+    if (cfg.roundRhs)
+      pointer(MXGemmArg::Rhs);
+    // The outputs: a plain epilogue's result, or the activation backward's
+    // (the first where the result is, the others after the affinities).
+    const MXGemmEpilogue &e = p.epilogue;
+    SmallVector<MXGemmArg> outputs = {MXGemmArg::Result};
+    if (e.kind == MXGemmEpilogue::Kind::GatedActBwd) {
+      outputs.clear();
+      for (auto [want, role] :
+           {std::make_pair(e.writeDGateUp, MXGemmArg::DGateUp),
+            std::make_pair(bool(e.dGateUpAlongN), MXGemmArg::DGateUpAlongN),
+            std::make_pair(bool(e.dGateUpAlongM), MXGemmArg::DGateUpAlongM),
+            std::make_pair(e.writeH, MXGemmArg::H),
+            std::make_pair(e.writeScaledH, MXGemmArg::ScaledH),
+            std::make_pair(e.writePartials, MXGemmArg::Partials)})
+        if (want)
+          outputs.push_back(role);
+    }
+    if (!cfg.tmaStore)
+      pointer(outputs.front());
+    pointer(MXGemmArg::BlockToExpert);
+    if (p.biasType)
+      pointer(MXGemmArg::Bias);
+    if (e.kind == MXGemmEpilogue::Kind::GatedActBwd) {
+      pointer(MXGemmArg::GateUp);
+      pointer(MXGemmArg::Affinities);
+      for (MXGemmArg role : llvm::drop_begin(outputs))
+        pointer(role);
+      if (e.gateUpCheckpoint)
+        pointer(MXGemmArg::CheckpointTokenIds);
+    }
+  }
+  if (p.skipPadding)
+    pointer(MXGemmArg::Tokens);
+  if (cfg.persistent)
+    pointer(MXGemmArg::TileCounter);
+  return args;
+}
+
+nvgpu::TensorMapDescriptorType MXGemmLaunch::tensorMapOf(MXGemmArg role) const {
+  switch (role) {
+  case MXGemmArg::Lhs:
+    return tensorMapA;
+  case MXGemmArg::Rhs:
+    return tensorMapB;
+  case MXGemmArg::RhsScales:
+    return tensorMapScales;
+  case MXGemmArg::LhsScales:
+    return tensorMapScalesA;
+  case MXGemmArg::Result:
+    return tensorMapResult;
+  default:
+    llvm_unreachable("only operands, scales and the result have maps");
+  }
 }

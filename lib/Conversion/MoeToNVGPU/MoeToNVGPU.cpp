@@ -122,42 +122,23 @@ struct LaunchRecord {
   int64_t counters = 0;
 };
 
-/// The launch record of a GEMM kernel: TMA descriptors of tmapA and tmapB
-/// over host arguments `mapA` and `mapB`, then global pointers to the host
-/// arguments `pointers`, in the kernel's argument order.
-LaunchRecord gemmRecord(const MXGemmLaunch &launch, int64_t mapA,
-                        int64_t mapB, ArrayRef<int64_t> pointers,
-                        int64_t mapScales = -1, int64_t mapScalesA = -1) {
-  LaunchRecord record = {launch.kernel,
-                         launch.grid,
-                         launch.block,
-                         launch.dynamicSharedMemory,
-                         {{mapA, launch.tensorMapA}, {mapB, launch.tensorMapB}},
-                         SmallVector<int64_t>(pointers),
-                         launch.counters};
-  // lhs_gather, round_lhs, round_rhs: no map of that operand; the token
-  // rows it gathers are the first pointers (lhs first).
-  if (!launch.tensorMapB) {
-    record.tensorMaps.pop_back();
-    record.pointerArgs.insert(record.pointerArgs.begin(), mapB);
-  }
-  if (!launch.tensorMapA) {
-    record.tensorMaps.erase(record.tensorMaps.begin());
-    record.pointerArgs.insert(record.pointerArgs.begin(), mapA);
-  }
-  // rhs_codes: the rhs scale bytes' map, third.
-  if (mapScales >= 0)
-    record.tensorMaps.push_back({mapScales, launch.tensorMapScales});
-  // lhs_codes: the lhs scale bytes' map after those.
-  if (mapScalesA >= 0)
-    record.tensorMaps.push_back({mapScalesA, launch.tensorMapScalesA});
-  // tma_store: the result's map, last, instead of its address (the first
-  // pointer after the token rows').
-  if (launch.tensorMapResult) {
-    auto result = record.pointerArgs.begin() + (!launch.tensorMapA) +
-                  (!launch.tensorMapB);
-    record.tensorMaps.push_back({*result, launch.tensorMapResult});
-    record.pointerArgs.erase(result);
+/// The launch record of a GEMM kernel: each of its arguments
+/// (launch.args, in the kernel's order) is host argument `hostArg(role)`,
+/// as a TMA descriptor or a global pointer; the tile counter is the
+/// launch's own zeroed word.
+LaunchRecord gemmRecord(const MXGemmLaunch &launch,
+                        function_ref<int64_t(MXGemmArg)> hostArg) {
+  LaunchRecord record = {launch.kernel, launch.grid, launch.block,
+                         launch.dynamicSharedMemory, {}, {}, launch.counters};
+  for (const MXGemmKernelArg &arg : launch.args) {
+    if (arg.role == MXGemmArg::TileCounter)
+      continue;
+    int64_t index = hostArg(arg.role);
+    assert(index >= 0 && "a kernel argument without a host argument");
+    if (arg.tensorMap)
+      record.tensorMaps.push_back({index, launch.tensorMapOf(arg.role)});
+    else
+      record.pointerArgs.push_back(index);
   }
   return record;
 }
@@ -444,9 +425,26 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
   MXGemmLaunch launch =
       buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg,
                         target);
-  // Kernel arguments: tmapA (lhs codes), tmapB (rhs codes), then the
-  // global pointers sa, sb, c, blockToExpert.
-  LaunchRecord record = gemmRecord(launch, 0, 2, {1, 3, 5, 4});
+  // Host arguments: lhs codes, lhs scales, rhs codes, rhs scales,
+  // block_to_expert, then the result.
+  LaunchRecord record = gemmRecord(launch, [](MXGemmArg role) -> int64_t {
+    switch (role) {
+    case MXGemmArg::Lhs:
+      return 0;
+    case MXGemmArg::LhsScales:
+      return 1;
+    case MXGemmArg::Rhs:
+      return 2;
+    case MXGemmArg::RhsScales:
+      return 3;
+    case MXGemmArg::BlockToExpert:
+      return 4;
+    case MXGemmArg::Result:
+      return 5;
+    default:
+      return -1;
+    }
+  });
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
@@ -896,27 +894,24 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
       buildMXGemmKernel(b, loc, kernels, freshName(prefix), problem, cfg,
                         target);
   // Host arguments: lhs, rhs, block_to_expert (, bias) (, token ids)
-  // (, rhs scales) (, lhs scales), result. Kernel arguments: tmapA, tmapB
-  // (, the rhs scales' map) (, the lhs scales' map), then the global
-  // pointers c, blockToExpert (, bias) (, token ids).
+  // (, rhs scales) (, lhs scales), result.
   SmallVector<Value> operands = {*lhs, *rhs, blocks};
   Value tokens = problem.skipPadding ? tokensOf(op) : Value();
-  int64_t resultArg = 3 + bool(bias) + bool(tokens) + bool(rhsScales) +
-                      bool(lhsScales);
-  int64_t rhsScalesArg = rhsScales ? 3 + bool(bias) + bool(tokens) : -1;
-  int64_t lhsScalesArg = lhsScales ? resultArg - 1 : -1;
-  LaunchRecord record = gemmRecord(launch, 0, 1, {resultArg, 2},
-                                   rhsScalesArg, lhsScalesArg);
-  for (Value pointer : {bias, tokens}) {
-    if (!pointer)
+  DenseMap<MXGemmArg, int64_t> hostArgs = {{MXGemmArg::Lhs, 0},
+                                           {MXGemmArg::Rhs, 1},
+                                           {MXGemmArg::BlockToExpert, 2}};
+  for (auto [role, value] : {std::make_pair(MXGemmArg::Bias, bias),
+                             std::make_pair(MXGemmArg::Tokens, tokens),
+                             std::make_pair(MXGemmArg::RhsScales, rhsScales),
+                             std::make_pair(MXGemmArg::LhsScales, lhsScales)}) {
+    if (!value)
       continue;
-    record.pointerArgs.push_back(operands.size());
-    operands.push_back(pointer);
+    hostArgs[role] = operands.size();
+    operands.push_back(value);
   }
-  if (rhsScales)
-    operands.push_back(rhsScales);
-  if (lhsScales)
-    operands.push_back(lhsScales);
+  hostArgs[MXGemmArg::Result] = operands.size();
+  LaunchRecord record = gemmRecord(
+      launch, [&](MXGemmArg role) { return hostArgs.lookup_or(role, -1); });
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
@@ -1080,29 +1075,38 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   // checkpoint), affinities (, token ids) (, token ids of skipPadding)
   // (, rhs scales) (, lhs scales), then the results: [dg | du] as f32
   // and / or its MX values along N and along M (at least one), (, h)
-  // (, a * h) (, partials). Kernel arguments: tmapA, tmapB (, the rhs
-  // scales' map) (, the lhs scales' map), the first of the [dg | du] results, blockToExpert, gateUp,
-  // affinities, the other [dg | du] results (, h) (, a * h) (, partials)
-  // (, token ids) (, token ids of skipPadding).
+  // (, a * h) (, partials), in mxGemmKernelArgs's order of them.
   SmallVector<Value> operands = {
       lhs, rhs, blocks,
       checkpoint ? checkpoint->checkpoint : epi.act.getGateUp(),
       epi.act.getSlotAffinities()};
-  if (checkpoint)
-    operands.push_back(checkpoint->tokenIds);
+  DenseMap<MXGemmArg, int64_t> hostArgs = {{MXGemmArg::Lhs, 0},
+                                           {MXGemmArg::Rhs, 1},
+                                           {MXGemmArg::BlockToExpert, 2},
+                                           {MXGemmArg::GateUp, 3},
+                                           {MXGemmArg::Affinities, 4}};
   Value tokens = problem.skipPadding ? tokensOf(op) : Value();
-  int64_t tokensArg = operands.size();
-  if (tokens)
-    operands.push_back(tokens);
-  int64_t scalesArg = rhsScales ? int64_t(operands.size()) : -1;
-  if (rhsScales)
-    operands.push_back(rhsScales);
-  int64_t lhsScalesArg = lhsScales ? int64_t(operands.size()) : -1;
-  if (lhsScales)
-    operands.push_back(lhsScales);
-  int64_t firstResult = operands.size();
-  LaunchRecord record = gemmRecord(launch, 0, 1, {firstResult, 2, 3, 4},
-                                   scalesArg, lhsScalesArg);
+  for (auto [role, value] :
+       {std::make_pair(MXGemmArg::CheckpointTokenIds,
+                       checkpoint ? checkpoint->tokenIds : Value()),
+        std::make_pair(MXGemmArg::Tokens, tokens),
+        std::make_pair(MXGemmArg::RhsScales, rhsScales),
+        std::make_pair(MXGemmArg::LhsScales, lhsScales)}) {
+    if (!value)
+      continue;
+    hostArgs[role] = operands.size();
+    operands.push_back(value);
+  }
+  int64_t nextResult = operands.size();
+  for (MXGemmArg role :
+       {MXGemmArg::DGateUp, MXGemmArg::DGateUpAlongN, MXGemmArg::DGateUpAlongM,
+        MXGemmArg::H, MXGemmArg::ScaledH, MXGemmArg::Partials})
+    if (llvm::any_of(launch.args, [&](const MXGemmKernelArg &arg) {
+          return arg.role == role;
+        }))
+      hostArgs[role] = nextResult++;
+  LaunchRecord record = gemmRecord(
+      launch, [&](MXGemmArg role) { return hostArgs.lookup_or(role, -1); });
   const MXGemmEpilogue &e = problem.epilogue;
   auto dGateUpType = cast<RankedTensorType>(epi.act.getDGateUp().getType());
   auto roundedType =
@@ -1123,12 +1127,6 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
     resultTypes.push_back(RankedTensorType::get(
         {problem.m, (problem.n + cfg.tileN - 1) / cfg.tileN},
         b.getF32Type()));
-  for (int64_t i = 1, n = resultTypes.size(); i < n; ++i)
-    record.pointerArgs.push_back(firstResult + i);
-  if (checkpoint)
-    record.pointerArgs.push_back(5);
-  if (tokens)
-    record.pointerArgs.push_back(tokensArg);
   SmallVector<Value> results =
       emitLaunch(b, loc, record, operands, resultTypes);
   unsigned next = 0;

@@ -192,6 +192,53 @@ struct MXGemmProblem {
 /// With skipPadding the slots' i32 token ids follow (!llvm.ptr<1>). A
 /// persistent kernel (MXGemmConfig::persistent) takes one more
 /// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
+/// What one argument of an MX GEMM kernel is: the kernel's launch ABI.
+/// mxGemmKernelArgs lists them in the kernel's order, and the kernel
+/// builder (the parameter types, the emitter's bindings) and the launch
+/// record (which host buffer each one is) all read that one list.
+enum class MXGemmArg {
+  /// The operands: a tensor map, or (lhs_gather, round_lhs; round_rhs) the
+  /// global address of the token rows the kernel gathers.
+  Lhs,
+  Rhs,
+  /// The scales: rhs_codes's / lhs_codes's tensor maps of the scale bytes,
+  /// or the fp8 and block_scale paths' global scale tables.
+  RhsScales,
+  LhsScales,
+  /// A plain epilogue's result (tma_store: its tensor map).
+  Result,
+  BlockToExpert,
+  Bias,
+  /// The activation-backward epilogue's inputs and outputs (the first of
+  /// its outputs where a plain epilogue's result is, the others after the
+  /// slot affinities), and a checkpoint's slot token ids.
+  GateUp,
+  Affinities,
+  DGateUp,
+  DGateUpAlongN,
+  DGateUpAlongM,
+  H,
+  ScaledH,
+  Partials,
+  CheckpointTokenIds,
+  /// skipPadding: the GEMM's token ids; a persistent kernel's tile counter
+  /// (a zeroed word of the launch, not a host buffer), always last.
+  Tokens,
+  TileCounter,
+};
+
+/// One kernel argument: its role, and whether it is a TMA descriptor
+/// (else a global pointer).
+struct MXGemmKernelArg {
+  MXGemmArg role;
+  bool tensorMap = false;
+};
+
+/// The kernel's arguments in order: its tensor maps, then its global
+/// pointers, then the tile counter.
+SmallVector<MXGemmKernelArg> mxGemmKernelArgs(const MXGemmProblem &problem,
+                                              const MXGemmConfig &config);
+
 struct MXGemmLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;
@@ -212,6 +259,11 @@ struct MXGemmLaunch {
   /// Zeroed i32 words the kernel takes last: 1 (the tile counter) for a
   /// persistent kernel, else 0.
   int64_t counters = 0;
+  /// The kernel's arguments (mxGemmKernelArgs).
+  SmallVector<MXGemmKernelArg> args;
+
+  /// The descriptor type of the tensor-map argument `role`.
+  nvgpu::TensorMapDescriptorType tensorMapOf(MXGemmArg role) const;
 };
 
 /// The setmaxnreg registers a producer warpgroup needs to dequantize rhs
