@@ -122,26 +122,46 @@ struct LaunchRecord {
   int64_t counters = 0;
 };
 
-/// The launch record of a GEMM kernel: each of its arguments
-/// (launch.args, in the kernel's order) is host argument `hostArg(role)`,
-/// as a TMA descriptor or a global pointer; the tile counter is the
-/// launch's own zeroed word.
-LaunchRecord gemmRecord(const MXGemmLaunch &launch,
-                        function_ref<int64_t(MXGemmArg)> hostArg) {
-  LaunchRecord record = {launch.kernel, launch.grid, launch.block,
-                         launch.dynamicSharedMemory, {}, {}, launch.counters};
-  for (const MXGemmKernelArg &arg : launch.args) {
-    if (arg.role == MXGemmArg::TileCounter)
-      continue;
-    int64_t index = hostArg(arg.role);
-    assert(index >= 0 && "a kernel argument without a host argument");
-    if (arg.tensorMap)
-      record.tensorMaps.push_back({index, launch.tensorMapOf(arg.role)});
-    else
-      record.pointerArgs.push_back(index);
+/// The host arguments of a GEMM launch, each a role of the kernel's
+/// arguments (mxGemmKernelArgs): the operands in the order they are added,
+/// then the results, which emitLaunch appends.
+struct GemmHostArgs {
+  SmallVector<Value> operands;
+  DenseMap<MXGemmArg, int64_t> index;
+  int64_t results = 0;
+
+  /// `value` (none when null) as the next operand.
+  void add(MXGemmArg role, Value value) {
+    if (!value)
+      return;
+    index[role] = operands.size();
+    operands.push_back(value);
   }
-  return record;
-}
+  /// The next result, once every operand is added.
+  void addResult(MXGemmArg role) {
+    index[role] = operands.size() + results++;
+  }
+  /// The launch record of `launch`: each kernel argument the host argument
+  /// of its role, as a TMA descriptor or a global pointer; the tile counter
+  /// is the launch's own zeroed word.
+  LaunchRecord record(const MXGemmLaunch &launch) const {
+    LaunchRecord record = {launch.kernel, launch.grid, launch.block,
+                           launch.dynamicSharedMemory, {}, {},
+                           launch.counters};
+    for (const MXGemmKernelArg &arg : launch.args) {
+      if (arg.role == MXGemmArg::TileCounter)
+        continue;
+      assert(index.contains(arg.role) &&
+             "a kernel argument without a host argument");
+      int64_t at = index.lookup(arg.role);
+      if (arg.tensorMap)
+        record.tensorMaps.push_back({at, launch.tensorMapOf(arg.role)});
+      else
+        record.pointerArgs.push_back(at);
+    }
+    return record;
+  }
+};
 
 /// Declares the host function that runs `record` (its body comes from
 /// moe-lower-gpu-launches, after buffer deallocation) and calls it on
@@ -427,24 +447,14 @@ LogicalResult GemmLowering::lowerMXCodes(Operation *op, GemmConfigAttr config) {
                         target);
   // Host arguments: lhs codes, lhs scales, rhs codes, rhs scales,
   // block_to_expert, then the result.
-  LaunchRecord record = gemmRecord(launch, [](MXGemmArg role) -> int64_t {
-    switch (role) {
-    case MXGemmArg::Lhs:
-      return 0;
-    case MXGemmArg::LhsScales:
-      return 1;
-    case MXGemmArg::Rhs:
-      return 2;
-    case MXGemmArg::RhsScales:
-      return 3;
-    case MXGemmArg::BlockToExpert:
-      return 4;
-    case MXGemmArg::Result:
-      return 5;
-    default:
-      return -1;
-    }
-  });
+  GemmHostArgs host;
+  const MXGemmArg roles[] = {MXGemmArg::Lhs, MXGemmArg::LhsScales,
+                             MXGemmArg::Rhs, MXGemmArg::RhsScales,
+                             MXGemmArg::BlockToExpert};
+  for (auto [role, value] : llvm::zip_equal(roles, operands))
+    host.add(role, value);
+  host.addResult(MXGemmArg::Result);
+  LaunchRecord record = host.record(launch);
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
@@ -895,23 +905,17 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
                         target);
   // Host arguments: lhs, rhs, block_to_expert (, bias) (, token ids)
   // (, rhs scales) (, lhs scales), result.
-  SmallVector<Value> operands = {*lhs, *rhs, blocks};
-  Value tokens = problem.skipPadding ? tokensOf(op) : Value();
-  DenseMap<MXGemmArg, int64_t> hostArgs = {{MXGemmArg::Lhs, 0},
-                                           {MXGemmArg::Rhs, 1},
-                                           {MXGemmArg::BlockToExpert, 2}};
-  for (auto [role, value] : {std::make_pair(MXGemmArg::Bias, bias),
-                             std::make_pair(MXGemmArg::Tokens, tokens),
-                             std::make_pair(MXGemmArg::RhsScales, rhsScales),
-                             std::make_pair(MXGemmArg::LhsScales, lhsScales)}) {
-    if (!value)
-      continue;
-    hostArgs[role] = operands.size();
-    operands.push_back(value);
-  }
-  hostArgs[MXGemmArg::Result] = operands.size();
-  LaunchRecord record = gemmRecord(
-      launch, [&](MXGemmArg role) { return hostArgs.lookup_or(role, -1); });
+  GemmHostArgs host;
+  host.add(MXGemmArg::Lhs, *lhs);
+  host.add(MXGemmArg::Rhs, *rhs);
+  host.add(MXGemmArg::BlockToExpert, blocks);
+  host.add(MXGemmArg::Bias, bias);
+  host.add(MXGemmArg::Tokens, problem.skipPadding ? tokensOf(op) : Value());
+  host.add(MXGemmArg::RhsScales, rhsScales);
+  host.add(MXGemmArg::LhsScales, lhsScales);
+  host.addResult(MXGemmArg::Result);
+  LaunchRecord record = host.record(launch);
+  ValueRange operands = host.operands;
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
@@ -1076,37 +1080,26 @@ LogicalResult GemmLowering::lowerGatedActEpilogue(
   // (, rhs scales) (, lhs scales), then the results: [dg | du] as f32
   // and / or its MX values along N and along M (at least one), (, h)
   // (, a * h) (, partials), in mxGemmKernelArgs's order of them.
-  SmallVector<Value> operands = {
-      lhs, rhs, blocks,
-      checkpoint ? checkpoint->checkpoint : epi.act.getGateUp(),
-      epi.act.getSlotAffinities()};
-  DenseMap<MXGemmArg, int64_t> hostArgs = {{MXGemmArg::Lhs, 0},
-                                           {MXGemmArg::Rhs, 1},
-                                           {MXGemmArg::BlockToExpert, 2},
-                                           {MXGemmArg::GateUp, 3},
-                                           {MXGemmArg::Affinities, 4}};
-  Value tokens = problem.skipPadding ? tokensOf(op) : Value();
-  for (auto [role, value] :
-       {std::make_pair(MXGemmArg::CheckpointTokenIds,
-                       checkpoint ? checkpoint->tokenIds : Value()),
-        std::make_pair(MXGemmArg::Tokens, tokens),
-        std::make_pair(MXGemmArg::RhsScales, rhsScales),
-        std::make_pair(MXGemmArg::LhsScales, lhsScales)}) {
-    if (!value)
-      continue;
-    hostArgs[role] = operands.size();
-    operands.push_back(value);
-  }
-  int64_t nextResult = operands.size();
-  for (MXGemmArg role :
-       {MXGemmArg::DGateUp, MXGemmArg::DGateUpAlongN, MXGemmArg::DGateUpAlongM,
-        MXGemmArg::H, MXGemmArg::ScaledH, MXGemmArg::Partials})
-    if (llvm::any_of(launch.args, [&](const MXGemmKernelArg &arg) {
-          return arg.role == role;
-        }))
-      hostArgs[role] = nextResult++;
-  LaunchRecord record = gemmRecord(
-      launch, [&](MXGemmArg role) { return hostArgs.lookup_or(role, -1); });
+  GemmHostArgs host;
+  host.add(MXGemmArg::Lhs, lhs);
+  host.add(MXGemmArg::Rhs, rhs);
+  host.add(MXGemmArg::BlockToExpert, blocks);
+  host.add(MXGemmArg::GateUp,
+           checkpoint ? checkpoint->checkpoint : epi.act.getGateUp());
+  host.add(MXGemmArg::Affinities, epi.act.getSlotAffinities());
+  host.add(MXGemmArg::CheckpointTokenIds,
+           checkpoint ? checkpoint->tokenIds : Value());
+  host.add(MXGemmArg::Tokens, problem.skipPadding ? tokensOf(op) : Value());
+  host.add(MXGemmArg::RhsScales, rhsScales);
+  host.add(MXGemmArg::LhsScales, lhsScales);
+  for (const MXGemmKernelArg &arg : launch.args)
+    if (llvm::is_contained({MXGemmArg::DGateUp, MXGemmArg::DGateUpAlongN,
+                            MXGemmArg::DGateUpAlongM, MXGemmArg::H,
+                            MXGemmArg::ScaledH, MXGemmArg::Partials},
+                           arg.role))
+      host.addResult(arg.role);
+  LaunchRecord record = host.record(launch);
+  ValueRange operands = host.operands;
   const MXGemmEpilogue &e = problem.epilogue;
   auto dGateUpType = cast<RankedTensorType>(epi.act.getDGateUp().getType());
   auto roundedType =

@@ -27,13 +27,8 @@
 //     -Xcompiler -static-libgcc -o .bundle/store-rate \
 //     scripts/device/probes/store_rate.cu
 //   bash .bundle/run-on-device.sh .bundle/store-rate
-#include <cuda.h>
-#include <cudaTypedefs.h>
-#include <cuda_runtime.h>
+#include "probe.h"
 
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 namespace {
@@ -49,28 +44,7 @@ constexpr int kWarpgroups = 2;
 constexpr long long kN = 4096;
 constexpr long long kOutRows = (1ll << 30) / (kN * 4);
 
-#define CHECK_CU(x)                                                            \
-  do {                                                                         \
-    CUresult r = (x);                                                          \
-    if (r != CUDA_SUCCESS) {                                                   \
-      std::fprintf(stderr, "%s:%d: %s: CUresult %d\n", __FILE__, __LINE__, #x, \
-                   static_cast<int>(r));                                       \
-      std::exit(2);                                                            \
-    }                                                                          \
-  } while (0)
-#define CHECK_RT(x)                                                            \
-  do {                                                                         \
-    cudaError_t r = (x);                                                       \
-    if (r != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
-                   cudaGetErrorString(r));                                     \
-      std::exit(2);                                                            \
-    }                                                                          \
-  } while (0)
 
-__device__ inline uint32_t smemAddr(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 /// The tile a CTA writes at step t: rows of 64 x kWarpgroups, 256 columns,
 /// spread over the output so that no two (CTA, t) share a line.
@@ -180,18 +154,6 @@ __global__ void globalStores(float *out, int tiles, int mode,
   __syncthreads();
   if (threadIdx.x == 0)
     cycles[blockIdx.x] = clock64() - start;
-}
-
-PFN_cuTensorMapEncodeTiled_v12000 encodeTiled() {
-  void *found = nullptr;
-  cudaDriverEntryPointQueryResult status;
-  CHECK_RT(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &found,
-                                            12000, cudaEnableDefault, &status));
-  if (status != cudaDriverEntryPointSuccess || !found) {
-    std::fprintf(stderr, "no cuTensorMapEncodeTiled in the driver\n");
-    std::exit(2);
-  }
-  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(found);
 }
 
 } // namespace

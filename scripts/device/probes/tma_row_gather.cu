@@ -20,13 +20,8 @@
 //     scripts/device/probes/tma_row_gather.cu
 //   bash .bundle/run-on-device.sh .bundle/tma-row-gather
 // Exit status 0 when the placement checks pass.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-#include <cuda_runtime.h>
+#include "probe.h"
 
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 namespace {
@@ -37,28 +32,7 @@ constexpr int kTileBytes = kRows * kRowBytes;
 constexpr int kStages = 4;       // the ring of the 128x256 GEMMs
 constexpr int kSourceRows = 16384;
 
-#define CHECK_CU(x)                                                            \
-  do {                                                                         \
-    CUresult r = (x);                                                          \
-    if (r != CUDA_SUCCESS) {                                                   \
-      std::fprintf(stderr, "%s:%d: %s: CUresult %d\n", __FILE__, __LINE__, #x, \
-                   static_cast<int>(r));                                       \
-      std::exit(2);                                                            \
-    }                                                                          \
-  } while (0)
-#define CHECK_RT(x)                                                            \
-  do {                                                                         \
-    cudaError_t r = (x);                                                       \
-    if (r != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
-                   cudaGetErrorString(r));                                     \
-      std::exit(2);                                                            \
-    }                                                                          \
-  } while (0)
 
-__device__ inline uint32_t smemAddr(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 __device__ inline void barrierInit(uint64_t *bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smemAddr(bar)),
@@ -229,24 +203,6 @@ __global__ void rate(const __grid_constant__ CUtensorMap tile,
       arrive(&empty[s]);
     }
   }
-}
-
-/// The driver's cuTensorMapEncodeTiled, through the runtime (so that the
-/// probe links with the static runtime alone, no libcuda stub).
-PFN_cuTensorMapEncodeTiled_v12000 encodeTiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void *found = nullptr;
-    cudaDriverEntryPointQueryResult status;
-    CHECK_RT(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &found,
-                                              12000, cudaEnableDefault,
-                                              &status));
-    if (status != cudaDriverEntryPointSuccess || !found) {
-      std::fprintf(stderr, "no cuTensorMapEncodeTiled in the driver\n");
-      std::exit(2);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(found);
-  }();
-  return fn;
 }
 
 CUtensorMap makeMap(void *base, int boxRows) {
