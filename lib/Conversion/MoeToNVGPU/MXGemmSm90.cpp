@@ -2497,41 +2497,34 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   b.setInsertionPointToStart(&entry);
   // The arguments, in the order mxGemmKernelArgs gives (the launch record
   // passes them in that order too).
-  auto mapOf = [&](nvgpu::TensorMapDescriptorType type, Value arg) {
-    return UnrealizedConversionCastOp::create(b, loc, type, arg).getResult(0);
-  };
   for (auto [i, arg] : llvm::enumerate(mxGemmKernelArgs(p, cfg))) {
     Value v = entry.getArgument(i);
+    // An operand, its scales or the result: a tensor map (seen as `type`,
+    // the result's as it is) or a global pointer.
+    auto mapOrPointer = [&](Value &map, nvgpu::TensorMapDescriptorType type,
+                            Value &pointer) {
+      if (!arg.tensorMap)
+        pointer = v;
+      else
+        map = type ? UnrealizedConversionCastOp::create(b, loc, type, v)
+                         .getResult(0)
+                   : v;
+    };
     switch (arg.role) {
     case MXGemmArg::Lhs:
-      if (arg.tensorMap)
-        tmapA = mapOf(tmapAT, v);
-      else
-        lhsRows = v;
+      mapOrPointer(tmapA, tmapAT, lhsRows);
       break;
     case MXGemmArg::Rhs:
-      if (arg.tensorMap)
-        tmapB = mapOf(tmapBT, v);
-      else
-        rhsRows = v;
+      mapOrPointer(tmapB, tmapBT, rhsRows);
       break;
     case MXGemmArg::RhsScales:
-      if (arg.tensorMap)
-        tmapS = mapOf(tmapST, v);
-      else
-        scalesB = v;
+      mapOrPointer(tmapS, tmapST, scalesB);
       break;
     case MXGemmArg::LhsScales:
-      if (arg.tensorMap)
-        tmapSA = mapOf(tmapSAT, v);
-      else
-        scalesA = v;
+      mapOrPointer(tmapSA, tmapSAT, scalesA);
       break;
     case MXGemmArg::Result:
-      if (arg.tensorMap)
-        tmapC = v;
-      else
-        result = v;
+      mapOrPointer(tmapC, {}, result);
       break;
     case MXGemmArg::BlockToExpert:
       blockToExpert = v;
