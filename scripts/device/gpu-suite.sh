@@ -62,7 +62,8 @@
 #              one), memcheck and racecheck of the default
 #   round-operands  --round-operands (#moe.gemm_config round_lhs / round_rhs:
 #              P3 and P4 gather x and dy through their token ids and round
-#              them along the slots in the producer warpgroup) against the
+#              them along the slots, P3 in its consumers' registers, P4 in
+#              its producer warpgroup) against the
 #              default (operand kernels write the rounded slot rows):
 #              bitwise equal on eight layers, memcheck and racecheck
 #   tma-store  the default (tma_store) bit for bit against --register-stores
@@ -616,7 +617,8 @@ ncu_against() {  # FLAG [SHAPES]
 }
 if want round-operands; then
   # P3 and P4 gather x and dy through their token ids and round them along
-  # the slots in shared memory with the operand kernel's builders: the same
+  # the slots (P3's consumers in their registers, P4's producer in shared
+  # memory) with the operand kernel's builders: the same
   # bf16 values, so the same bits (padding slots and columns past H arrive
   # as zeros; affinity on H leaves P4's dy, times a, to the operand kernel).
   bitwise_against --round-operands \

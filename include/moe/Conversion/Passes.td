@@ -96,8 +96,9 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "bf16-operands: expert GEMMs whose operand is rows gathered from "
            "token rows and MX-quantized along the slots (x of P3, dy of P4) "
            "gather and round it themselves, the producer warpgroup copying "
-           "each slot row through the token ids and rounding the stage in "
-           "shared memory (round_lhs, round_rhs), where the kernel fits">,
+           "each slot row through the token ids, the consumers rounding the "
+           "lhs in their registers (round_lhs) and the producer the rhs in "
+           "shared memory (round_rhs), where the kernel fits">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "
@@ -221,8 +222,9 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "bf16-operands: expert GEMMs whose operand is rows gathered from "
            "token rows and MX-quantized along the slots (x of P3, dy of P4) "
            "gather and round it themselves, the producer warpgroup copying "
-           "each slot row through the token ids and rounding the stage in "
-           "shared memory (round_lhs, round_rhs), where the kernel fits">,
+           "each slot row through the token ids, the consumers rounding the "
+           "lhs in their registers (round_lhs) and the producer the rhs in "
+           "shared memory (round_rhs), where the kernel fits">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "

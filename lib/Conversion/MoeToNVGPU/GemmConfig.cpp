@@ -261,9 +261,11 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   }
   // round_lhs / round_rhs: an expert GEMM's slot-major operand gathered
   // from token rows and rounded along the slots (x of P3, dy of P4) is
-  // gathered and rounded by the kernel's producer warpgroup, so that no
-  // operand kernel writes the rounded copy (T * K rows) and no GEMM reads
-  // it back. The rounding's registers come from the consumers.
+  // gathered by the kernel's producer warpgroup and rounded by its
+  // consumers in their registers (the lhs) or by the producer warpgroup
+  // (the rhs), so that no operand kernel writes the rounded copy (T * K
+  // rows) and no GEMM reads it back. The producer's registers for the
+  // rhs rounding come from the consumers.
   if (auto expert = dyn_cast<ExpertMatmulOp>(op);
       expert && choices.roundOperands && path == MXMmaPath::Bf16Operands &&
       c.persistent && !c.pingpong) {
@@ -277,8 +279,13 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       // spilled 280 bytes at 64 registers, none with 4; ptxas -v).
       while (rounded.stages & (rounded.stages - 1))
         --rounded.stages;
-      raiseProducerRegisters(rounded, kRoundProducerRegisters, problem,
-                             target);
+      // (round_lhs alone: the table's producer registers. With 48 or 56
+      // the copies spilled, and with 64 beside 216 consumer registers
+      // ptxas serialized the register-A wgmmas (C7512); 40 and 232 do
+      // neither, ptxas -v.)
+      if (rounded.roundRhs)
+        raiseProducerRegisters(rounded, kRoundProducerRegisters, problem,
+                               target);
       if (fitsMXGemm(problem, rounded, target))
         c = rounded;
     }

@@ -344,6 +344,8 @@ private:
   /// The arrivals an empty stage barrier of the bf16 consumers counts: one
   /// per consumer warpgroup that reads the stage.
   int64_t stageReleases() const {
+    if (cfg.roundLhs)
+      return 128 * cfg.consumerWarpgroups;
     return cfg.pingpong ? 1 : cfg.consumerWarpgroups;
   }
   /// barrier.cluster arrive and wait by every thread of the CTA.
@@ -409,10 +411,13 @@ private:
   // their tokens' rows with cp.async into the 128B-swizzled M- or N-major
   // stage, in the layout the TMA box gives (chunk tid % 8 of the 128-byte
   // box rows (tid / 8 + 16 i, box) of each box: a warp instruction 4 rows'
-  // whole 128 bytes), then, once the producer warpgroup's copies of the
-  // stage have landed, rounds 32-slot blocks of column pairs in place and
-  // arrives on full[s]. The copies run kRoundLookahead K tiles ahead of
-  // the rounding, so their latency overlaps the rounding of earlier ones.
+  // whole 128 bytes). round_rhs: once the producer warpgroup's copies of
+  // the stage have landed, it rounds 32-slot blocks of column pairs in
+  // place and arrives on full[s]; the copies run kRoundLookahead K tiles
+  // ahead of the rounding, so their latency overlaps the rounding of
+  // earlier ones. round_lhs alone: the copies arrive on full[s] themselves
+  // (as lhs_gather's) and the consumers round the lhs in their registers
+  // (roundLhsStage).
   /// The token ids of this thread's slot rows of K tile `t` (index; a
   /// tile past the contraction reads the last slot's).
   SmallVector<Value> loadSlotTokens(Value t);
@@ -421,8 +426,8 @@ private:
   /// (zeros for padding slots and columns
   /// past the operand's: source size 0).
   void copySlotRows(Value s, ArrayRef<Value> slotTokens);
-  /// Rounds this thread's blocks of stage `s` of each rounded operand in
-  /// place (roundSlotBlocks).
+  /// Rounds this thread's blocks of stage `s` of the rhs in place
+  /// (round_rhs, roundSlotBlocks).
   void roundStage(Value s);
   /// Rounds the `columns`-wide stage tile at shared offset `stage` (i64):
   /// thread tid + 128 i takes the 32-slot block (tid + 128 i) / (columns /
@@ -432,7 +437,8 @@ private:
   void roundSlotBlocks(Value stage, int64_t columns, MXQuantAttr quant);
   /// The producer warpgroup's loop over the K tiles of the current output
   /// tile: the copies of K tile i (with thread 0's TMA load of the other
-  /// operand when `tma`), the rounding of K tile i - kRoundLookahead.
+  /// operand when `tma`), the rounding of K tile i - kRoundLookahead
+  /// (round_rhs).
   void emitRoundingStages(bool tma);
   bool roundsOperand() const { return cfg.roundLhs || cfg.roundRhs; }
   /// Every producer thread copies operand rows (lhs_gather, round_lhs,
@@ -522,6 +528,17 @@ private:
   /// the scale bytes of its rows.
   SmallVector<SmallVector<Value>> decodeLhsStage(Value d,
                                                  const ConsumerLane &lane);
+  /// round_lhs: a consumer thread's A fragments of the M-major bf16 slot
+  /// rows of its warpgroup in a ring stage (`boxes`, the i64 shared offset
+  /// of the warpgroup's first 64-column box), rounded along the slots (K):
+  /// ldmatrix.trans of each k16 step, then per row and 32-slot block the
+  /// amax (the row's lane quad, shfl.xor 1 and 2), MXBuilders' scale byte
+  /// and inverse, and the pair conversion, as the operand kernels round.
+  /// The layout of decodeLhsStage's result.
+  SmallVector<SmallVector<Value>> roundLhsStage(Value boxes);
+  /// The A operand of the wgmmas comes from registers (lhs_codes,
+  /// round_lhs).
+  bool registerA() const { return cfg.lhsCodes || cfg.roundLhs; }
 
   bool isBlockScale() const { return p.path == MXMmaPath::BlockScale; }
   /// IntOps on IR values (unsigned division of non-negative i32 indices).

@@ -557,16 +557,15 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
 
 void KernelEmitter::roundStage(Value s) {
   Value s64 = indexToI64(s);
-  if (cfg.roundLhs)
-    roundSlotBlocks(add(mul(s64, cfg.tileM * kSwizzleBytes), lay.a), cfg.tileM,
-                    p.roundLhs);
-  if (cfg.roundRhs)
-    roundSlotBlocks(add(mul(s64, cfg.tileN * kSwizzleBytes), lay.b), cfg.tileN,
-                    p.roundRhs);
+  roundSlotBlocks(add(mul(s64, cfg.tileN * kSwizzleBytes), lay.b), cfg.tileN,
+                  p.roundRhs);
 }
 
 void KernelEmitter::emitRoundingStages(bool tma) {
-  int64_t L = kRoundLookahead;
+  // round_lhs alone: the consumers round, and each thread's copies arrive
+  // on full[s] when they land (lhs_gather's arrival), with no lookahead.
+  bool rounds = cfg.roundRhs;
+  int64_t L = rounds ? kRoundLookahead : 0;
   OpBuilder::InsertionGuard guard(b);
   auto loop = scf::ForOp::create(b, loc, idx(0), add(kTiles, idx(L)), idx(1),
                                  loadSlotTokens(idx(0)));
@@ -586,11 +585,20 @@ void KernelEmitter::emitRoundingStages(bool tma) {
     if (tma)
       loadTile(i, s);
     copySlotRows(s, slotTokens);
+    if (!rounds) {
+      Value full = smemPtr(smemAddr(add(mul(indexToI64(s), 8), lay.barriers)));
+      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, full, /*noinc=*/true);
+    }
   }
   // One group per iteration (empty past the last K tile), so that the
   // wait below counts K tiles.
-  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+  if (rounds)
+    NVVM::CpAsyncCommitGroupOp::create(b, loc);
   SmallVector<Value> next = loadSlotTokens(add(i, idx(1)));
+  if (!rounds) {
+    scf::YieldOp::create(b, loc, next);
+    return;
+  }
   {
     // K tile i - L: this thread's copies have landed (at most L groups
     // pending), then the warpgroup's (its named barrier); rounded, it is
@@ -629,6 +637,12 @@ void KernelEmitter::onLeader(Value leader, function_ref<void()> body) {
 }
 
 void KernelEmitter::releaseStage(Value stage, Value leader) {
+  // round_lhs: every consumer thread read the stage's lhs rows itself
+  // (ldmatrix), so each one releases it after its reads, ordered before
+  // the producer's copies into it by the barrier itself (not only through
+  // the warpgroup's wgmmas, which compute-sanitizer racecheck cannot see).
+  if (cfg.roundLhs)
+    return arrive(stage);
   onLeader(leader, [&] {
     arrive(stage);
     if (cfg.clusterN == 1)
@@ -2042,6 +2056,114 @@ KernelEmitter::decodeLhsStage(Value d, const ConsumerLane &lane) {
   return fragments;
 }
 
+SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
+  MLIRContext *ctx = b.getContext();
+  MXQuantAttr quant = p.roundLhs;
+  Type codeType = getMXElementType(ctx, quant.getElement());
+  int64_t steps = mSteps();
+  // A box is 64 lhs rows (M) of 128 bytes by tileK slot rows (K), 128B
+  // swizzled: chunk c of slot row r at r * 128 + (c ^ (r % 8)) * 16. Warp w
+  // of the warpgroup takes the M rows 16 w .. 16 w + 15, chunks 2 w and
+  // 2 w + 1. ldmatrix.x4.trans lane l addresses row l % 8 of matrix l / 8:
+  // matrices 0..3 are a0..a3 of a k16 step (chunk 2 w + q % 2, slot rows
+  // 8 (q / 2) .. + 7), and the transposed load gives lane (g, q) the
+  // fragment's M row g (+ 8) and slots 2 q, 2 q + 1 (+ 8).
+  Value lane = remu(tid, 32);
+  Value warp = remu(divu(tid, 32), 4);
+  Value row = remu(lane, 8);
+  Value matrix = divu(lane, 8);
+  Value chunk = add(mul(warp, 2), remu(matrix, 2));
+  Value slotRow = add(mul(divu(matrix, 2), 8), row);
+  Value laneOff = toI64(add(mul(slotRow, kSwizzleBytes),
+                            mul(xori(chunk, row), 16)));
+  auto fragT = LLVM::LLVMStructType::getLiteral(ctx,
+                                                SmallVector<Type>(4, i32T));
+  auto max16x2 = [&](Value x, Value y) {
+    return inlinePtx(i32T, ValueRange{x, y}, "max.u16x2 $0, $1, $2;",
+                     "=r,r,r", /*sideEffects=*/false);
+  };
+  auto prmt = [&](Value x, Value y, StringRef selector) {
+    return inlinePtx(i32T, ValueRange{x, y},
+                     ("prmt.b32 $0, $1, $2, " + selector + ";").str(),
+                     "=r,r,r", /*sideEffects=*/false);
+  };
+  // The magnitudes' bits, compared as unsigned integers (buildAmaxStep's
+  // order, NaN above Inf), of both bf16 lanes of `words`.
+  auto pairMax = [&](ArrayRef<Value> words) {
+    Value m = andi(words[0], 0x7FFF7FFF);
+    for (Value w : words.drop_front())
+      m = max16x2(m, andi(w, 0x7FFF7FFF));
+    return m;
+  };
+  SmallVector<SmallVector<Value>> fragments(steps);
+  for (int64_t m = 0; m < steps; ++m) {
+    // All four k16 steps' loads first.
+    SmallVector<Value> regs;
+    for (int64_t i = 0; i < 4; ++i) {
+      int64_t offset = m * cfg.tileK * kSwizzleBytes + i * 16 * kSwizzleBytes;
+      Value at = smemAddr(add(add(boxes, i64(offset)), laneOff));
+      Value frag = NVVM::LdMatrixOp::create(
+          b, loc, fragT, smemPtr(at), b.getI32IntegerAttr(4),
+          NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
+          NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+          NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
+      for (int64_t j = 0; j < 4; ++j)
+        regs.push_back(extract(frag, j));
+    }
+    // 32-slot block k (k16 steps 2 k, 2 k + 1): row g's words are a0, a2
+    // of both steps, row g + 8's a1, a3.
+    for (int64_t k = 0; k < cfg.tileK / 32; ++k) {
+      auto word = [&](int64_t step, int64_t r) { return 4 * (2 * k + step) + r; };
+      Value rowG = pairMax({regs[word(0, 0)], regs[word(0, 2)],
+                            regs[word(1, 0)], regs[word(1, 2)]});
+      Value rowG8 = pairMax({regs[word(0, 1)], regs[word(0, 3)],
+                             regs[word(1, 1)], regs[word(1, 3)]});
+      // Row g's even and odd slots in the low lanes, row g + 8's in the
+      // high ones: their maxima are the rows' amaxes, then the quad's.
+      Value both = max16x2(prmt(rowG, rowG8, "0x5410"),
+                           prmt(rowG, rowG8, "0x7632"));
+      for (int32_t offset : {1, 2}) {
+        Value other = gpu::ShuffleOp::create(b, loc, both, i32(offset),
+                                             i32(32), gpu::ShuffleMode::XOR)
+                          .getShuffleResult();
+        both = max16x2(both, other);
+      }
+      // Each lane's bits in the top half of an f32: the exact widening.
+      Value amax[2] = {
+          arith::BitcastOp::create(b, loc, f32T, shl(both, 16)).getResult(),
+          arith::BitcastOp::create(b, loc, f32T, andi(both, -65536))
+              .getResult()};
+      for (int64_t half = 0; half < 2; ++half) {
+        Value scaleByte = buildScaleByte(b, loc, amax[half], quant.getElement(),
+                                         quant.getRule());
+        Value inverse = buildInverseScale(b, loc, scaleByte);
+        SmallVector<Value> factors =
+            bf16Factors(arith::ExtUIOp::create(b, loc, i32T, scaleByte),
+                        /*twoFactors=*/true, codeType);
+        for (int64_t step = 0; step < 2; ++step)
+          for (int64_t r : {half, half + 2}) {
+            Value &w = regs[word(step, r)];
+            Value x0 =
+                arith::BitcastOp::create(b, loc, f32T, shl(w, 16)).getResult();
+            Value x1 = arith::BitcastOp::create(b, loc, f32T, andi(w, -65536))
+                           .getResult();
+            Value codes =
+                buildEncodePair(b, loc, x0, x1, inverse, inverse, codeType);
+            Value pair = arith::ExtUIOp::create(
+                b, loc, i32T,
+                LLVM::BitcastOp::create(b, loc, b.getI16Type(), codes));
+            // Code 0 into the high byte of lane 0, code 1 of lane 1.
+            Value lanes = inlinePtx(i32T, pair, "prmt.b32 $0, $1, 0, 0x1404;",
+                                    "=r,r", /*sideEffects=*/false);
+            w = decodeCodeLanes(lanes, factors, codeType);
+          }
+      }
+    }
+    fragments[m] = std::move(regs);
+  }
+  return fragments;
+}
+
 Value KernelEmitter::wgmmaRegisterA(Value acc, ArrayRef<Value> a, Value descB,
                                     bool accumulate, bool transB) {
   int64_t n = accLen();
@@ -2292,7 +2414,8 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
           b, loc, NVVM::ProxyKind::async_shared,
           NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
     Value d64 = indexToI64(d);
-    Value baseA = smemAddr(add(add(mul(d64, strideA), aWarpgroupOff), offA));
+    Value boxesA = add(add(mul(d64, strideA), aWarpgroupOff), offA);
+    Value baseA = smemAddr(boxesA);
     Value baseB = smemAddr(add(mul(d64, strideB), offB));
     // rhs_codes: the rhs is the converters' bf16 tile of ring position g.
     if (cfg.rhsCodes) {
@@ -2303,9 +2426,13 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     }
     // lhs_codes: the thread's A fragments of the stage's lhs codes, decoded
     // while the previous K tile's MMAs run.
+    // round_lhs: the thread's A fragments of the stage's slot rows, rounded
+    // while the previous K tile's MMAs run.
     SmallVector<SmallVector<Value>> fragments;
     if (cfg.lhsCodes)
       fragments = decodeLhsStage(d64, lane);
+    else if (cfg.roundLhs)
+      fragments = roundLhsStage(boxesA);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // An N-major rhs: its boxes are tileK rows of 128 bytes apart, and a
     // k16 step is 16 rows on (2048 bytes, 128 units of 16 bytes).
@@ -2315,7 +2442,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     int64_t stepB = nMajor ? majorStep : 2;
     for (int64_t panel = 0; panel < panels; ++panel) {
       SmallVector<Value> descAs;
-      for (int64_t m = 0; m < steps && !cfg.lhsCodes; ++m) {
+      for (int64_t m = 0; m < steps && !registerA(); ++m) {
         Value stepBase = m ? add(baseA, m * rowsBytes) : baseA;
         descAs.push_back(
             mMajor ? matrixDescriptor(stepBase, cfg.tileK * kSwizzleBytes)
@@ -2327,12 +2454,12 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       for (int64_t i = 0; i < stepsPerPanel; ++i) {
         // K-major k16 steps advance 32 bytes (2 units of 16 bytes).
         SmallVector<Value> das;
-        for (int64_t m = 0; m < steps && !cfg.lhsCodes; ++m)
+        for (int64_t m = 0; m < steps && !registerA(); ++m)
           das.push_back(i ? add(descAs[m], stepA * i) : descAs[m]);
         Value db = i ? add(descB, stepB * i) : descB;
         bool start = first && panel == 0 && i == 0;
         for (int64_t m = 0; m < steps; ++m) {
-          if (cfg.lhsCodes) {
+          if (registerA()) {
             accs[m] = wgmmaRegisterA(
                 accs[m], ArrayRef<Value>(fragments[m]).slice(4 * i, 4), db,
                 /*accumulate=*/!start, nMajor);
@@ -2367,11 +2494,11 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       turnBarrier(xori(lane.warpgroup, i32(1)), /*wait=*/false);
   };
   // The accumulators of the tile's K tiles.
-  // lhs_codes: two K tiles per iteration. The MMAs of a K tile read its A
-  // registers until a later wgmma.wait_group, after the next tile's decode:
+  // lhs_codes, round_lhs: two K tiles per iteration. The MMAs of a K tile
+  // read its A registers until a later wgmma.wait_group, after the next tile's decode:
   // each of the two must write other registers than the one before it (a
   // loop of one tile would rewrite the registers of its MMAs in flight).
-  int64_t unroll = cfg.lhsCodes ? 2 : 1;
+  int64_t unroll = registerA() ? 2 : 1;
   auto mainloop = [&]() -> SmallVector<Value> {
     SmallVector<Value> accs(steps, LLVM::UndefOp::create(b, loc, accT));
     accs = tile(idx(0), accs, true);

@@ -10,12 +10,15 @@
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // #moe.gemm_config round_lhs / round_rhs (moe-gpu-kernel-config
-// round-operands, off by default: slower than the operand kernels it
-// replaces, docs/sm90a-kernels.md): an expert GEMM's operand that is rows
-// gathered from token rows and MX-rounded along the slots (x of P3, dy of
-// P4) is gathered and rounded by the GEMM's producer warpgroup, so that no
-// rounded copy of it is written.
-// CONFIG:      moe.expert_matmul {{.*}}stages = 4, {{.*}}registers = [64, 216], rhs_n_major = true, lhs_m_major = true, persistent = true, round_lhs = true>
+// round-operands, off by default, docs/sm90a-kernels.md): an expert GEMM's
+// operand that is rows gathered from token rows and MX-rounded along the
+// slots (x of P3, dy of P4) is gathered by the GEMM's producer warpgroup
+// and rounded in the kernel, so that no rounded copy of it is written: the
+// lhs by the consumers in their A-fragment registers, the rhs by the
+// producer warpgroup in shared memory.
+// P3 keeps the table's registers (the consumers need 232: with 216,
+// ptxas serialized the register-A wgmmas); P4's producer rounds with 64.
+// CONFIG:      moe.expert_matmul {{.*}}stages = 4, {{.*}}registers = [40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true, round_lhs = true>
 // CONFIG:      moe.expert_matmul {{.*}}stages = 4, {{.*}}registers = [64, 216], rhs_n_major = true, lhs_m_major = true, persistent = true, round_rhs = true>
 // DEFAULT-NOT: round_lhs
 // DEFAULT-NOT: round_rhs
@@ -33,25 +36,40 @@
 // CHECK-SAME:    tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>], counters = 1, pointers = [1, 4, 2, 3]>
 //
 // P3: full[s] counts thread 0's expect_tx (the rhs tile's 32 KB only) and
-// the 128 producer threads' arrivals after rounding; each tile slot's empty
-// barrier counts the 256 consumers and 127 producers. A K tile's copies
-// (16-byte chunks, source size 0 for a padding slot or a column past H),
-// then the rounding of the tile two before it: this thread's copies
-// landed, the warpgroup's barrier (not .aligned), the shared builders'
-// scale byte and inverse, the pair conversion, then the fence towards the
-// wgmmas' proxy and the arrival.
+// the 128 producer threads' copies (cp.async.mbarrier.arrive.noinc); each
+// tile slot's empty barrier counts the 256 consumers and 127 producers. A
+// K tile's copies (16-byte chunks, source size 0 for a padding slot or a
+// column past H) arrive when they land. The consumers load each k16 step's
+// A fragments transposed from the M-major stage (ldmatrix .trans: the
+// `col` layout), take each row's 32-slot amax over the lane quad (packed
+// max.u16x2, shfl.xor 1 and 2), round with the shared builders' scale
+// byte and the pair conversion, and issue the register-A wgmma.
 // CHECK-LABEL: gpu.func @expert_matmul_8(
 // CHECK:         nvgpu.mbarrier.init %{{.*}}[%c0{{.*}}], %c129
 // CHECK:         nvgpu.mbarrier.init %{{.*}}, %c383
 // CHECK:         nvgpu.mbarrier.arrive.expect_tx %{{.*}}, %c32768
 // CHECK:         nvvm.cp.async.shared.global {{.*}}, 16, cache =  cg, %{{.*}} : !llvm.ptr<3>, !llvm.ptr<1>, i32
+// CHECK:         nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
+// CHECK-NOT:     nvvm.cp.async.wait.group
+// CHECK:         nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>, num = 4
+// CHECK:         "max.u16x2 $0, $1, $2;"
+// CHECK:         "prmt.b32 $0, $1, $2, 0x7632;"
+// CHECK:         "prmt.b32 $0, $1, $2, 0x5410;"
+// CHECK:         gpu.shuffle xor %{{.*}}, %c1_i32
+// CHECK:         gpu.shuffle xor %{{.*}}, %c2_i32
+// CHECK:         nvvm.convert.f32x2.to.f8x2 {{.*}}satfinite
+// CHECK:         "prmt.b32 $0, $1, 0, 0x1404;"
+// CHECK:         llvm.fmul {{.*}} : vector<2xbf16>
+// CHECK:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
+// CHECK:       gpu.func @expert_matmul_9(
+// P4: the producer warpgroup rounds dy: this thread's copies landed, the
+// warpgroup's barrier (not .aligned), the rounding, the fence towards the
+// wgmmas' proxy and the arrival.
 // CHECK:         nvvm.cp.async.commit.group
 // CHECK:         nvvm.cp.async.wait.group 2
 // CHECK:         llvm.inline_asm has_side_effects {{.*}}"barrier.sync 1, 128;"
 // CHECK:         "max.u16x2 $0, $1, $2;"
 // CHECK:         nvvm.convert.f32x2.to.f8x2 {{.*}}satfinite
-// CHECK:         "prmt.b32 $0, $1, 0, 0x1404;"
-// CHECK:         llvm.fmul {{.*}} : vector<2xbf16>
 // CHECK:         nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT:    nvgpu.mbarrier.arrive
 
@@ -61,20 +79,25 @@
 // STAGES:       error: 'moe.expert_matmul' op round_lhs needs a persistent expert GEMM on the bf16-operands MMA path with token ids, one producer warpgroup and more than 2 stages, whose M-major lhs is bf16 rows gathered through them and MX-rounded along the slots, with its columns a multiple of 8 and tile columns of 128, and no pingpong, lhs_gather, lhs_codes or rhs_codes
 
 // In the PTX, no operand kernel after the weights' (mx_operand_4) but the
-// activation backward's; P3 rounds with packed amaxes and the hardware pair
-// conversion, P4 alike; nothing spills.
+// activation backward's; P3 rounds in its consumers' registers, P4 in its
+// producer warpgroup; nothing spills.
 // PTX-LABEL:   .entry mx_operand_4(
 // PTX-NOT:     .entry mx_operand
 // PTX-LABEL:   .entry expert_matmul_8(
 // PTX:         cp.async.cg.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
-// PTX:         cp.async.wait_group 2;
-// PTX:         barrier.sync 1, 128;
+// PTX:         cp.async.mbarrier.arrive.noinc.shared{{(::cta)?}}.b64
+// PTX:         ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // PTX:         max.u16x2
+// PTX:         shfl.sync.bfly.b32
 // PTX:         cvt.rn.satfinite.e4m3x2.f32
 // PTX:         mul.rn.bf16x2
-// PTX:         fence.proxy.async.shared::cta;
+// PTX:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{{.*}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}
 // PTX-LABEL:   .entry expert_matmul_9(
+// PTX:         cp.async.wait_group 2;
 // PTX:         barrier.sync 1, 128;
 // PTX:         cvt.rn.satfinite.e4m3x2.f32
+// PTX:         fence.proxy.async.shared::cta;
+// PTXAS-NOT:      C7512
 // PTXAS-COUNT-10: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT:      bytes spill stores
+// PTXAS-NOT:      C7512

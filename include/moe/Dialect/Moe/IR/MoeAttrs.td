@@ -245,9 +245,11 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     rows gathered from token rows (a `moe.gather_rows`) MX-rounded along
     the slots, its contraction axis, and the kernel rounds it itself: the
     producer warpgroup copies each slot's row of the tile from its token's
-    row of the source (cp.async, zeros for a padding slot) and rounds every
-    32-slot block of each column in shared memory before the MMAs read it,
-    so that no rounded copy of the operand is ever written, and
+    row of the source (cp.async, zeros for a padding slot); the consumers
+    round the lhs in their A-fragment registers (ldmatrix.trans, register-A
+    wgmma), the producer warpgroup rounds every 32-slot block of each rhs
+    column in shared memory before the MMAs read it, so that no rounded
+    copy of the operand is ever written, and
     (`bf16_operands` only, no `pingpong` or cluster) `tma_store = n`: each
     consumer warpgroup stages its rows of the f32 result tile through n
     shared-memory buffers of `store_columns` columns (8, 16 or 32, by
