@@ -5,7 +5,8 @@
 // kernels' with the layouts of BlockScaleLayouts.h, which
 // BlockScaleLayoutsTest holds to CUTLASS and the PTX ISA (no GPU of either
 // kind ran these kernels, docs/numerics.md); the tile orders; and the
-// sm_90a lhs code layout with the wgmma A fragment.
+// sm_90a lhs code layout and round_lhs's ldmatrix rows with the wgmma A
+// fragment.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/LhsCodeLayout.h"
@@ -27,6 +28,10 @@ TEST(KernelIndexing, MmaSyncFragmentsAndScaleLanesMatchTheInstruction) {
 
 TEST(KernelIndexing, RasterOrdersVisitEveryTileOnceInBands) {
   EXPECT_TRUE(rasterIndexingAgrees());
+}
+
+TEST(KernelIndexing, RoundLhsLdmatrixRowsFormTheWgmmaAFragments) {
+  EXPECT_TRUE(roundLhsIndexingAgrees());
 }
 
 namespace {

@@ -2056,6 +2056,56 @@ KernelEmitter::decodeLhsStage(Value d, const ConsumerLane &lane) {
   return fragments;
 }
 
+namespace {
+// round_lhs: ldmatrix.x4.trans lane `l` addresses row l % 8 of matrix l / 8.
+// Matrix j (a_j of a k16 step) is slot rows 8 (j / 2) .. 8 (j / 2) + 7 of
+// the step, 16-byte chunk 2 w + j % 2 (8 M columns) of warp w's 16 rows of
+// the warpgroup's 64-column box. Written once for integers
+// (roundLhsIndexingAgrees) and IR values (roundLhsStage).
+template <typename Ops, typename V> V roundLhsSlotRow(Ops &o, V lane) {
+  return o.add(o.mul(o.div(o.div(lane, 8), 2), 8), o.rem(lane, 8));
+}
+template <typename Ops, typename V>
+V roundLhsChunk(Ops &o, V lane, V warp) {
+  return o.add(o.mul(warp, 2), o.rem(o.div(lane, 8), 2));
+}
+} // namespace
+
+bool moe::roundLhsIndexingAgrees() {
+  IntOps o;
+  for (int64_t warp = 0; warp < 4; ++warp) {
+    for (int64_t lane = 0; lane < 32; ++lane) {
+      int64_t g = lane / 4, q = lane % 4;
+      // .trans: register j of lane (g, q) holds element g of rows 2 q
+      // (its low half) and 2 q + 1 (its high half) of matrix j, which lanes
+      // 8 j + 2 q and 8 j + 2 q + 1 address. The wgmma A fragment: a_j is
+      // row g + 8 (j % 2) of the warp's 16, columns 2 q + 8 (j / 2) and the
+      // next (PTX ISA, "Matrix fragments for wgmma.mma_async", .bf16).
+      for (int64_t j = 0; j < 4; ++j)
+        for (int64_t half = 0; half < 2; ++half) {
+          int64_t source = 8 * j + 2 * q + half;
+          int64_t column = 8 * roundLhsChunk(o, source, warp) + g;
+          if (column != 16 * warp + 8 * (j % 2) + g ||
+              roundLhsSlotRow(o, source) != 8 * (j / 2) + 2 * q + half)
+            return false;
+        }
+    }
+    // The swizzle puts chunk c of slot row r at c ^ (r % 8) (a k16 step
+    // starts at a multiple of 8 rows).
+    for (int64_t j = 0; j < 4; ++j) {
+      unsigned groups = 0;
+      for (int64_t r = 0; r < 8; ++r) {
+        int64_t lane = 8 * j + r;
+        int64_t row = roundLhsSlotRow(o, lane);
+        groups |= 1u << (roundLhsChunk(o, lane, warp) ^ (row % 8));
+      }
+      if (groups != 0xFF)
+        return false;
+    }
+  }
+  return true;
+}
+
 SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
   MLIRContext *ctx = b.getContext();
   MXQuantAttr quant = p.roundLhs;
@@ -2064,18 +2114,16 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
   // A box is 64 lhs rows (M) of 128 bytes by tileK slot rows (K), 128B
   // swizzled: chunk c of slot row r at r * 128 + (c ^ (r % 8)) * 16. Warp w
   // of the warpgroup takes the M rows 16 w .. 16 w + 15, chunks 2 w and
-  // 2 w + 1. ldmatrix.x4.trans lane l addresses row l % 8 of matrix l / 8:
-  // matrices 0..3 are a0..a3 of a k16 step (chunk 2 w + q % 2, slot rows
-  // 8 (q / 2) .. + 7), and the transposed load gives lane (g, q) the
-  // fragment's M row g (+ 8) and slots 2 q, 2 q + 1 (+ 8).
+  // 2 w + 1; its ldmatrix.x4.trans of a k16 step gives each lane a0..a3
+  // (roundLhsSlotRow, roundLhsChunk: roundLhsIndexingAgrees).
+  assert(roundLhsIndexingAgrees() && "round_lhs ldmatrix rows vs wgmma A");
+  IROps ops{*this};
   Value lane = remu(tid, 32);
   Value warp = remu(divu(tid, 32), 4);
-  Value row = remu(lane, 8);
-  Value matrix = divu(lane, 8);
-  Value chunk = add(mul(warp, 2), remu(matrix, 2));
-  Value slotRow = add(mul(divu(matrix, 2), 8), row);
+  Value slotRow = roundLhsSlotRow(ops, lane);
+  Value chunk = roundLhsChunk(ops, lane, warp);
   Value laneOff = toI64(add(mul(slotRow, kSwizzleBytes),
-                            mul(xori(chunk, row), 16)));
+                            mul(xori(chunk, remu(slotRow, 8)), 16)));
   auto fragT = LLVM::LLVMStructType::getLiteral(ctx,
                                                 SmallVector<Type>(4, i32T));
   auto max16x2 = [&](Value x, Value y) {

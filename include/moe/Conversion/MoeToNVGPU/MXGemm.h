@@ -344,6 +344,11 @@ bool mmaSyncIndexingAgrees();
 /// The tile orders of #moe.gemm_config raster_m (rasterTile, MXGemmSm90.cpp)
 /// visit every tile once, in bands of raster_m M tiles.
 bool rasterIndexingAgrees();
+/// round_lhs: the rows and chunks that the consumers' ldmatrix.x4.trans
+/// lanes address in the M-major, 128B-swizzled slot-row stage give each
+/// lane the elements of its wgmma A fragment (m64nNk16, bf16) of each k16
+/// step, and each matrix's 8 rows fall in 8 different 16-byte bank groups.
+bool roundLhsIndexingAgrees();
 
 /// Output tiles of the problem: M tiles x N tiles (x experts).
 int64_t numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg);
