@@ -533,8 +533,10 @@ private:
   /// of the warpgroup's first 64-column box), rounded along the slots (K):
   /// ldmatrix.trans of each k16 step, then per row and 32-slot block the
   /// amax (the row's lane quad, shfl.xor 1 and 2), MXBuilders' scale byte
-  /// and inverse, and the pair conversion, as the operand kernels round.
-  /// The layout of decodeLhsStage's result.
+  /// (one of the quad's four per lane, shared by two more shuffles) and
+  /// inverse, and the pair conversion, as the operand kernels round; the
+  /// decode with one bf16 factor unless the warp's vote needs two. The
+  /// layout of decodeLhsStage's result.
   SmallVector<SmallVector<Value>> roundLhsStage(Value boxes);
   /// The A operand of the wgmmas comes from registers (lhs_codes,
   /// round_lhs).

@@ -2160,53 +2160,98 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
     }
     // 32-slot block k (k16 steps 2 k, 2 k + 1): row g's words are a0, a2
     // of both steps, row g + 8's a1, a3.
-    for (int64_t k = 0; k < cfg.tileK / 32; ++k) {
-      auto word = [&](int64_t step, int64_t r) { return 4 * (2 * k + step) + r; };
-      Value rowG = pairMax({regs[word(0, 0)], regs[word(0, 2)],
-                            regs[word(1, 0)], regs[word(1, 2)]});
-      Value rowG8 = pairMax({regs[word(0, 1)], regs[word(0, 3)],
-                             regs[word(1, 1)], regs[word(1, 3)]});
+    int64_t blocks = cfg.tileK / 32;
+    auto word = [&](int64_t k, int64_t step, int64_t r) {
+      return 4 * (2 * k + step) + r;
+    };
+    SmallVector<Value> both;
+    for (int64_t k = 0; k < blocks; ++k) {
+      Value rowG = pairMax({regs[word(k, 0, 0)], regs[word(k, 0, 2)],
+                            regs[word(k, 1, 0)], regs[word(k, 1, 2)]});
+      Value rowG8 = pairMax({regs[word(k, 0, 1)], regs[word(k, 0, 3)],
+                             regs[word(k, 1, 1)], regs[word(k, 1, 3)]});
       // Row g's even and odd slots in the low lanes, row g + 8's in the
       // high ones: their maxima are the rows' amaxes, then the quad's.
-      Value both = max16x2(prmt(rowG, rowG8, "0x5410"),
+      Value pair = max16x2(prmt(rowG, rowG8, "0x5410"),
                            prmt(rowG, rowG8, "0x7632"));
       for (int32_t offset : {1, 2}) {
-        Value other = gpu::ShuffleOp::create(b, loc, both, i32(offset),
+        Value other = gpu::ShuffleOp::create(b, loc, pair, i32(offset),
                                              i32(32), gpu::ShuffleMode::XOR)
                           .getShuffleResult();
-        both = max16x2(both, other);
+        pair = max16x2(pair, other);
       }
-      // Each lane's bits in the top half of an f32: the exact widening.
-      Value amax[2] = {
-          arith::BitcastOp::create(b, loc, f32T, shl(both, 16)).getResult(),
-          arith::BitcastOp::create(b, loc, f32T, andi(both, -65536))
-              .getResult()};
-      for (int64_t half = 0; half < 2; ++half) {
-        Value scaleByte = buildScaleByte(b, loc, amax[half], quant.getElement(),
-                                         quant.getRule());
-        Value inverse = buildInverseScale(b, loc, scaleByte);
-        SmallVector<Value> factors =
-            bf16Factors(arith::ExtUIOp::create(b, loc, i32T, scaleByte),
-                        /*twoFactors=*/true, codeType);
-        for (int64_t step = 0; step < 2; ++step)
-          for (int64_t r : {half, half + 2}) {
-            Value &w = regs[word(step, r)];
-            Value x0 =
-                arith::BitcastOp::create(b, loc, f32T, shl(w, 16)).getResult();
-            Value x1 = arith::BitcastOp::create(b, loc, f32T, andi(w, -65536))
-                           .getResult();
-            Value codes =
-                buildEncodePair(b, loc, x0, x1, inverse, inverse, codeType);
-            Value pair = arith::ExtUIOp::create(
-                b, loc, i32T,
-                LLVM::BitcastOp::create(b, loc, b.getI16Type(), codes));
-            // Code 0 into the high byte of lane 0, code 1 of lane 1.
-            Value lanes = inlinePtx(i32T, pair, "prmt.b32 $0, $1, 0, 0x1404;",
-                                    "=r,r", /*sideEffects=*/false);
-            w = decodeCodeLanes(lanes, factors, codeType);
-          }
-      }
+      both.push_back(pair);
     }
+    // The quad shares its 2 rows x 2 blocks of scales: lane q computes the
+    // scale byte of (row g + 8 (q % 2), block q / 2) from that amax (its
+    // bits in the top half of an f32: the exact widening), and two xor
+    // shuffles gather the four bytes into one word, byte q lane q's.
+    Value q = remu(lane, 4);
+    Value blockWord = select(eq(divu(q, 2), 0), both[0], both[blocks - 1]);
+    Value amaxBits = select(eq(remu(q, 2), 0), shl(blockWord, 16),
+                            andi(blockWord, -65536));
+    Value scaleByte = buildScaleByte(
+        b, loc, arith::BitcastOp::create(b, loc, f32T, amaxBits).getResult(),
+        quant.getElement(), quant.getRule());
+    Value bytes = arith::ShLIOp::create(
+        b, loc, arith::ExtUIOp::create(b, loc, i32T, scaleByte), mul(q, 8));
+    for (int32_t offset : {1, 2})
+      bytes = ori(bytes, gpu::ShuffleOp::create(b, loc, bytes, i32(offset),
+                                                i32(32), gpu::ShuffleMode::XOR)
+                             .getShuffleResult());
+    // Byte 2 k + h is (row g + 8 h, block k)'s.
+    SmallVector<Value> scaleBytes, inverses;
+    for (int64_t c = 0; c < 2 * blocks; ++c) {
+      scaleBytes.push_back(andi(shru(bytes, 8 * c), 0xFF));
+      inverses.push_back(buildInverseScale(
+          b, loc,
+          arith::TruncIOp::create(b, loc, b.getI8Type(), scaleBytes.back())));
+    }
+    // The codes of each word (its row's inverse), code 0 in the high byte
+    // of lane 0, code 1 of lane 1.
+    SmallVector<Value> lanes;
+    for (int64_t i = 0; i < 16; ++i) {
+      int64_t k = i / 8, r = i % 4;
+      Value w = regs[i];
+      Value x0 = arith::BitcastOp::create(b, loc, f32T, shl(w, 16)).getResult();
+      Value x1 =
+          arith::BitcastOp::create(b, loc, f32T, andi(w, -65536)).getResult();
+      Value inverse = inverses[2 * k + r % 2];
+      Value codes = buildEncodePair(b, loc, x0, x1, inverse, inverse, codeType);
+      Value pair = arith::ExtUIOp::create(
+          b, loc, i32T, LLVM::BitcastOp::create(b, loc, b.getI16Type(), codes));
+      lanes.push_back(inlinePtx(i32T, pair, "prmt.b32 $0, $1, 0, 0x1404;",
+                                "=r,r", /*sideEffects=*/false));
+    }
+    // One bf16 factor per code unless a scale byte of the warp needs two
+    // (bf16Factors; the vote is warp-uniform, as lhs_codes').
+    Value largest = scaleBytes[0];
+    for (Value byte : ArrayRef<Value>(scaleBytes).drop_front())
+      largest = arith::MaxUIOp::create(b, loc, largest, byte);
+    Value anyBig = NVVM::VoteSyncOp::create(
+        b, loc, i1T, i32(-1),
+        cmp(arith::CmpIPredicate::ugt, largest, 127 + exponentBias(codeType)),
+        NVVM::VoteSyncKind::any);
+    auto decode = [&](bool twoFactors) {
+      SmallVector<SmallVector<Value>> factors;
+      for (Value byte : scaleBytes)
+        factors.push_back(bf16Factors(byte, twoFactors, codeType));
+      SmallVector<Value> words;
+      for (int64_t i = 0; i < 16; ++i)
+        words.push_back(decodeCodeLanes(
+            lanes[i], factors[2 * (i / 8) + (i % 4) % 2], codeType));
+      return words;
+    };
+    auto ifOp = scf::IfOp::create(b, loc, SmallVector<Type>(16, i32T), anyBig,
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, loc, decode(/*twoFactors=*/true));
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, decode(/*twoFactors=*/false));
+    }
+    regs = llvm::to_vector_of<Value>(ifOp.getResults());
     fragments[m] = std::move(regs);
   }
   return fragments;

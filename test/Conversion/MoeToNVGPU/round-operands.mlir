@@ -42,8 +42,10 @@
 // column past H) arrive when they land. The consumers load each k16 step's
 // A fragments transposed from the M-major stage (ldmatrix .trans: the
 // `col` layout), take each row's 32-slot amax over the lane quad (packed
-// max.u16x2, shfl.xor 1 and 2), round with the shared builders' scale
-// byte and the pair conversion, and issue the register-A wgmma.
+// max.u16x2, shfl.xor 1 and 2), share the quad's four scale bytes (one
+// shared-builder scale byte per lane, gathered by two more shuffles),
+// round with the pair conversion, decode with one factor unless the warp's
+// vote needs two, and issue the register-A wgmma.
 // CHECK-LABEL: gpu.func @expert_matmul_8(
 // CHECK:         nvgpu.mbarrier.init %{{.*}}[%c0{{.*}}], %c129
 // CHECK:         nvgpu.mbarrier.init %{{.*}}, %c383
@@ -59,6 +61,7 @@
 // CHECK:         gpu.shuffle xor %{{.*}}, %c2_i32
 // CHECK:         nvvm.convert.f32x2.to.f8x2 {{.*}}satfinite
 // CHECK:         "prmt.b32 $0, $1, 0, 0x1404;"
+// CHECK:         nvvm.vote.sync any
 // CHECK:         llvm.fmul {{.*}} : vector<2xbf16>
 // CHECK:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 // CHECK:       gpu.func @expert_matmul_9(
