@@ -435,6 +435,11 @@ private:
   /// writes 128 contiguous bytes of a row; the amax, the scale and the
   /// rounding are MXBuilders' and MXRounding's, as in the operand kernels.
   void roundSlotBlocks(Value stage, int64_t columns, MXQuantAttr quant);
+  /// The FP8 codes of the bf16 pair `word` (i32, element 0 in the low
+  /// half), element i scaled by `inverse_i` (buildEncodePair), placed for
+  /// decodeCodeLanes: code 0 in the high byte of lane 0, code 1 of lane 1.
+  Value encodeWordLanes(Value word, Value inverse0, Value inverse1,
+                        Type codeType);
   /// The producer warpgroup's loop over the K tiles of the current output
   /// tile: the copies of K tile i (with thread 0's TMA load of the other
   /// operand when `tma`), the rounding of K tile i - kRoundLookahead

@@ -475,6 +475,20 @@ void KernelEmitter::copySlotRows(Value s, ArrayRef<Value> slotTokens) {
     copy(rhsRows, p.n, n0, cfg.tileN, lay.b);
 }
 
+Value KernelEmitter::encodeWordLanes(Value word, Value inverse0,
+                                     Value inverse1, Type codeType) {
+  // The bf16 halves widened exactly (their bits in the f32's top half).
+  Value x0 = arith::BitcastOp::create(b, loc, f32T, shl(word, 16)).getResult();
+  Value x1 =
+      arith::BitcastOp::create(b, loc, f32T, andi(word, -65536)).getResult();
+  Value codes = buildEncodePair(b, loc, x0, x1, inverse0, inverse1, codeType);
+  Value pair = arith::ExtUIOp::create(
+      b, loc, i32T, LLVM::BitcastOp::create(b, loc, b.getI16Type(), codes));
+  // Code 0 into the high byte of lane 0, code 1 of lane 1.
+  return inlinePtx(i32T, pair, "prmt.b32 $0, $1, 0, 0x1404;", "=r,r",
+                   /*sideEffects=*/false);
+}
+
 void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
                                     MXQuantAttr quant) {
   MLIRContext *ctx = b.getContext();
@@ -496,14 +510,6 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
     auto wordAt = [&](int64_t j) {
       Value chunkJ = mul(toI64(xori(chunk, i32(j % 8))), 16);
       return smemPtr(smemAddr(add(base, add(chunkJ, i64(j * kSwizzleBytes)))));
-    };
-    // The bf16 halves of a word widened exactly (their bits in the f32's
-    // top half).
-    auto halves = [&](Value word) {
-      return std::make_pair(
-          arith::BitcastOp::create(b, loc, f32T, shl(word, 16)).getResult(),
-          arith::BitcastOp::create(b, loc, f32T, andi(word, -65536))
-              .getResult());
     };
     // Two passes over the block's 32 words, the amaxes first: the words
     // are read twice from shared memory rather than held (with them and
@@ -536,19 +542,12 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
     // stores: ptxas cannot tell the swizzled addresses apart, so a load
     // after a store waits for it (word by word, the rounding of a stage
     // took about 7000 cycles, four times the MMAs', H200 2026-12-04).
-    auto pairI16T = b.getI16Type();
     for (int64_t j = 0; j < 32; ++j) {
       if (j % kRoundBatch == 0)
         for (int64_t k = j; k < j + kRoundBatch; ++k)
           words.push_back(LLVM::LoadOp::create(b, loc, i32T, wordAt(k), 4));
-      auto [x0, x1] = halves(words[j]);
-      Value codes = buildEncodePair(b, loc, x0, x1, inverses[0], inverses[1],
-                                    codeType);
-      Value pair = arith::ExtUIOp::create(
-          b, loc, i32T, LLVM::BitcastOp::create(b, loc, pairI16T, codes));
-      // Code 0 into the high byte of lane 0, code 1 of lane 1.
-      Value lanes = inlinePtx(i32T, pair, "prmt.b32 $0, $1, 0, 0x1404;",
-                              "=r,r", /*sideEffects=*/false);
+      Value lanes =
+          encodeWordLanes(words[j], inverses[0], inverses[1], codeType);
       Value v = decodeCodeLanes(lanes, laneFactors, codeType);
       LLVM::StoreOp::create(b, loc, v, wordAt(j), 4);
     }
@@ -2126,10 +2125,7 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
                             mul(xori(chunk, remu(slotRow, 8)), 16)));
   auto fragT = LLVM::LLVMStructType::getLiteral(ctx,
                                                 SmallVector<Type>(4, i32T));
-  auto max16x2 = [&](Value x, Value y) {
-    return inlinePtx(i32T, ValueRange{x, y}, "max.u16x2 $0, $1, $2;",
-                     "=r,r,r", /*sideEffects=*/false);
-  };
+  auto max16x2 = [&](Value x, Value y) { return buildMaxU16x2(b, loc, x, y); };
   auto prmt = [&](Value x, Value y, StringRef selector) {
     return inlinePtx(i32T, ValueRange{x, y},
                      ("prmt.b32 $0, $1, $2, " + selector + ";").str(),
@@ -2207,21 +2203,11 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
           b, loc,
           arith::TruncIOp::create(b, loc, b.getI8Type(), scaleBytes.back())));
     }
-    // The codes of each word (its row's inverse), code 0 in the high byte
-    // of lane 0, code 1 of lane 1.
+    // The codes of each word (its row's inverse).
     SmallVector<Value> lanes;
     for (int64_t i = 0; i < 16; ++i) {
-      int64_t k = i / 8, r = i % 4;
-      Value w = regs[i];
-      Value x0 = arith::BitcastOp::create(b, loc, f32T, shl(w, 16)).getResult();
-      Value x1 =
-          arith::BitcastOp::create(b, loc, f32T, andi(w, -65536)).getResult();
-      Value inverse = inverses[2 * k + r % 2];
-      Value codes = buildEncodePair(b, loc, x0, x1, inverse, inverse, codeType);
-      Value pair = arith::ExtUIOp::create(
-          b, loc, i32T, LLVM::BitcastOp::create(b, loc, b.getI16Type(), codes));
-      lanes.push_back(inlinePtx(i32T, pair, "prmt.b32 $0, $1, 0, 0x1404;",
-                                "=r,r", /*sideEffects=*/false));
+      Value inverse = inverses[2 * (i / 8) + (i % 4) % 2];
+      lanes.push_back(encodeWordLanes(regs[i], inverse, inverse, codeType));
     }
     // One bf16 factor per code unless a scale byte of the warp needs two
     // (bf16Factors; the vote is warp-uniform, as lhs_codes').

@@ -64,20 +64,22 @@ std::pair<Value, Value> moe::buildBlockScale(OpBuilder &b, Location loc,
           buildDecodeE8M0(b, loc, scaleByte)};
 }
 
+Value moe::buildMaxU16x2(OpBuilder &b, Location loc, Value x, Value y) {
+  auto dialect =
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
+  return LLVM::InlineAsmOp::create(
+             b, loc, TypeRange(b.getI32Type()), ValueRange{x, y},
+             "max.u16x2 $0, $1, $2;", "=r,r,r", /*has_side_effects=*/false,
+             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+             dialect, /*operand_attrs=*/ArrayAttr())
+      .getResult(0);
+}
+
 std::pair<Value, Value>
 moe::buildPairAmax(OpBuilder &b, Location loc, int64_t count,
                    function_ref<Value(int64_t)> word) {
-  Type i32T = b.getI32Type(), f32T = b.getF32Type();
-  auto dialect =
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
-  auto max16x2 = [&](Value x, Value y) {
-    return LLVM::InlineAsmOp::create(
-               b, loc, TypeRange(i32T), ValueRange{x, y},
-               "max.u16x2 $0, $1, $2;", "=r,r,r", /*has_side_effects=*/false,
-               /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-               dialect, /*operand_attrs=*/ArrayAttr())
-        .getResult(0);
-  };
+  Type f32T = b.getF32Type();
+  auto max16x2 = [&](Value x, Value y) { return buildMaxU16x2(b, loc, x, y); };
   SmallVector<Value> maxima;
   for (int64_t j = 0; j < count; ++j) {
     Value magnitude = arith::AndIOp::create(b, loc, word(j),

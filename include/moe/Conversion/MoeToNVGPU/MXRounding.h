@@ -61,6 +61,11 @@ std::pair<Value, Value> buildPairAmax(OpBuilder &b, Location loc,
                                       int64_t count,
                                       function_ref<Value(int64_t)> word);
 
+/// max.u16x2 of the i32 words `x` and `y`: the larger of each 16-bit lane
+/// pair, compared as unsigned integers (the order of buildAmaxStep on the
+/// magnitudes' bits of bf16 pairs).
+Value buildMaxU16x2(OpBuilder &b, Location loc, Value x, Value y);
+
 /// `amax` (f32) combined by buildAmaxStep with the amax of lane
 /// `lane ^ offset`, for each of `xorOffsets` in turn: the amax of a block
 /// that those lanes hold together. Every lane of the warp must execute it.
