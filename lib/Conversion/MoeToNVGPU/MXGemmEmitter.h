@@ -34,6 +34,9 @@ constexpr int64_t kRoundLookahead = 2;
 /// round_lhs / round_rhs: the words of a 32-slot block that the rounding
 /// loads before it stores their rounded values (roundSlotBlocks).
 constexpr int64_t kRoundBatch = 8;
+/// The same for the bit rounding (mxRoundPairBits): 8 words spilled 24
+/// bytes of P4's 64 producer registers (ptxas -v, 2026-12-04).
+constexpr int64_t kRoundBitsBatch = 4;
 /// Depth of a persistent kernel's ring of tile ids (producer -> consumers).
 constexpr int64_t kTileSlots = 2;
 /// The named barrier of the producer warpgroup's threads.

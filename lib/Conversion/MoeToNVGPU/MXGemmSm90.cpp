@@ -494,6 +494,9 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
   MLIRContext *ctx = b.getContext();
   Type codeType = getMXElementType(ctx, quant.getElement());
   int64_t pairs = columns / 2, blocks = cfg.tileK / 32;
+  // RCEIL blocks round on the bits (mxRoundPairBits) unless one of the
+  // warp's does not fit (mxBitsBlockFits); that warp converts.
+  bool bitRounding = quant.getRule() == ScaleRule::rceil;
   for (int64_t i = 0; i < pairs * blocks / 128; ++i) {
     Value unit = add(tid, i32(128 * i));
     Value pair = remu(unit, pairs);
@@ -502,10 +505,10 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
     // pair / 32: chunk (pair % 32) / 4, byte 4 (pair % 4) of the chunk.
     Value inBox = remu(pair, 32);
     Value chunk = divu(inBox, 4);
-    Value base = add(stage, add(mul(toI64(divu(pair, 32)),
-                                    cfg.tileK * kSwizzleBytes),
-                                add(mul(toI64(block), 32 * kSwizzleBytes),
-                                    mul(toI64(remu(inBox, 4)), 4))));
+    Value base =
+        add(stage, add(mul(toI64(divu(pair, 32)), cfg.tileK * kSwizzleBytes),
+                       add(mul(toI64(block), 32 * kSwizzleBytes),
+                           mul(toI64(remu(inBox, 4)), 4))));
     // Row 32 block + j, whose swizzle phase is j % 8.
     auto wordAt = [&](int64_t j) {
       Value chunkJ = mul(toI64(xori(chunk, i32(j % 8))), 16);
@@ -515,42 +518,72 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
     // are read twice from shared memory rather than held (with them and
     // their halves live, the 64 producer registers spilled 1.3 KB, ptxas
     // -v). The amaxes of both columns at once (buildPairAmax).
-    auto [amax0, amax1] = buildPairAmax(b, loc, 32, [&](int64_t j) -> Value {
+    Value packed = buildPackedAmax(b, loc, 32, [&](int64_t j) -> Value {
       return LLVM::LoadOp::create(b, loc, i32T, wordAt(j), 4);
     });
-    SmallVector<Value> words;
-    Value amax[2] = {amax0, amax1}, scaleBytes[2], inverses[2];
-    for (int64_t q = 0; q < 2; ++q) {
-      scaleBytes[q] = buildScaleByte(b, loc, amax[q], quant.getElement(),
-                                     quant.getRule());
-      inverses[q] = buildInverseScale(b, loc, scaleBytes[q]);
+    // In batches of `batch` words (kRoundBatch, kRoundBitsBatch), each
+    // batch's loads before its stores: ptxas cannot tell the swizzled
+    // addresses apart, so a load after a store waits for it (word by word,
+    // the rounding of a stage took about 7000 cycles, four times the MMAs',
+    // H200 2026-12-04).
+    auto roundWords = [&](function_ref<Value(Value)> round, int64_t batch) {
+      SmallVector<Value> words;
+      for (int64_t j = 0; j < 32; ++j) {
+        if (j % batch == 0)
+          for (int64_t k = j; k < j + batch; ++k)
+            words.push_back(LLVM::LoadOp::create(b, loc, i32T, wordAt(k), 4));
+        LLVM::StoreOp::create(b, loc, round(words[j]), wordAt(j), 4);
+      }
+    };
+    auto convert = [&]() {
+      auto [amax0, amax1] = widenPackedAmax(b, loc, packed);
+      Value amax[2] = {amax0, amax1}, scaleBytes[2], inverses[2];
+      for (int64_t q = 0; q < 2; ++q) {
+        scaleBytes[q] = buildScaleByte(b, loc, amax[q], quant.getElement(),
+                                       quant.getRule());
+        inverses[q] = buildInverseScale(b, loc, scaleBytes[q]);
+      }
+      // The codes decode into bf16 lanes by their bits times 2^(s - 127) in
+      // one or two bf16 multiplies (decodeCodeLanes, the rhs_codes decode):
+      // the exact values buildDecodePairToBf16 gives, without the conversion
+      // pipe's f16 and f32 round trips. Each lane takes its column's factors.
+      SmallVector<Value> factors[2];
+      for (int64_t q = 0; q < 2; ++q)
+        factors[q] =
+            bf16Factors(arith::ExtUIOp::create(b, loc, i32T, scaleBytes[q]),
+                        /*twoFactors=*/true, codeType);
+      SmallVector<Value> laneFactors;
+      for (int64_t f = 0; f < 2; ++f)
+        laneFactors.push_back(
+            ori(andi(factors[0][f], 0xFFFF), andi(factors[1][f], -65536)));
+      roundWords(
+          [&](Value word) {
+            Value lanes =
+                encodeWordLanes(word, inverses[0], inverses[1], codeType);
+            return decodeCodeLanes(lanes, laneFactors, codeType);
+          },
+          kRoundBatch);
+    };
+    if (!bitRounding) {
+      convert();
+      continue;
     }
-    // The codes decode into bf16 lanes by their bits times 2^(s - 127) in
-    // one or two bf16 multiplies (decodeCodeLanes, the rhs_codes decode):
-    // the exact values buildDecodePairToBf16 gives, without the conversion
-    // pipe's f16 and f32 round trips. Each lane takes its column's factors.
-    SmallVector<Value> factors[2];
-    for (int64_t q = 0; q < 2; ++q)
-      factors[q] = bf16Factors(arith::ExtUIOp::create(b, loc, i32T,
-                                                      scaleBytes[q]),
-                               /*twoFactors=*/true, codeType);
-    SmallVector<Value> laneFactors;
-    for (int64_t f = 0; f < 2; ++f)
-      laneFactors.push_back(ori(andi(factors[0][f], 0xFFFF),
-                                andi(factors[1][f], -65536)));
-    // In batches of kRoundBatch words, each batch's loads before its
-    // stores: ptxas cannot tell the swizzled addresses apart, so a load
-    // after a store waits for it (word by word, the rounding of a stage
-    // took about 7000 cycles, four times the MMAs', H200 2026-12-04).
-    for (int64_t j = 0; j < 32; ++j) {
-      if (j % kRoundBatch == 0)
-        for (int64_t k = j; k < j + kRoundBatch; ++k)
-          words.push_back(LLVM::LoadOp::create(b, loc, i32T, wordAt(k), 4));
-      Value lanes =
-          encodeWordLanes(words[j], inverses[0], inverses[1], codeType);
-      Value v = decodeCodeLanes(lanes, laneFactors, codeType);
-      LLVM::StoreOp::create(b, loc, v, wordAt(j), 4);
-    }
+    auto ifOp = scf::IfOp::create(
+        b, loc, TypeRange(),
+        buildWarpMXBitsMisfit(b, loc, packed, quant.getElement()),
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    convert();
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    // Each lane is its own column's block.
+    Value bound = buildMXThresholdPair(b, loc, packed, quant.getElement());
+    roundWords(
+        [&](Value word) {
+          return buildMXRoundPairBits(b, loc, word, andi(word, 0x7FFF7FFF),
+                                      bound, quant.getElement());
+        },
+        kRoundBitsBatch);
   }
 }
 
@@ -2121,24 +2154,29 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
   Value warp = remu(divu(tid, 32), 4);
   Value slotRow = roundLhsSlotRow(ops, lane);
   Value chunk = roundLhsChunk(ops, lane, warp);
-  Value laneOff = toI64(add(mul(slotRow, kSwizzleBytes),
-                            mul(xori(chunk, remu(slotRow, 8)), 16)));
-  auto fragT = LLVM::LLVMStructType::getLiteral(ctx,
-                                                SmallVector<Type>(4, i32T));
+  Value laneOff = toI64(
+      add(mul(slotRow, kSwizzleBytes), mul(xori(chunk, remu(slotRow, 8)), 16)));
+  auto fragT =
+      LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, i32T));
   auto max16x2 = [&](Value x, Value y) { return buildMaxU16x2(b, loc, x, y); };
   auto prmt = [&](Value x, Value y, StringRef selector) {
     return inlinePtx(i32T, ValueRange{x, y},
-                     ("prmt.b32 $0, $1, $2, " + selector + ";").str(),
-                     "=r,r,r", /*sideEffects=*/false);
+                     ("prmt.b32 $0, $1, $2, " + selector + ";").str(), "=r,r,r",
+                     /*sideEffects=*/false);
   };
-  // The magnitudes' bits, compared as unsigned integers (buildAmaxStep's
-  // order, NaN above Inf), of both bf16 lanes of `words`.
-  auto pairMax = [&](ArrayRef<Value> words) {
-    Value m = andi(words[0], 0x7FFF7FFF);
-    for (Value w : words.drop_front())
-      m = max16x2(m, andi(w, 0x7FFF7FFF));
+  // The larger magnitudes' bits, compared as unsigned integers
+  // (buildAmaxStep's order, NaN above Inf), of both bf16 lanes of
+  // `magnitudes`.
+  auto pairMax = [&](ArrayRef<Value> magnitudes) {
+    Value m = magnitudes[0];
+    for (Value w : magnitudes.drop_front())
+      m = max16x2(m, w);
     return m;
   };
+  // RCEIL blocks round on the bits (mxRoundPairBits) unless a block of the
+  // warp does not fit (mxBitsBlockFits: NaN, Inf, near bf16's overflow,
+  // tiny and nonzero); the warp then takes the FP8 conversions below.
+  bool bitRounding = quant.getRule() == ScaleRule::rceil;
   SmallVector<SmallVector<Value>> fragments(steps);
   for (int64_t m = 0; m < steps; ++m) {
     // All four k16 steps' loads first.
@@ -2154,6 +2192,9 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
       for (int64_t j = 0; j < 4; ++j)
         regs.push_back(extract(frag, j));
     }
+    SmallVector<Value> magnitudes;
+    for (Value word : regs)
+      magnitudes.push_back(andi(word, 0x7FFF7FFF));
     // 32-slot block k (k16 steps 2 k, 2 k + 1): row g's words are a0, a2
     // of both steps, row g + 8's a1, a3.
     int64_t blocks = cfg.tileK / 32;
@@ -2162,83 +2203,117 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
     };
     SmallVector<Value> both;
     for (int64_t k = 0; k < blocks; ++k) {
-      Value rowG = pairMax({regs[word(k, 0, 0)], regs[word(k, 0, 2)],
-                            regs[word(k, 1, 0)], regs[word(k, 1, 2)]});
-      Value rowG8 = pairMax({regs[word(k, 0, 1)], regs[word(k, 0, 3)],
-                             regs[word(k, 1, 1)], regs[word(k, 1, 3)]});
+      Value rowG =
+          pairMax({magnitudes[word(k, 0, 0)], magnitudes[word(k, 0, 2)],
+                   magnitudes[word(k, 1, 0)], magnitudes[word(k, 1, 2)]});
+      Value rowG8 =
+          pairMax({magnitudes[word(k, 0, 1)], magnitudes[word(k, 0, 3)],
+                   magnitudes[word(k, 1, 1)], magnitudes[word(k, 1, 3)]});
       // Row g's even and odd slots in the low lanes, row g + 8's in the
       // high ones: their maxima are the rows' amaxes, then the quad's.
-      Value pair = max16x2(prmt(rowG, rowG8, "0x5410"),
-                           prmt(rowG, rowG8, "0x7632"));
+      Value pair =
+          max16x2(prmt(rowG, rowG8, "0x5410"), prmt(rowG, rowG8, "0x7632"));
       for (int32_t offset : {1, 2}) {
-        Value other = gpu::ShuffleOp::create(b, loc, pair, i32(offset),
-                                             i32(32), gpu::ShuffleMode::XOR)
+        Value other = gpu::ShuffleOp::create(b, loc, pair, i32(offset), i32(32),
+                                             gpu::ShuffleMode::XOR)
                           .getShuffleResult();
         pair = max16x2(pair, other);
       }
       both.push_back(pair);
     }
-    // The quad shares its 2 rows x 2 blocks of scales: lane q computes the
-    // scale byte of (row g + 8 (q % 2), block q / 2) from that amax (its
-    // bits in the top half of an f32: the exact widening), and two xor
-    // shuffles gather the four bytes into one word, byte q lane q's.
-    Value q = remu(lane, 4);
-    Value blockWord = select(eq(divu(q, 2), 0), both[0], both[blocks - 1]);
-    Value amaxBits = select(eq(remu(q, 2), 0), shl(blockWord, 16),
-                            andi(blockWord, -65536));
-    Value scaleByte = buildScaleByte(
-        b, loc, arith::BitcastOp::create(b, loc, f32T, amaxBits).getResult(),
-        quant.getElement(), quant.getRule());
-    Value bytes = arith::ShLIOp::create(
-        b, loc, arith::ExtUIOp::create(b, loc, i32T, scaleByte), mul(q, 8));
-    for (int32_t offset : {1, 2})
-      bytes = ori(bytes, gpu::ShuffleOp::create(b, loc, bytes, i32(offset),
-                                                i32(32), gpu::ShuffleMode::XOR)
-                             .getShuffleResult());
-    // Byte 2 k + h is (row g + 8 h, block k)'s.
-    SmallVector<Value> scaleBytes, inverses;
-    for (int64_t c = 0; c < 2 * blocks; ++c) {
-      scaleBytes.push_back(andi(shru(bytes, 8 * c), 0xFF));
-      inverses.push_back(buildInverseScale(
-          b, loc,
-          arith::TruncIOp::create(b, loc, b.getI8Type(), scaleBytes.back())));
-    }
-    // The codes of each word (its row's inverse).
-    SmallVector<Value> lanes;
-    for (int64_t i = 0; i < 16; ++i) {
-      Value inverse = inverses[2 * (i / 8) + (i % 4) % 2];
-      lanes.push_back(encodeWordLanes(regs[i], inverse, inverse, codeType));
-    }
-    // One bf16 factor per code unless a scale byte of the warp needs two
-    // (bf16Factors; the vote is warp-uniform, as lhs_codes').
-    Value largest = scaleBytes[0];
-    for (Value byte : ArrayRef<Value>(scaleBytes).drop_front())
-      largest = arith::MaxUIOp::create(b, loc, largest, byte);
-    Value anyBig = NVVM::VoteSyncOp::create(
-        b, loc, i1T, i32(-1),
-        cmp(arith::CmpIPredicate::ugt, largest, 127 + exponentBias(codeType)),
-        NVVM::VoteSyncKind::any);
-    auto decode = [&](bool twoFactors) {
-      SmallVector<SmallVector<Value>> factors;
-      for (Value byte : scaleBytes)
-        factors.push_back(bf16Factors(byte, twoFactors, codeType));
-      SmallVector<Value> words;
-      for (int64_t i = 0; i < 16; ++i)
-        words.push_back(decodeCodeLanes(
-            lanes[i], factors[2 * (i / 8) + (i % 4) % 2], codeType));
-      return words;
+    // Word i is row g + 8 ((i % 4) % 2)'s, of block i / 8.
+    auto slowPath = [&]() -> SmallVector<Value> {
+      // The quad shares its 2 rows x 2 blocks of scales: lane q computes the
+      // scale byte of (row g + 8 (q % 2), block q / 2) from that amax (its
+      // bits in the top half of an f32: the exact widening), and two xor
+      // shuffles gather the four bytes into one word, byte q lane q's.
+      Value q = remu(lane, 4);
+      Value blockWord = select(eq(divu(q, 2), 0), both[0], both[blocks - 1]);
+      Value amaxBits = select(eq(remu(q, 2), 0), shl(blockWord, 16),
+                              andi(blockWord, -65536));
+      Value scaleByte = buildScaleByte(
+          b, loc, arith::BitcastOp::create(b, loc, f32T, amaxBits).getResult(),
+          quant.getElement(), quant.getRule());
+      Value bytes = arith::ShLIOp::create(
+          b, loc, arith::ExtUIOp::create(b, loc, i32T, scaleByte), mul(q, 8));
+      for (int32_t offset : {1, 2})
+        bytes =
+            ori(bytes, gpu::ShuffleOp::create(b, loc, bytes, i32(offset),
+                                              i32(32), gpu::ShuffleMode::XOR)
+                           .getShuffleResult());
+      // Byte 2 k + h is (row g + 8 h, block k)'s.
+      SmallVector<Value> scaleBytes, inverses;
+      for (int64_t c = 0; c < 2 * blocks; ++c) {
+        scaleBytes.push_back(andi(shru(bytes, 8 * c), 0xFF));
+        inverses.push_back(buildInverseScale(
+            b, loc,
+            arith::TruncIOp::create(b, loc, b.getI8Type(), scaleBytes.back())));
+      }
+      // The codes of each word (its row's inverse).
+      SmallVector<Value> lanes;
+      for (int64_t i = 0; i < 16; ++i) {
+        Value inverse = inverses[2 * (i / 8) + (i % 4) % 2];
+        lanes.push_back(encodeWordLanes(regs[i], inverse, inverse, codeType));
+      }
+      // One bf16 factor per code unless a scale byte of the warp needs two
+      // (bf16Factors; the vote is warp-uniform, as lhs_codes').
+      Value largest = scaleBytes[0];
+      for (Value byte : ArrayRef<Value>(scaleBytes).drop_front())
+        largest = arith::MaxUIOp::create(b, loc, largest, byte);
+      Value anyBig = NVVM::VoteSyncOp::create(
+          b, loc, i1T, i32(-1),
+          cmp(arith::CmpIPredicate::ugt, largest, 127 + exponentBias(codeType)),
+          NVVM::VoteSyncKind::any);
+      auto decode = [&](bool twoFactors) {
+        SmallVector<SmallVector<Value>> factors;
+        for (Value byte : scaleBytes)
+          factors.push_back(bf16Factors(byte, twoFactors, codeType));
+        SmallVector<Value> words;
+        for (int64_t i = 0; i < 16; ++i)
+          words.push_back(decodeCodeLanes(
+              lanes[i], factors[2 * (i / 8) + (i % 4) % 2], codeType));
+        return words;
+      };
+      auto ifOp = scf::IfOp::create(b, loc, SmallVector<Type>(16, i32T), anyBig,
+                                    /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        scf::YieldOp::create(b, loc, decode(/*twoFactors=*/true));
+        b.setInsertionPointToStart(ifOp.elseBlock());
+        scf::YieldOp::create(b, loc, decode(/*twoFactors=*/false));
+      }
+      return llvm::to_vector_of<Value>(ifOp.getResults());
     };
-    auto ifOp = scf::IfOp::create(b, loc, SmallVector<Type>(16, i32T), anyBig,
-                                  /*withElseRegion=*/true);
+    if (!bitRounding) {
+      fragments[m] = slowPath();
+      continue;
+    }
+    // A block of the warp's that does not fit sends it to the conversions.
+    Value anyMisfit = buildWarpMXBitsMisfit(b, loc, both, quant.getElement());
+    auto ifOp = scf::IfOp::create(b, loc, SmallVector<Type>(16, i32T),
+                                  anyMisfit, /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
-      scf::YieldOp::create(b, loc, decode(/*twoFactors=*/true));
+      scf::YieldOp::create(b, loc, slowPath());
       b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(b, loc, decode(/*twoFactors=*/false));
+      // Both rows' bounds of each block, then each word's row's in both
+      // lanes.
+      SmallVector<Value> rowBounds;
+      for (Value pair : both) {
+        Value bound = buildMXThresholdPair(b, loc, pair, quant.getElement());
+        rowBounds.push_back(prmt(bound, bound, "0x1010"));
+        rowBounds.push_back(prmt(bound, bound, "0x3232"));
+      }
+      SmallVector<Value> words;
+      for (int64_t i = 0; i < 16; ++i)
+        words.push_back(buildMXRoundPairBits(
+            b, loc, regs[i], magnitudes[i],
+            rowBounds[2 * (i / 8) + (i % 4) % 2], quant.getElement()));
+      scf::YieldOp::create(b, loc, words);
     }
-    regs = llvm::to_vector_of<Value>(ifOp.getResults());
-    fragments[m] = std::move(regs);
+    fragments[m] = llvm::to_vector_of<Value>(ifOp.getResults());
   }
   return fragments;
 }

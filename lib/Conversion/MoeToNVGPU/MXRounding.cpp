@@ -36,7 +36,7 @@ std::pair<Value, Value> moe::buildDecodePairToBf16(OpBuilder &b, Location loc,
 }
 
 Value moe::buildEncodePair(OpBuilder &b, Location loc, Value x0, Value x1,
-                          Value inverse0, Value inverse1, Type codeType) {
+                           Value inverse0, Value inverse1, Type codeType) {
   auto pairI8T = VectorType::get({2}, b.getI8Type());
   Value y0 = arith::MulFOp::create(b, loc, x0, inverse0);
   Value y1 = arith::MulFOp::create(b, loc, x1, inverse1);
@@ -46,12 +46,10 @@ Value moe::buildEncodePair(OpBuilder &b, Location loc, Value x0, Value x1,
       NVVM::SaturationMode::SATFINITE, /*relu=*/false, codeType);
 }
 
-std::pair<Value, Value> moe::buildRoundPairToBf16(OpBuilder &b, Location loc,
-                                                  Value x0, Value x1,
-                                                  Value inverse0,
-                                                  Value inverse1, Value factor0,
-                                                  Value factor1,
-                                                  Type codeType) {
+std::pair<Value, Value>
+moe::buildRoundPairToBf16(OpBuilder &b, Location loc, Value x0, Value x1,
+                          Value inverse0, Value inverse1, Value factor0,
+                          Value factor1, Type codeType) {
   Value codes = buildEncodePair(b, loc, x0, x1, inverse0, inverse1, codeType);
   return buildDecodePairToBf16(b, loc, codes, factor0, factor1, codeType);
 }
@@ -64,26 +62,38 @@ std::pair<Value, Value> moe::buildBlockScale(OpBuilder &b, Location loc,
           buildDecodeE8M0(b, loc, scaleByte)};
 }
 
-Value moe::buildMaxU16x2(OpBuilder &b, Location loc, Value x, Value y) {
+/// The i32 result of the side-effect-free PTX `text` over the i32
+/// `operands` ($1, $2, ...).
+static Value wordPtx(OpBuilder &b, Location loc, ValueRange operands,
+                     StringRef text) {
   auto dialect =
       LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT);
+  std::string constraints = "=r";
+  for (size_t i = 0; i < operands.size(); ++i)
+    constraints += ",r";
   return LLVM::InlineAsmOp::create(
-             b, loc, TypeRange(b.getI32Type()), ValueRange{x, y},
-             "max.u16x2 $0, $1, $2;", "=r,r,r", /*has_side_effects=*/false,
-             /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-             dialect, /*operand_attrs=*/ArrayAttr())
+             b, loc, TypeRange(b.getI32Type()), operands, text, constraints,
+             /*has_side_effects=*/false, /*is_align_stack=*/false,
+             LLVM::tailcallkind::TailCallKind::None, dialect,
+             /*operand_attrs=*/ArrayAttr())
       .getResult(0);
 }
 
-std::pair<Value, Value>
-moe::buildPairAmax(OpBuilder &b, Location loc, int64_t count,
-                   function_ref<Value(int64_t)> word) {
-  Type f32T = b.getF32Type();
+Value moe::buildMaxU16x2(OpBuilder &b, Location loc, Value x, Value y) {
+  return wordPtx(b, loc, {x, y}, "max.u16x2 $0, $1, $2;");
+}
+
+Value moe::buildMinU16x2(OpBuilder &b, Location loc, Value x, Value y) {
+  return wordPtx(b, loc, {x, y}, "min.u16x2 $0, $1, $2;");
+}
+
+Value moe::buildPackedAmax(OpBuilder &b, Location loc, int64_t count,
+                           function_ref<Value(int64_t)> word) {
   auto max16x2 = [&](Value x, Value y) { return buildMaxU16x2(b, loc, x, y); };
   SmallVector<Value> maxima;
   for (int64_t j = 0; j < count; ++j) {
-    Value magnitude = arith::AndIOp::create(b, loc, word(j),
-                                            i32Constant(b, loc, 0x7FFF7FFF));
+    Value magnitude =
+        arith::AndIOp::create(b, loc, word(j), i32Constant(b, loc, 0x7FFF7FFF));
     if (j < 4)
       maxima.push_back(magnitude);
     else
@@ -97,10 +107,22 @@ moe::buildPairAmax(OpBuilder &b, Location loc, int64_t count,
       next.push_back(maxima.back());
     maxima = std::move(next);
   }
+  return maxima[0];
+}
+
+std::pair<Value, Value> moe::buildPairAmax(OpBuilder &b, Location loc,
+                                           int64_t count,
+                                           function_ref<Value(int64_t)> word) {
+  return widenPackedAmax(b, loc, buildPackedAmax(b, loc, count, word));
+}
+
+std::pair<Value, Value> moe::widenPackedAmax(OpBuilder &b, Location loc,
+                                             Value packed) {
+  Type f32T = b.getF32Type();
   // Each lane's bits in the top half of an f32: the exact widening.
-  Value low = arith::ShLIOp::create(b, loc, maxima[0], i32Constant(b, loc, 16));
-  Value high = arith::AndIOp::create(b, loc, maxima[0],
-                                     i32Constant(b, loc, -65536));
+  Value low = arith::ShLIOp::create(b, loc, packed, i32Constant(b, loc, 16));
+  Value high =
+      arith::AndIOp::create(b, loc, packed, i32Constant(b, loc, -65536));
   return {arith::BitcastOp::create(b, loc, f32T, low),
           arith::BitcastOp::create(b, loc, f32T, high)};
 }
@@ -109,11 +131,66 @@ Value moe::buildLaneAmax(OpBuilder &b, Location loc, Value amax,
                          ArrayRef<int32_t> xorOffsets) {
   Value width = i32Constant(b, loc, 32);
   for (int32_t offset : xorOffsets) {
-    Value other = gpu::ShuffleOp::create(b, loc, amax,
-                                         i32Constant(b, loc, offset), width,
-                                         gpu::ShuffleMode::XOR)
-                      .getShuffleResult();
+    Value other =
+        gpu::ShuffleOp::create(b, loc, amax, i32Constant(b, loc, offset), width,
+                               gpu::ShuffleMode::XOR)
+            .getShuffleResult();
     amax = buildAmaxStep(b, loc, amax, other);
   }
   return amax;
+}
+
+namespace {
+/// The i32 word operations of mxThresholdPair and mxRoundPairBits as IR.
+struct IRWordOps {
+  OpBuilder &b;
+  Location loc;
+  Value c(uint32_t v) { return i32Constant(b, loc, static_cast<int32_t>(v)); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value band(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  Value bor(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+  Value max16x2(Value x, Value y) { return buildMaxU16x2(b, loc, x, y); }
+  Value fmaBf16x2(Value x, Value y, Value z) {
+    return wordPtx(b, loc, {x, y, z}, "fma.rn.bf16x2 $0, $1, $2, $3;");
+  }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value min16x2(Value x, Value y) { return buildMinU16x2(b, loc, x, y); }
+  Value swapLanes(Value x) {
+    return wordPtx(b, loc, {x, x}, "prmt.b32 $0, $1, $2, 0x1032;");
+  }
+  Value low16(Value x) { return band(x, c(0xFFFF)); }
+  Value isNonzero(Value x) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x, c(0));
+  }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value orB(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+};
+} // namespace
+
+Value moe::buildMXThresholdPair(OpBuilder &b, Location loc, Value amaxPair,
+                                MXElement element) {
+  IRWordOps o{b, loc};
+  return mxThresholdPair(o, amaxPair, getMXBitRounding(element));
+}
+
+Value moe::buildMXRoundPairBits(OpBuilder &b, Location loc, Value word,
+                                Value magnitude, Value bound,
+                                MXElement element) {
+  IRWordOps o{b, loc};
+  return mxRoundPairBits(o, word, magnitude, bound, getMXBitRounding(element));
+}
+
+Value moe::buildMXBitsMisfit(OpBuilder &b, Location loc,
+                             ArrayRef<Value> amaxPairs, MXElement element) {
+  IRWordOps o{b, loc};
+  return mxBitsMisfit(o, amaxPairs, getMXBitRounding(element));
+}
+
+Value moe::buildWarpMXBitsMisfit(OpBuilder &b, Location loc,
+                                 ArrayRef<Value> amaxPairs, MXElement element) {
+  return NVVM::VoteSyncOp::create(
+      b, loc, b.getI1Type(), i32Constant(b, loc, -1),
+      buildMXBitsMisfit(b, loc, amaxPairs, element), NVVM::VoteSyncKind::any);
 }

@@ -42,10 +42,13 @@
 // column past H) arrive when they land. The consumers load each k16 step's
 // A fragments transposed from the M-major stage (ldmatrix .trans: the
 // `col` layout), take each row's 32-slot amax over the lane quad (packed
-// max.u16x2, shfl.xor 1 and 2), share the quad's four scale bytes (one
-// shared-builder scale byte per lane, gathered by two more shuffles),
-// round with the pair conversion, decode with one factor unless the warp's
-// vote needs two, and issue the register-A wgmma.
+// max.u16x2, shfl.xor 1 and 2). An RCEIL block rounds on its bits
+// (mxRoundPairBits: the bound from the amax, two fma.rn.bf16x2 a word)
+// unless the warp votes that a block does not fit (mxBitsBlockFits: an
+// amax from 0x7D00 up, or tiny and nonzero); such a warp shares the quad's
+// four scale bytes (one shared-builder scale byte per lane, gathered by
+// two more shuffles), rounds with the pair conversion and decodes with one
+// factor unless its vote needs two. Then the register-A wgmma.
 // CHECK-LABEL: gpu.func @expert_matmul_8(
 // CHECK:         nvgpu.mbarrier.init %{{.*}}[%c0{{.*}}], %c129
 // CHECK:         nvgpu.mbarrier.init %{{.*}}, %c383
@@ -59,20 +62,37 @@
 // CHECK:         "prmt.b32 $0, $1, $2, 0x5410;"
 // CHECK:         gpu.shuffle xor %{{.*}}, %c1_i32
 // CHECK:         gpu.shuffle xor %{{.*}}, %c2_i32
+// CHECK:         "min.u16x2 $0, $1, $2;"
+// CHECK:         %[[MISFIT:.*]] = nvvm.vote.sync any
+// CHECK:         scf.if %[[MISFIT]]
 // CHECK:         nvvm.convert.f32x2.to.f8x2 {{.*}}satfinite
 // CHECK:         "prmt.b32 $0, $1, 0, 0x1404;"
 // CHECK:         nvvm.vote.sync any
 // CHECK:         llvm.fmul {{.*}} : vector<2xbf16>
+// CHECK:         } else {
+// CHECK:         "prmt.b32 $0, $1, $2, 0x1010;"
+// CHECK:         "prmt.b32 $0, $1, $2, 0x3232;"
+// CHECK:         "max.u16x2 $0, $1, $2;"
+// CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
+// CHECK-SAME:      %c1065369472_i32
+// CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
+// CHECK-SAME:      %c-1082081408_i32
 // CHECK:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 // CHECK:       gpu.func @expert_matmul_9(
 // P4: the producer warpgroup rounds dy: this thread's copies landed, the
-// warpgroup's barrier (not .aligned), the rounding, the fence towards the
-// wgmmas' proxy and the arrival.
+// warpgroup's barrier (not .aligned), the rounding (a column pair's two
+// blocks on the bits, or the conversions where the warp votes that a block
+// does not fit), the fence towards the wgmmas' proxy and the arrival.
 // CHECK:         nvvm.cp.async.commit.group
 // CHECK:         nvvm.cp.async.wait.group 2
 // CHECK:         llvm.inline_asm has_side_effects {{.*}}"barrier.sync 1, 128;"
 // CHECK:         "max.u16x2 $0, $1, $2;"
+// CHECK:         "min.u16x2 $0, $1, $2;"
+// CHECK:         %[[RHS_MISFIT:.*]] = nvvm.vote.sync any
+// CHECK:         scf.if %[[RHS_MISFIT]] {
 // CHECK:         nvvm.convert.f32x2.to.f8x2 {{.*}}satfinite
+// CHECK:         } else {
+// CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
 // CHECK:         nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT:    nvgpu.mbarrier.arrive
 
@@ -92,13 +112,18 @@
 // PTX:         ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // PTX:         max.u16x2
 // PTX:         shfl.sync.bfly.b32
+// PTX:         min.u16x2
+// PTX:         vote.sync.any.pred
 // PTX:         cvt.rn.satfinite.e4m3x2.f32
 // PTX:         mul.rn.bf16x2
+// PTX:         fma.rn.bf16x2
 // PTX:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{{.*}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}
 // PTX-LABEL:   .entry expert_matmul_9(
 // PTX:         cp.async.wait_group 2;
 // PTX:         barrier.sync 1, 128;
+// PTX:         vote.sync.any.pred
 // PTX:         cvt.rn.satfinite.e4m3x2.f32
+// PTX:         fma.rn.bf16x2
 // PTX:         fence.proxy.async.shared::cta;
 // PTXAS-NOT:      C7512
 // PTXAS-COUNT-10: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

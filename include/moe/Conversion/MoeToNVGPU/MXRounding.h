@@ -16,6 +16,7 @@
 #include "moe/Dialect/Moe/IR/MoeDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/ArrayRef.h"
 
 #include <utility>
 
@@ -41,10 +42,9 @@ Value buildEncodePair(OpBuilder &b, Location loc, Value x0, Value x1,
 /// inverse_i rounded to `codeType` (buildEncodePair), then
 /// buildDecodePairToBf16.
 std::pair<Value, Value> buildRoundPairToBf16(OpBuilder &b, Location loc,
-                                             Value x0, Value x1,
-                                             Value inverse0, Value inverse1,
-                                             Value factor0, Value factor1,
-                                             Type codeType);
+                                             Value x0, Value x1, Value inverse0,
+                                             Value inverse1, Value factor0,
+                                             Value factor1, Type codeType);
 
 /// The inverse 2^(127 - byte) and the factor 2^(byte - 127) (f32) of the
 /// scale byte that `quant`'s element and rule give a block whose amax is
@@ -53,12 +53,11 @@ std::pair<Value, Value> buildBlockScale(OpBuilder &b, Location loc, Value amax,
                                         MXQuantAttr quant);
 
 /// The amaxes (f32) of the low and of the high bf16 halves of `count` i32
-/// words, word j made by `word(j)` in turn: buildAmaxStep's order (magnitudes' bits compared as
-/// unsigned integers, NaN above Inf) on both 16-bit lanes at once,
-/// max.u16x2 into four running maxima, then a tree (few words live and a
+/// words, word j made by `word(j)` in turn: buildAmaxStep's order (magnitudes'
+/// bits compared as unsigned integers, NaN above Inf) on both 16-bit lanes at
+/// once, max.u16x2 into four running maxima, then a tree (few words live and a
 /// short chain; the amax a kernel holding column pairs of bf16 needs).
-std::pair<Value, Value> buildPairAmax(OpBuilder &b, Location loc,
-                                      int64_t count,
+std::pair<Value, Value> buildPairAmax(OpBuilder &b, Location loc, int64_t count,
                                       function_ref<Value(int64_t)> word);
 
 /// max.u16x2 of the i32 words `x` and `y`: the larger of each 16-bit lane
@@ -66,11 +65,130 @@ std::pair<Value, Value> buildPairAmax(OpBuilder &b, Location loc,
 /// magnitudes' bits of bf16 pairs).
 Value buildMaxU16x2(OpBuilder &b, Location loc, Value x, Value y);
 
+/// min.u16x2 of the i32 words `x` and `y` (buildMaxU16x2's lanes).
+Value buildMinU16x2(OpBuilder &b, Location loc, Value x, Value y);
+
 /// `amax` (f32) combined by buildAmaxStep with the amax of lane
 /// `lane ^ offset`, for each of `xorOffsets` in turn: the amax of a block
 /// that those lanes hold together. Every lane of the warp must execute it.
 Value buildLaneAmax(OpBuilder &b, Location loc, Value amax,
                     ArrayRef<int32_t> xorOffsets);
+
+/// The MX rounding of bf16 pairs on their bits (RCEIL scales): the value
+/// of every element of a block whose amax passes mxBitsBlockFits, without
+/// the scale byte, the FP8 code or a conversion. The scale is a power of
+/// two, so the MX value of x is x rounded to nearest-even at a quantum: 2^-f
+/// of x's binade in the element's normal range (f its fraction bits), the
+/// scale's subnormal quantum 2^(s - 127 + minExp - f) below it. With T =
+/// max(s + minExp, 1), the bf16 exponent field where the normal range
+/// starts, both are the bf16 ulp of C = 1.5 * 2^(max(e_x, T) + 7 - f - 127)
+/// (C's binade holds x + C: |x| < C / 12), so x rounds as (x + C) - C, two
+/// fma.rn.bf16x2 of the pair (exact for the second), and x's sign goes back
+/// on a zero. Checked for every bf16 element of blocks of every amax
+/// against lib/Reference (unittests/Conversion/MXBitRoundingTest.cpp).
+/// `Ops` makes i32 words: c(u32), add, band, bor, max16x2 and
+/// fmaBf16x2(a, b, c) (a * b + c on both bf16 lanes, rounded once).
+struct MXBitRounding {
+  /// emax - minExp of the element: T = max(e_amax + c - offset, 1), c = 1
+  /// where the amax's fraction exceeds elem_max's (1.75, 0x60).
+  uint32_t offset;
+  /// (7 - f) << 7: C's exponent over max(e_x, T), in place.
+  uint32_t magic;
+};
+
+/// The constants of `element` (e4m3: offset 14, fraction 3; e5m2: 29, 2).
+inline MXBitRounding getMXBitRounding(MXElement element) {
+  return element == MXElement::f8E4M3FN ? MXBitRounding{14, 4u << 7}
+                                        : MXBitRounding{29, 5u << 7};
+}
+
+/// Whether a block with amax magnitude bits `amax` (bf16, 0..0x7FFF) rounds
+/// on the bits: C stays finite (exponent field <= 249 for x and the amax,
+/// which also leaves NaN and Inf blocks out), and the normal range starts
+/// at T > 0 unclamped, or the block is all zeros (bf16-subnormal elements
+/// need the scale's own quantum then).
+inline bool mxBitsBlockFits(uint32_t amax, MXBitRounding r) {
+  return amax == 0 || (amax >= ((r.offset << 7) | 0x61) && amax < 0x7D00);
+}
+
+/// Both lanes' (T << 7) | 0x7F from the amax magnitude bits of both lanes'
+/// blocks (`amaxPair`): the bound mxRoundPairBits takes.
+template <typename Ops, typename V>
+V mxThresholdPair(Ops &o, V amaxPair, MXBitRounding r) {
+  V exponent = o.band(amaxPair, o.c(0x7F807F80));
+  // c: the fraction above 0x60 carries into bit 7 (no lane overflows).
+  V above = o.band(o.add(o.band(amaxPair, o.c(0x007F007F)), o.c(0x001F001F)),
+                   o.c(0x00800080));
+  uint32_t floorBits = (r.offset + 1) << 7;
+  V biased =
+      o.max16x2(o.add(exponent, above), o.c(floorBits << 16 | floorBits));
+  // max first, then the offset off: no lane borrows.
+  uint32_t less = (r.offset << 7) - 0x7F;
+  return o.add(biased, o.c(~((less << 16) | less) + 1));
+}
+
+/// The MX values (bf16 pair) of the bf16 pair `word`, whose magnitudes are
+/// `magnitude` (word & 0x7FFF7FFF), in blocks whose mxThresholdPair lanes
+/// are `bound`.
+template <typename Ops, typename V>
+V mxRoundPairBits(Ops &o, V word, V magnitude, V bound, MXBitRounding r) {
+  // max(e_x, T) << 7 plus the magic exponent, fraction 0x40 (1.5).
+  V top = o.max16x2(magnitude, bound);
+  V magic =
+      o.bor(o.band(o.add(top, o.c(r.magic << 16 | r.magic)), o.c(0x7F807F80)),
+            o.c(0x00400040));
+  V sum = o.fmaBf16x2(word, o.c(0x3F803F80), magic);  // x * 1 + C
+  V value = o.fmaBf16x2(magic, o.c(0xBF80BF80), sum); // -C + (x + C)
+  return o.bor(value, o.band(word, o.c(0x80008000)));
+}
+
+/// Whether a block among both lanes of the words `amaxPairs` (amax
+/// magnitude bits) fails mxBitsBlockFits: a lane at or above 0x7D00 (its
+/// exponent field + 3 carries into bit 15), or in [1, smallest): amax - 1
+/// modulo 2^15 below smallest - 1 (bit 15 set in both lanes first, so that
+/// neither borrows; an amax of 0 reads 0x7FFF). `Ops` adds sub(V, V),
+/// min16x2, swapLanes (the halves exchanged), low16 (the low half),
+/// isNonzero (-> B), ult(V, V) (-> B) and orB(B, B).
+template <typename Ops, typename V>
+auto mxBitsMisfit(Ops &o, ArrayRef<V> amaxPairs, MXBitRounding r) {
+  auto lessOne = [&](V pair) {
+    return o.band(o.sub(o.bor(pair, o.c(0x80008000)), o.c(0x00010001)),
+                  o.c(0x7FFF7FFF));
+  };
+  V largest = amaxPairs[0];
+  V lowest = lessOne(amaxPairs[0]);
+  for (V pair : amaxPairs.drop_front()) {
+    largest = o.max16x2(largest, pair);
+    lowest = o.min16x2(lowest, lessOne(pair));
+  }
+  lowest = o.low16(o.min16x2(lowest, o.swapLanes(lowest)));
+  auto huge =
+      o.isNonzero(o.band(o.add(largest, o.c(0x03000300)), o.c(0x80008000)));
+  auto tiny = o.ult(lowest, o.c(((r.offset << 7) | 0x61) - 1));
+  return o.orB(huge, tiny);
+}
+
+/// mxThresholdPair and mxRoundPairBits as IR (i32 words; max.u16x2 and
+/// fma.rn.bf16x2 as PTX).
+Value buildMXThresholdPair(OpBuilder &b, Location loc, Value amaxPair,
+                           MXElement element);
+Value buildMXRoundPairBits(OpBuilder &b, Location loc, Value word,
+                           Value magnitude, Value bound, MXElement element);
+/// mxBitsMisfit as IR (i1), and whether any thread of the warp has one
+/// (vote.sync.any: every lane of the warp must execute it).
+Value buildMXBitsMisfit(OpBuilder &b, Location loc, ArrayRef<Value> amaxPairs,
+                        MXElement element);
+Value buildWarpMXBitsMisfit(OpBuilder &b, Location loc,
+                            ArrayRef<Value> amaxPairs, MXElement element);
+
+/// The amax magnitude bits of the low and of the high bf16 halves of
+/// `count` i32 words, word j made by `word(j)` in turn, as one word
+/// (buildPairAmax's maxima before the widening).
+Value buildPackedAmax(OpBuilder &b, Location loc, int64_t count,
+                      function_ref<Value(int64_t)> word);
+/// The f32 amaxes of the low and the high lane of buildPackedAmax's word.
+std::pair<Value, Value> widenPackedAmax(OpBuilder &b, Location loc,
+                                        Value packed);
 
 } // namespace mlir::moe
 
