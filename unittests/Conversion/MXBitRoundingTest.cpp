@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "moe/Conversion/MoeToNVGPU/MXRounding.h"
+#include "moe/Reference/BF16.h"
 #include "moe/Reference/MX.h"
 
 #include <gtest/gtest.h>
@@ -28,10 +29,7 @@ using namespace mlir::moe;
 namespace {
 
 float floatOfBf16(uint32_t h) {
-  uint32_t bits = h << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
+  return moe::ref::floatFromBF16(static_cast<uint16_t>(h));
 }
 
 uint32_t bitsOf(float f) {
@@ -40,23 +38,8 @@ uint32_t bitsOf(float f) {
   return bits;
 }
 
-/// `v` (finite, within bf16's range) rounded once, to nearest even, to
-/// bf16; bf16 subnormals keep their fixed quantum 2^-133.
-uint32_t bf16Of(double v) {
-  if (v == 0)
-    return std::signbit(v) ? 0x8000 : 0;
-  double r;
-  if (std::fabs(v) < std::ldexp(1.0, -126)) {
-    r = std::ldexp(std::nearbyint(std::ldexp(v, 133)), -133);
-  } else {
-    int e;
-    double m = std::frexp(v, &e); // |m| in [0.5, 1): 8 bits are 2^8 m
-    r = std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
-  }
-  uint32_t bits = bitsOf(static_cast<float>(r));
-  EXPECT_EQ(bits & 0xFFFF, 0u) << "not a bf16 value: " << r;
-  return bits >> 16;
-}
+/// `v` rounded once, to nearest even, to bf16 bits (lib/Reference).
+uint32_t bf16Of(double v) { return bitsOf(moe::ref::roundToBF16(v)) >> 16; }
 
 /// The word operations on integers (MXRounding.h's Ops).
 struct CpuOps {
