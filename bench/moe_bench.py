@@ -424,8 +424,7 @@ class Bench:
             if not name.endswith(".cubin"):
                 continue
             path = os.path.join(out_dir, name)
-            got = subprocess.run([tool, "-sass", "-res-usage", path],
-                                 capture_output=True, text=True)
+            got = run_cuobjdump(tool, path)
             if got.returncode != 0:
                 self.error(entry, "SASS mix: cuobjdump %s: %s" % (
                     name, got.stderr.strip()[-200:]))
@@ -761,11 +760,16 @@ def shape_names(text):
 
 
 def find_cuobjdump():
-    """cuobjdump from PATH, the CUDA toolkit, or the one triton ships."""
+    """cuobjdump from PATH, the CUDA toolkit, the checkout's .tools/sass
+    (scripts/install-sass-tools.sh, with its nvdisasm beside it) or the one
+    triton ships."""
     found = shutil.which("cuobjdump")
     if found:
         return found
-    candidates = ["/usr/local/cuda/bin/cuobjdump"]
+    candidates = ["/usr/local/cuda/bin/cuobjdump",
+                  os.path.join(os.path.dirname(os.path.dirname(
+                      os.path.abspath(__file__))), ".tools", "sass", "nvidia",
+                      "cu13", "bin", "cuobjdump")]
     try:
         import importlib.util  # noqa: PLC0415
         spec = importlib.util.find_spec("triton")
@@ -776,6 +780,15 @@ def find_cuobjdump():
     except (ImportError, ValueError):
         pass
     return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+def run_cuobjdump(tool, cubin):
+    """`cuobjdump -sass -res-usage` of one cubin, with the nvdisasm beside
+    `tool` found first (the PyPI wheels ship them side by side)."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(tool) + os.pathsep + env.get("PATH", "")
+    return subprocess.run([tool, "-sass", "-res-usage", cubin],
+                          capture_output=True, text=True, env=env)
 
 
 def parse_sass(text):
