@@ -60,10 +60,11 @@
 #              (the slot rows gathered and rounded by the operand kernel):
 #              bitwise equal on seven layers (P1's activation epilogue on
 #              one), memcheck and racecheck of the default
-#   round-operands  --round-operands (#moe.gemm_config round_lhs / round_rhs:
-#              P3 and P4 gather x and dy through their token ids and round
-#              them along the slots, P3 in its consumers' registers, P4 in
-#              its producer warpgroup) against the
+#   round-operands  --round-lhs and --round-rhs, each on its own
+#              (#moe.gemm_config round_lhs / round_rhs: P3 and P4 gather x
+#              and dy through their token ids and round them along the
+#              slots, P3 in its consumers' registers, P4 in its producer
+#              warpgroup) against the
 #              default (operand kernels write the rounded slot rows):
 #              bitwise equal on eight layers, memcheck and racecheck
 #   tma-store  the default (tma_store) bit for bit against --register-stores
@@ -83,7 +84,7 @@
 #              kernel, default and --register-stores (TMA_STORE_SHAPES picks
 #              the shapes)
 #   round-operands-ncu  at reference shapes 1 and 2 the ncu time of every
-#              kernel, default and --round-operands (ROUND_SHAPES picks the
+#              kernel, default, --round-lhs and --round-rhs (ROUND_SHAPES picks the
 #              shapes)
 #   lhs-gather-ncu  at reference shapes 1 and 2 (torch-gen inputs) the ncu
 #              time of every kernel, --gathered-lhs-copies and the default
@@ -621,14 +622,15 @@ if want round-operands; then
   # memory) with the operand kernel's builders: the same
   # bf16 values, so the same bits (padding slots and columns past H arrive
   # as zeros; affinity on H leaves P4's dy, times a, to the operand kernel).
-  bitwise_against --round-operands \
-    "--round-operands (round_lhs/round_rhs) == the default" \
-    "${lhs_layers[@]}" T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt
-  sanitize_with --round-operands
-  for tool in memcheck racecheck; do
-    run "compute-sanitizer $tool $partial" timeout 300 compute-sanitizer \
-      --tool $tool --error-exitcode 1 moe-run --target=sm90a --round-operands \
-      --layer "$partial" --empty-experts 3 --check none
+  for flag in --round-lhs --round-rhs; do
+    bitwise_against $flag "$flag == the default" \
+      "${lhs_layers[@]}" T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt
+    sanitize_with $flag
+    for tool in memcheck racecheck; do
+      run "compute-sanitizer $tool $flag $partial" timeout 300 \
+        compute-sanitizer --tool $tool --error-exitcode 1 moe-run \
+        --target=sm90a $flag --layer "$partial" --empty-experts 3 --check none
+    done
   done
 fi
 if want tma-store; then
@@ -733,7 +735,8 @@ if want store-columns; then
   done
 fi
 if want round-operands-ncu; then
-  ncu_against --round-operands "${ROUND_SHAPES:-}"
+  ncu_against --round-lhs "${ROUND_SHAPES:-}"
+  ncu_against --round-rhs "${ROUND_SHAPES:-}"
 fi
 if want lhs-gather-ncu; then
   ncu_against --gathered-lhs-copies "${LHS_GATHER_SHAPES:-}"

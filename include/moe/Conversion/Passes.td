@@ -92,13 +92,18 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "token rows and MX-quantized along K (x, dy) read the token rows "
            "rounded once, the producer warpgroup copying each row of a tile "
            "through the token ids (lhs_gather), where the kernel fits">,
-    Option<"roundOperands", "round-operands", "bool", /*default=*/"false",
-           "bf16-operands: expert GEMMs whose operand is rows gathered from "
-           "token rows and MX-quantized along the slots (x of P3, dy of P4) "
-           "gather and round it themselves, the producer warpgroup copying "
-           "each slot row through the token ids, the consumers rounding the "
-           "lhs in their registers (round_lhs) and the producer the rhs in "
-           "shared memory (round_rhs), where the kernel fits">,
+    Option<"roundLhs", "round-lhs", "bool", /*default=*/"false",
+           "bf16-operands: expert GEMMs whose lhs is rows gathered from "
+           "token rows and MX-quantized along the slots (x of P3) gather and "
+           "round it themselves, the producer warpgroup copying each slot "
+           "row through the token ids, the consumers rounding it in their "
+           "registers (round_lhs), where the kernel fits">,
+    Option<"roundRhs", "round-rhs", "bool", /*default=*/"false",
+           "bf16-operands: expert GEMMs whose rhs is rows gathered from "
+           "token rows and MX-quantized along the slots (dy of P4) gather and "
+           "round it themselves, the producer warpgroup copying each slot "
+           "row through the token ids and rounding it in shared memory "
+           "(round_rhs), where the kernel fits">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "
@@ -218,13 +223,18 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "token rows and MX-quantized along K (x, dy) read the token rows "
            "rounded once, the producer warpgroup copying each row of a tile "
            "through the token ids (lhs_gather), where the kernel fits">,
-    Option<"roundOperands", "round-operands", "bool", /*default=*/"false",
-           "bf16-operands: expert GEMMs whose operand is rows gathered from "
-           "token rows and MX-quantized along the slots (x of P3, dy of P4) "
-           "gather and round it themselves, the producer warpgroup copying "
-           "each slot row through the token ids, the consumers rounding the "
-           "lhs in their registers (round_lhs) and the producer the rhs in "
-           "shared memory (round_rhs), where the kernel fits">,
+    Option<"roundLhs", "round-lhs", "bool", /*default=*/"false",
+           "bf16-operands: expert GEMMs whose lhs is rows gathered from "
+           "token rows and MX-quantized along the slots (x of P3) gather and "
+           "round it themselves, the producer warpgroup copying each slot "
+           "row through the token ids, the consumers rounding it in their "
+           "registers (round_lhs), where the kernel fits">,
+    Option<"roundRhs", "round-rhs", "bool", /*default=*/"false",
+           "bf16-operands: expert GEMMs whose rhs is rows gathered from "
+           "token rows and MX-quantized along the slots (dy of P4) gather and "
+           "round it themselves, the producer warpgroup copying each slot "
+           "row through the token ids and rounding it in shared memory "
+           "(round_rhs), where the kernel fits">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "

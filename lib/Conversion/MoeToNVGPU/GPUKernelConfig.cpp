@@ -48,7 +48,7 @@ struct MoeGPUKernelConfigPass
       GemmConfigAttr config =
           selectGemmConfig(op, choice->target, choice->preferred,
                            {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-                            activationEpilogue, lhsGather, roundOperands,
+                            activationEpilogue, lhsGather, roundLhs, roundRhs,
                             tmaStore});
       if (!config) {
         op->emitOpError() << noKernelMessage(choice->target);

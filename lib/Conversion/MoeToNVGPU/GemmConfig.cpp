@@ -267,12 +267,15 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // rows) and no GEMM reads it back. The producer's registers for the
   // rhs rounding come from the consumers.
   if (auto expert = dyn_cast<ExpertMatmulOp>(op);
-      expert && choices.roundOperands && path == MXMmaPath::Bf16Operands &&
+      expert && (choices.roundLhs || choices.roundRhs) &&
+      path == MXMmaPath::Bf16Operands &&
       c.persistent && !c.pingpong) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
     MXGemmConfig rounded = c;
-    rounded.roundLhs = c.lhsMMajor && !c.lhsCodes && problem.roundLhs;
-    rounded.roundRhs = c.rhsNMajor && !c.rhsCodes && problem.roundRhs;
+    rounded.roundLhs =
+        choices.roundLhs && c.lhsMMajor && !c.lhsCodes && problem.roundLhs;
+    rounded.roundRhs =
+        choices.roundRhs && c.rhsNMajor && !c.rhsCodes && problem.roundRhs;
     if (rounded.roundLhs || rounded.roundRhs) {
       // A power-of-two ring: the stages of two K tiles each iteration by
       // shifts, not 64-bit divisions (with 6 stages the 128x128 producer

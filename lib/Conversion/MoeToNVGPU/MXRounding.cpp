@@ -99,15 +99,16 @@ Value moe::buildPackedAmax(OpBuilder &b, Location loc, int64_t count,
     else
       maxima[j % 4] = max16x2(maxima[j % 4], magnitude);
   }
-  while (maxima.size() > 1) {
-    SmallVector<Value> next;
-    for (size_t j = 0; j + 1 < maxima.size(); j += 2)
-      next.push_back(max16x2(maxima[j], maxima[j + 1]));
-    if (maxima.size() % 2)
-      next.push_back(maxima.back());
-    maxima = std::move(next);
+  if (maxima.empty())
+    return i32Constant(b, loc, 0); // no words: the amax of nothing
+  // A tree, in place: pairs in order, an odd one carried up.
+  for (size_t width = maxima.size(); width > 1; width = (width + 1) / 2) {
+    for (size_t j = 0; j + 1 < width; j += 2)
+      maxima[j / 2] = max16x2(maxima[j], maxima[j + 1]);
+    if (width % 2)
+      maxima[width / 2] = maxima[width - 1];
   }
-  return maxima[0];
+  return maxima.front();
 }
 
 std::pair<Value, Value> moe::buildPairAmax(OpBuilder &b, Location loc,

@@ -1214,7 +1214,7 @@ struct ConvertMoeToNVGPUPass
         config = selectGemmConfig(
             op, choice->target, choice->preferred,
             {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-             activationEpilogue, lhsGather, roundOperands, tmaStore},
+             activationEpilogue, lhsGather, roundLhs, roundRhs, tmaStore},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);

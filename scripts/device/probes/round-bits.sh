@@ -3,8 +3,9 @@
 # memcheck and racecheck, the outputs bit for bit against the default on
 # five layers (RCEIL e4m3 and e5m2 take the bits, FLOOR_ALT the
 # conversions), the SASS of P3 (instructions, registers), and the ncu time
-# of every GEMM and operand kernel at both reference shapes, default and
-# --round-operands. One device call, with the bundle on PATH:
+# of every GEMM and operand kernel at both reference shapes: the default,
+# --round-lhs (P3) and --round-rhs (P4). One device call, with the bundle
+# on PATH:
 #   bash .bundle/run-on-device.sh bash scripts/device/probes/round-bits.sh
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD/python
@@ -17,7 +18,7 @@ for tool_layer in "memcheck T=256,H=256,I=128,E=2,K=1,B=128" \
   set -- $tool_layer
   status=PASS
   timeout 300 compute-sanitizer --tool $1 --error-exitcode 1 --print-limit 4 \
-    moe-run --target=sm90a --round-operands --layer "$2" --empty-experts 1 \
+    moe-run --target=sm90a --round-lhs --round-rhs --layer "$2" --empty-experts 1 \
     --check none >"$out/log" 2>&1 || { status=FAIL; head -c 2000 "$out/log"; }
   record "compute-sanitizer $1 $2" "$status"
 done
@@ -28,17 +29,17 @@ for layer in T=256,H=256,I=128,E=2,K=1,B=128 T=1024,H=1024,I=512,E=8,K=2,B=128 \
   status=PASS
   timeout 300 moe-run --target=sm90a --layer "$layer" --empty-experts 1 \
     --outputs "$out/o1" >"$out/log" 2>&1 || status=FAIL
-  timeout 300 moe-run --target=sm90a --round-operands --layer "$layer" \
+  timeout 300 moe-run --target=sm90a --round-lhs --round-rhs --layer "$layer" \
     --empty-experts 1 --outputs "$out/o2" >>"$out/log" 2>&1 || status=FAIL
   for f in "$out"/o1/*.npy; do
     cmp -s "$f" "$out/o2/$(basename "$f")" || { status=FAIL; echo "differs: $f"; }
   done
   [ $status = FAIL ] && tail -5 "$out/log"
-  record "--round-operands == default, bitwise: $layer" "$status"
+  record "--round-lhs --round-rhs == default, bitwise: $layer" "$status"
   rm -rf "$out/o1" "$out/o2"
 done
 S1=T=16384,H=4096,I=1536,E=128,K=8,B=128
-if moe-run --target=sm90a --layer $S1 --round-operands --compile-only \
+if moe-run --target=sm90a --layer $S1 --round-lhs --round-rhs --compile-only \
     --emit cubin "$out/cubin" >"$out/log" 2>&1; then
   for f in "$out"/cubin/*.cubin; do
     cuobjdump -sass -res-usage "$f" >"$out/sass.txt" 2>&1
@@ -55,7 +56,7 @@ fi
 for shape in T=24576,H=1536,I=256,E=128,K=8,B=128 $S1; do
   python3 -m moe_crosscheck torch-gen --config "$shape" --seed 1 \
     --out "$out/in" >/dev/null 2>&1 || { record "torch-gen $shape" FAIL; continue; }
-  for args in "" --round-operands; do
+  for args in "" --round-lhs --round-rhs; do
     timeout 300 ncu --clock-control none --kernel-name regex:'matmul|mx_operand' \
       --csv --print-units base --metrics gpu__time_duration.sum \
       moe-run --target=sm90a --layer "$shape" --inputs "$out/in" --check none \

@@ -1,11 +1,12 @@
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-operands=true tma-store=false" > %t.config.mlir
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true round-rhs=true tma-store=false" > %t.config.mlir
 // RUN: FileCheck %s --check-prefix=CONFIG < %t.config.mlir
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true tma-store=false" | FileCheck %s --check-prefix=LHS-ONLY
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=DEFAULT
 // RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="tma-store=false" | FileCheck %s
 // RUN: sed 's/persistent = true, round_rhs = true/persistent = true, round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false" 2>&1 | FileCheck %s --check-prefix=NOT-GATHERED
 // RUN: sed 's/stages = 4\(.*\)round_lhs = true/stages = 2\1round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false" 2>&1 | FileCheck %s --check-prefix=STAGES
 // REQUIRES: ptxas
-// RUN: moe-opt %t.config.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-operands=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
+// RUN: moe-opt %t.config.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-lhs=true round-rhs=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.layer.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
@@ -22,6 +23,10 @@
 // CONFIG:      moe.expert_matmul {{.*}}stages = 4, {{.*}}registers = [64, 216], rhs_n_major = true, lhs_m_major = true, persistent = true, round_rhs = true>
 // DEFAULT-NOT: round_lhs
 // DEFAULT-NOT: round_rhs
+// Each switch sets its own operand's: round-lhs alone, P3's.
+// LHS-ONLY:      moe.expert_matmul {{.*}}registers = [40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true, round_lhs = true>
+// LHS-ONLY:      moe.expert_matmul {{.*}}lhs_m_major = true, persistent = true{{(, tma_store = [0-9]+)?}}>
+// LHS-ONLY-NOT:  round_rhs
 
 // No operand kernel rounds x or dy along the slots: P3 takes x [T, H] and
 // P4 dy [T, H] themselves, as their first pointer after the other

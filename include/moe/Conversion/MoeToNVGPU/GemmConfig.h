@@ -90,10 +90,11 @@ struct GemmChoices {
   /// rows rounded once through their token ids (lhs_gather), where the
   /// kernel fits.
   bool lhsGather = false;
-  /// bf16-operands expert GEMMs whose operand is rows gathered from token
-  /// rows and MX-quantized along the slots (x of P3, dy of P4) gather and
-  /// round it themselves (round_lhs, round_rhs), where the kernel fits.
-  bool roundOperands = false;
+  /// bf16-operands expert GEMMs whose lhs (x of P3) / rhs (dy of P4) is
+  /// rows gathered from token rows and MX-quantized along the slots gather
+  /// and round it themselves (round_lhs / round_rhs), where the kernel fits.
+  bool roundLhs = false;
+  bool roundRhs = false;
   /// bf16-operands GEMMs with a plain epilogue (cooperative consumer
   /// warpgroups) stage the f32 result tile through shared memory and store
   /// it by TMA (tma_store), where the kernel fits.
