@@ -3,6 +3,7 @@
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true tma-store=false" | FileCheck %s --check-prefix=LHS-ONLY
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=DEFAULT
 // RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="tma-store=false" | FileCheck %s
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128,quant=e5m2 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true round-rhs=true tma-store=false" | moe-opt -convert-moe-to-nvgpu="tma-store=false" | FileCheck %s --check-prefix=E5M2
 // RUN: sed 's/persistent = true, round_rhs = true/persistent = true, round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false" 2>&1 | FileCheck %s --check-prefix=NOT-GATHERED
 // RUN: sed 's/stages = 4\(.*\)round_lhs = true/stages = 2\1round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false" 2>&1 | FileCheck %s --check-prefix=STAGES
 // REQUIRES: ptxas
@@ -68,6 +69,7 @@
 // CHECK:         gpu.shuffle xor %{{.*}}, %c1_i32
 // CHECK:         gpu.shuffle xor %{{.*}}, %c2_i32
 // CHECK:         "min.u16x2 $0, $1, $2;"
+// CHECK:         %c1888_i32 = arith.constant 1888 : i32
 // CHECK:         %[[MISFIT:.*]] = nvvm.vote.sync any
 // CHECK:         scf.if %[[MISFIT]]
 // CHECK:         nvvm.convert.f32x2.to.f8x2 {{.*}}satfinite
@@ -78,12 +80,26 @@
 // CHECK:         "prmt.b32 $0, $1, $2, 0x1010;"
 // CHECK:         "prmt.b32 $0, $1, $2, 0x3232;"
 // CHECK:         "max.u16x2 $0, $1, $2;"
+// CHECK:         %c33554944_i32 = arith.constant 33554944 : i32
 // CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
 // CHECK-SAME:      %c1065369472_i32
 // CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
 // CHECK-SAME:      %c-1082081408_i32
 // CHECK:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 // CHECK:       gpu.func @expert_matmul_9(
+// The element type's constants (MXBitRounding): the misfit bound
+// (smallest - 1: 0x760 for e4m3, 0xEE0 for e5m2) and C's exponent step
+// (4 << 7 in both lanes: 0x02000200; 5 << 7: 0x02800280).
+// E5M2-LABEL:  gpu.func @expert_matmul_8(
+// E5M2:          %c3808_i32 = arith.constant 3808 : i32
+// E5M2:          nvvm.vote.sync any
+// E5M2:          } else {
+// E5M2:          %c41943680_i32 = arith.constant 41943680 : i32
+// E5M2:          "fma.rn.bf16x2 $0, $1, $2, $3;"
+// E5M2-LABEL:  gpu.func @expert_matmul_9(
+// E5M2:          %c3808_i32 = arith.constant 3808 : i32
+// E5M2:          %c41943680_i32 = arith.constant 41943680 : i32
+
 // P4: the producer warpgroup rounds dy: this thread's copies landed, the
 // warpgroup's barrier (not .aligned), the rounding (a column pair's two
 // blocks on the bits, or the conversions where the warp votes that a block
