@@ -60,11 +60,12 @@
 #              (the slot rows gathered and rounded by the operand kernel):
 #              bitwise equal on seven layers (P1's activation epilogue on
 #              one), memcheck and racecheck of the default
-#   round-operands  --round-lhs and --round-rhs, each on its own
-#              (#moe.gemm_config round_lhs / round_rhs: P3 and P4 gather x
-#              and dy through their token ids and round them along the
-#              slots, P3 in its consumers' registers, P4 in its producer
-#              warpgroup) against the
+#   round-operands  --round-lhs, --round-rhs and --swap-rounded-rhs, each
+#              on its own (#moe.gemm_config round_lhs / round_rhs /
+#              swap_operands: P3 and P4 gather x and dy through their token
+#              ids and round them along the slots, P3 in its consumers'
+#              registers, P4 in its producer warpgroup or, transposed, in
+#              its consumers') against the
 #              default (operand kernels write the rounded slot rows):
 #              bitwise equal on eight layers, memcheck and racecheck
 #   tma-store  the default (tma_store) bit for bit against --register-stores
@@ -84,7 +85,7 @@
 #              kernel, default and --register-stores (TMA_STORE_SHAPES picks
 #              the shapes)
 #   round-operands-ncu  at reference shapes 1 and 2 the ncu time of every
-#              kernel, default, --round-lhs and --round-rhs (ROUND_SHAPES picks the
+#              kernel, default, --round-lhs, --round-rhs and --swap-rounded-rhs (ROUND_SHAPES picks the
 #              shapes)
 #   lhs-gather-ncu  at reference shapes 1 and 2 (torch-gen inputs) the ncu
 #              time of every kernel, --gathered-lhs-copies and the default
@@ -622,7 +623,9 @@ if want round-operands; then
   # memory) with the operand kernel's builders: the same
   # bf16 values, so the same bits (padding slots and columns past H arrive
   # as zeros; affinity on H leaves P4's dy, times a, to the operand kernel).
-  for flag in --round-lhs --round-rhs; do
+  # --swap-rounded-rhs: P4 computes the transposed product and rounds dy
+  # in its consumers' registers (swap_operands).
+  for flag in --round-lhs --round-rhs --swap-rounded-rhs; do
     bitwise_against $flag "$flag == the default" \
       "${lhs_layers[@]}" T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt
     sanitize_with $flag
@@ -737,6 +740,7 @@ fi
 if want round-operands-ncu; then
   ncu_against --round-lhs "${ROUND_SHAPES:-}"
   ncu_against --round-rhs "${ROUND_SHAPES:-}"
+  ncu_against --swap-rounded-rhs "${ROUND_SHAPES:-}"
 fi
 if want lhs-gather-ncu; then
   ncu_against --gathered-lhs-copies "${LHS_GATHER_SHAPES:-}"

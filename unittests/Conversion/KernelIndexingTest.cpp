@@ -34,6 +34,10 @@ TEST(KernelIndexing, RoundLhsLdmatrixRowsFormTheWgmmaAFragments) {
   EXPECT_TRUE(roundLhsIndexingAgrees());
 }
 
+TEST(KernelIndexing, TransposedStoresLandWhereTheBoxesReadTheResult) {
+  EXPECT_TRUE(transposedStoreIndexingAgrees());
+}
+
 namespace {
 /// Plain integers for the index templates (MXGemmEmitter.h's IntOps is
 /// private to the kernel library).

@@ -104,6 +104,13 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "round it themselves, the producer warpgroup copying each slot "
            "row through the token ids and rounding it in shared memory "
            "(round_rhs), where the kernel fits">,
+    Option<"swapRoundedRhs", "swap-rounded-rhs", "bool", /*default=*/"false",
+           "bf16-operands, with tma-store: an expert GEMM whose rhs is rows "
+           "gathered from token rows and MX-quantized along the slots (dy "
+           "of P4) computes the transposed product, that rhs its lhs "
+           "gathered and rounded in the consumers' registers (swap_operands, "
+           "round_lhs), each result tile stored transposed, where the "
+           "kernel fits (before round-rhs)">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "
@@ -235,6 +242,13 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "round it themselves, the producer warpgroup copying each slot "
            "row through the token ids and rounding it in shared memory "
            "(round_rhs), where the kernel fits">,
+    Option<"swapRoundedRhs", "swap-rounded-rhs", "bool", /*default=*/"false",
+           "bf16-operands, with tma-store: an expert GEMM whose rhs is rows "
+           "gathered from token rows and MX-quantized along the slots (dy "
+           "of P4) computes the transposed product, that rhs its lhs "
+           "gathered and rounded in the consumers' registers (swap_operands, "
+           "round_lhs), each result tile stored transposed, where the "
+           "kernel fits (before round-rhs)">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "

@@ -267,16 +267,37 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // rows) and no GEMM reads it back. The producer's registers for the
   // rhs rounding come from the consumers.
   if (auto expert = dyn_cast<ExpertMatmulOp>(op);
-      expert && (choices.roundLhs || choices.roundRhs) &&
+      expert &&
+      (choices.roundLhs || choices.roundRhs || choices.swapRoundedRhs) &&
       path == MXMmaPath::Bf16Operands &&
       c.persistent && !c.pingpong) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
     MXGemmConfig rounded = c;
     rounded.roundLhs =
         choices.roundLhs && c.lhsMMajor && !c.lhsCodes && problem.roundLhs;
-    rounded.roundRhs =
-        choices.roundRhs && c.rhsNMajor && !c.rhsCodes && problem.roundRhs;
-    if (rounded.roundLhs || rounded.roundRhs) {
+    rounded.roundRhs = (choices.roundRhs || choices.swapRoundedRhs) &&
+                       c.rhsNMajor && !c.rhsCodes && problem.roundRhs;
+    // swap_operands (swap-rounded-rhs): a rhs to round beside a lhs that
+    // is not is rounded as the lhs of the transposed product instead, in
+    // the consumers' registers, the result tiles stored transposed by TMA;
+    // where that does not fit, by the producer only with round-rhs.
+    bool swapped = false;
+    if (rounded.roundRhs && !rounded.roundLhs && choices.swapRoundedRhs &&
+        choices.tmaStore) {
+      MXGemmProblem transposed =
+          getMXGemmProblem(op, path, /*swapOperands=*/true);
+      MXGemmConfig swap = c;
+      swap.swapOperands = swap.roundLhs = true;
+      swap.tmaStore = kDefaultStoreBuffers;
+      while (swap.stages & (swap.stages - 1))
+        --swap.stages;
+      if (fitsMXGemm(transposed, swap, target)) {
+        c = swap;
+        swapped = true;
+      }
+    }
+    rounded.roundRhs = rounded.roundRhs && choices.roundRhs;
+    if (!swapped && (rounded.roundLhs || rounded.roundRhs)) {
       // A power-of-two ring: the stages of two K tiles each iteration by
       // shifts, not 64-bit divisions (with 6 stages the 128x128 producer
       // spilled 280 bytes at 64 registers, none with 4; ptxas -v).
@@ -302,7 +323,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // the ping-pong kernel or a cluster pair.
   if (choices.tmaStore && path == MXMmaPath::Bf16Operands && !activation &&
       !c.pingpong && c.clusterN == 1) {
-    MXGemmProblem problem = getMXGemmProblem(op, path);
+    MXGemmProblem problem = getMXGemmProblem(op, path, c.swapOperands);
     MXGemmConfig staged = c;
     staged.tmaStore = kDefaultStoreBuffers;
     if (fitsMXGemm(problem, staged, target))
@@ -312,7 +333,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // of M tiles, so that a wave's tiles reuse their A and B panels in L2.
   if (path == MXMmaPath::Bf16Operands && c.clusterN == 1 &&
       target.getDenseRasterM() > 1) {
-    MXGemmProblem problem = getMXGemmProblem(op, path);
+    MXGemmProblem problem = getMXGemmProblem(op, path, c.swapOperands);
     if (problem.kind == MXGemmKind::Block && problem.numExperts == 1 &&
         numTiles(problem, c) > target.getMultiprocessors()) {
       c.rasterM = target.getDenseRasterM();
@@ -327,7 +348,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
       c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
       c.evictFirstOutputs, c.rhsCodes, c.lhsCodes, c.lhsGather, c.roundLhs,
-      c.roundRhs, c.tmaStore, c.storeColumns);
+      c.roundRhs, c.swapOperands, c.tmaStore, c.storeColumns);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -366,6 +387,7 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.lhsGather = config.getLhsGather();
   c.roundLhs = config.getRoundLhs();
   c.roundRhs = config.getRoundRhs();
+  c.swapOperands = config.getSwapOperands();
   c.tmaStore = config.getTmaStore();
   c.storeColumns = config.getStoreColumns();
   return c;

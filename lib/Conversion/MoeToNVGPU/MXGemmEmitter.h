@@ -100,6 +100,8 @@ struct IntOps {
   int64_t add(int64_t x, int64_t y) { return x + y; }
   int64_t subFrom(int64_t c, int64_t x) { return c - x; }
   int64_t min(int64_t x, int64_t y) { return std::min(x, y); }
+  int64_t addc(int64_t x, int64_t c) { return x + c; }
+  int64_t xori(int64_t x, int64_t y) { return x ^ y; }
 };
 
 /// The (M tile, N tile) at position `t` of a tilesM x tilesN tile order
@@ -199,8 +201,12 @@ public:
     // f32 swizzled across their width (32, 64 or 128 bytes); an expert
     // GEMM's result is [E, M, N], so the box has the expert as its outer
     // dimension and the TMA clips the rows past M of each expert.
+    // swap_operands: a chunk is store_columns (32) rows of the op's result
+    // by a warpgroup's 64 columns, stored as two boxes of 32 f32 (128 B).
     if (cfg.tmaStore) {
       SmallVector<int64_t> box = {cfg.mmaM, cfg.storeRowBytes()};
+      if (p.transposedResult)
+        box = {cfg.storeColumns, kSwizzleBytes};
       if (p.kind == MXGemmKind::Expert)
         box.insert(box.begin(), 1);
       auto swizzle = cfg.storeRowBytes() == 32
@@ -570,6 +576,8 @@ private:
     Value min(Value x, int64_t y) {
       return arith::MinUIOp::create(e.b, e.loc, x, e.cst(x.getType(), y));
     }
+    Value addc(Value x, int64_t c) { return e.add(x, e.cst(x.getType(), c)); }
+    Value xori(Value x, Value y) { return e.xori(x, y); }
   };
   /// block_scale (MXGemmSm100.cpp): the 512-byte scale atoms of B per
   /// stage, and the tensor-memory columns the kernel allocates.
@@ -625,6 +633,9 @@ private:
   /// rows staged through shared memory chunk by chunk, each chunk stored
   /// by the warpgroup's leader with a TMA store.
   void storeAccumulatorTma(Value acc, const ConsumerLane &lane);
+  /// storeAccumulatorTma of a transposed problem (swap_operands): each
+  /// chunk's columns become rows of the op's result.
+  void storeAccumulatorTmaTransposed(Value acc, const ConsumerLane &lane);
   /// tma_store: the leader's wait for its warpgroup's TMA stores before the
   /// CTA exits (their shared-memory sources must stay until read).
   void finishTmaStores(const ConsumerLane &lane);

@@ -1362,7 +1362,131 @@ Value KernelEmitter::biasPairAt(Value biasRow, Value col, int64_t jb) {
   return LLVM::FPExtOp::create(b, loc, vecT, pair);
 }
 
+namespace {
+// swap_operands: the byte offset, in a warpgroup's 8 KB chunk buffer (two
+// 128B-swizzled boxes of 32 rows x 32 f32), of the accumulator element of
+// row r0 + 8 r (r0 = 16 w + g, 0..63) and chunk column 2 q + e (+ 8 jj:
+// 1024 bytes further): box r0 / 32, row 2 q + e, 16-byte unit
+// ((r0 % 32) / 4 + 2 r) ^ (2 q + e) (the row's swizzle phase whatever jj),
+// f32 r0 % 4 of it. Written once for integers
+// (transposedStoreIndexingAgrees) and IR values.
+template <typename Ops, typename V>
+V transposedStoreOffset(Ops &o, V r0, V quad, int64_t r, int64_t e) {
+  V row = o.addc(o.mul(quad, 2), e);
+  V unit = o.xori(o.addc(o.div(o.rem(r0, 32), 4), 2 * r), row);
+  return o.add(o.add(o.mul(o.div(r0, 32), 32 * kSwizzleBytes),
+                     o.mul(row, kSwizzleBytes)),
+               o.add(o.mul(unit, 16), o.mul(o.rem(r0, 4), 4)));
+}
+} // namespace
+
+bool moe::transposedStoreIndexingAgrees() {
+  IntOps o;
+  std::vector<int> seen(64 * 32, 0);
+  for (int64_t w = 0; w < 4; ++w)
+    for (int64_t jj = 0; jj < 4; ++jj)
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t e = 0; e < 2; ++e) {
+          unsigned banks = 0;
+          for (int64_t g = 0; g < 8; ++g)
+            for (int64_t q = 0; q < 4; ++q) {
+              // The wgmma accumulator: row 16 w + g + 8 r, column 8 jj +
+              // 2 q + e of the chunk (PTX ISA, wgmma D fragments, f32).
+              int64_t m = 16 * w + g + 8 * r, n = 8 * jj + 2 * q + e;
+              int64_t at = transposedStoreOffset(o, 16 * w + g, q, r, e) +
+                           8 * jj * kSwizzleBytes;
+              if (at < 0 || at >= 64 * 32 * 4 || at % 4)
+                return false;
+              // What a box reads there: its row, the 16-byte unit the
+              // swizzle moved (unit ^ row % 8), the f32 in it.
+              int64_t box = at / (32 * kSwizzleBytes);
+              int64_t inBox = at % (32 * kSwizzleBytes);
+              int64_t row = inBox / kSwizzleBytes;
+              int64_t unit = (inBox % kSwizzleBytes) / 16 ^ (row % 8);
+              int64_t column = 32 * box + 4 * unit + (inBox % 16) / 4;
+              if (row != n || column != m || seen[at / 4]++)
+                return false;
+              banks |= 1u << ((at / 4) % 32);
+            }
+          if (banks != 0xFFFFFFFFu)
+            return false;
+        }
+  return true;
+}
+
+void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
+                                                   const ConsumerLane &lane) {
+  MLIRContext *ctx = b.getContext();
+  assert(!bias && cfg.storeColumns == 32 && cfg.mmaM == 64 &&
+         "swap_operands: 32-column chunks of 64-row MMAs, no bias");
+  // The op's result is [E, N, M]: chunk c is its rows n0 + 32 c .. + 31 by
+  // the warpgroup's 64 columns, two 128B-swizzled boxes of 32 rows x 32
+  // f32. Thread (g, q) of warp w holds columns 16 w + g and + 8 (box w / 2)
+  // of rows 8 jj + 2 q and + 1. One scalar store (jj, r, e) of the warp
+  // writes rows 2 q + e (swizzle phases e, e + 2, e + 4, e + 6) of 8
+  // consecutive f32 (units u, u + 1, u even): 8 distinct 16-byte units,
+  // conflict-free.
+  int64_t columns = cfg.storeColumns;
+  int64_t boxBytes = columns * kSwizzleBytes;
+  Value r0 = sub(lane.rowInTile, mul(lane.warpgroup, cfg.mmaM));
+  // The thread's four byte offsets in a buffer (transposedStoreOffset);
+  // each store is a constant 8 jj rows further.
+  assert(transposedStoreIndexingAgrees() && "swap_operands staging");
+  IROps ops{*this};
+  Value at[2][2];
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t e = 0; e < 2; ++e)
+      at[r][e] = toI64(transposedStoreOffset(ops, r0, lane.quad, r, e));
+  Value buffers = add(i64(lay.store), mul(toI64(lane.warpgroup),
+                                          cfg.tmaStore * cfg.mmaM *
+                                              cfg.storeRowBytes()));
+  beginStreams();
+  Value colCoord = add(m0, mul(lane.warpgroup, cfg.mmaM));
+  int64_t chunks = cfg.mmaN / columns;
+  for (int64_t c = 0; c < chunks; ++c) {
+    Value buffer = add(buffers, (c % cfg.tmaStore) * cfg.mmaM *
+                                    cfg.storeRowBytes());
+    for (int64_t jj = 0; jj < columns / 8; ++jj) {
+      int64_t jb = c * columns / 8 + jj;
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t e = 0; e < 2; ++e)
+          LLVM::StoreOp::create(
+              b, loc, extract(acc, 4 * jb + 2 * r + e),
+              smemPtr(smemAddr(add(add(buffer, at[r][e]),
+                                   8 * jj * kSwizzleBytes))),
+              4);
+    }
+    // As storeAccumulatorTma: the fence towards the TMA's proxy, the
+    // leader's wait for the buffer's earlier store, the warpgroup's
+    // barrier, then the leader's two box stores as one group.
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    onLeader(lane.leader, [&] {
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, cfg.tmaStore - 2,
+                                           b.getUnitAttr());
+    });
+    NVVM::BarrierOp::create(b, loc, /*res=*/Type(),
+                            add(lane.warpgroup, i32(kStoreBarrier)), i32(128),
+                            /*reductionOp=*/nullptr,
+                            /*reductionPredicate=*/Value());
+    onLeader(lane.leader, [&] {
+      for (int64_t h = 0; h < 2; ++h) {
+        SmallVector<Value> coords = {mul(add(colCoord, i32(32 * h)), 4),
+                                     add(n0, i32(c * columns)), expertId};
+        NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+            b, loc, tmapC, smemPtr(smemAddr(add(buffer, h * boxBytes))),
+            coords, /*l2CacheHint=*/streamPolicy, NVVM::TMAStoreMode::TILE,
+            /*predicate=*/Value());
+      }
+      NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+    });
+  }
+}
+
 void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
+  if (p.transposedResult)
+    return storeAccumulatorTmaTransposed(acc, lane);
   MLIRContext *ctx = b.getContext();
   auto vecT = VectorType::get({2}, f32T);
   // The thread's rows in its warpgroup's mmaM (rowInTile less the
@@ -3143,6 +3267,21 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
        << cfg.consumerRegisters << "] need " << wanted
        << " registers, more than the " << entryCap * threads << " of "
        << threads << " threads at " << entryCap << " each";
+    return why;
+  }
+  // swap_operands: the transposed product of an expert GEMM (the problem
+  // is the op's, transposed: getMXGemmProblem), its tile stored by TMA in
+  // rows of the op's result, 32 of them a chunk, each warpgroup's 64 rows
+  // two boxes of 32 columns: the op's result rows (the kernel's M) 16-byte
+  // multiples.
+  if (cfg.swapOperands != problem.transposedResult ||
+      (cfg.swapOperands && (problem.kind != MXGemmKind::Expert ||
+                            !cfg.tmaStore || cfg.storeColumns != 32 ||
+                            cfg.mmaM != 64 || problem.m % 4))) {
+    os << "swap_operands needs an expert GEMM's transposed problem, "
+          "tma_store of 32 columns, 64-row MMAs and M a multiple of 4, got "
+          "M = "
+       << problem.m;
     return why;
   }
   if (cfg.persistent && (problem.path != MXMmaPath::Bf16Operands ||

@@ -478,10 +478,15 @@ GemmLowering::requestOf(Value codes) {
         return OperandRequest{user, gemm.getTransposeRhs() ? 1 : 2,
                               !config.getRhsNMajor()};
     } else if (auto gemm = dyn_cast<ExpertMatmulOp>(user)) {
-      // (round_lhs / round_rhs: the kernel rounds that operand itself.)
-      if (gemm.getLhs() == codes && !config.getRoundLhs())
+      // (round_lhs / round_rhs: the kernel rounds that operand itself;
+      // swap_operands: the op's lhs is the kernel's rhs and its rhs the
+      // kernel's lhs.)
+      bool swap = config.getSwapOperands();
+      bool kernelLhs = swap ? gemm.getRhs() == codes : gemm.getLhs() == codes;
+      bool kernelRhs = swap ? gemm.getLhs() == codes : gemm.getRhs() == codes;
+      if (kernelLhs && !config.getRoundLhs())
         return OperandRequest{user, 0, !config.getLhsMMajor()};
-      if (gemm.getRhs() == codes && !config.getRoundRhs())
+      if (kernelRhs && !config.getRoundRhs())
         return OperandRequest{user, 0, !config.getRhsNMajor()};
     }
   }
@@ -773,7 +778,8 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
                                               GemmConfigAttr config,
                                               const KernelGroup *group) {
   Location loc = op->getLoc();
-  MXGemmProblem problem = getMXGemmProblem(op, MXMmaPath::Bf16Operands);
+  MXGemmProblem problem = getMXGemmProblem(op, MXMmaPath::Bf16Operands,
+                                           config.getSwapOperands());
   MXGemmConfig cfg = getMXGemmConfig(config, target);
   std::optional<GatedActEpilogue> epi;
   std::optional<CheckpointGateUp> checkpoint;
@@ -865,15 +871,17 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     if (cfg.lhsCodes)
       return op->emitOpError() << "lhs_codes needs a block GEMM";
     // round_lhs / round_rhs: the token rows the operand gathers, which
-    // the kernel rounds along the slots itself.
+    // the kernel rounds along the slots itself. swap_operands: the
+    // kernel's lhs is the op's rhs and its rhs the op's lhs.
     auto operand = [&](bool isRhs, bool rounds) -> FailureOr<Value> {
-      Value data = isRhs ? expert.getRhs() : expert.getLhs();
-      Value scales = isRhs ? expert.getRhsScales() : expert.getLhsScales();
+      bool opRhs = isRhs != cfg.swapOperands;
+      Value data = opRhs ? expert.getRhs() : expert.getLhs();
+      Value scales = opRhs ? expert.getRhsScales() : expert.getLhsScales();
       if (!rounds)
         return prepareOperand(op, data, scales, 0,
                               /*transpose=*/isRhs ? !cfg.rhsNMajor
                                                   : !cfg.lhsMMajor);
-      MXQuantizeOp quantize = slotRoundedQuantize(expert, isRhs);
+      MXQuantizeOp quantize = slotRoundedQuantize(expert, opRhs);
       if (!quantize)
         return op->emitOpError()
                << (isRhs ? "round_rhs needs an rhs" : "round_lhs needs a lhs")
@@ -1214,7 +1222,8 @@ struct ConvertMoeToNVGPUPass
         config = selectGemmConfig(
             op, choice->target, choice->preferred,
             {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-             activationEpilogue, lhsGather, roundLhs, roundRhs, tmaStore},
+             activationEpilogue, lhsGather, roundLhs, roundRhs, swapRoundedRhs,
+             tmaStore},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
@@ -1331,7 +1340,8 @@ MXQuantizeOp mlir::moe::slotRoundedQuantize(ExpertMatmulOp gemm, bool rhs) {
   return quantize;
 }
 
-MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
+MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path,
+                                          bool swapOperands) {
   // The Bf16Operands kernels read bf16 values, whatever the operands were,
   // except codes that a rhs_codes or lhs_codes kernel decodes itself.
   auto codeType = [](Value operand) -> Type {
@@ -1386,5 +1396,14 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path) {
   for (bool rhs : {false, true})
     if (MXQuantizeOp quantize = slotRoundedQuantize(expert, rhs))
       (rhs ? problem.roundRhs : problem.roundLhs) = quantize.getQuant();
+  if (swapOperands) {
+    std::swap(problem.m, problem.n);
+    std::swap(problem.roundLhs, problem.roundRhs);
+    problem.lhsElementType = problem.elementType;
+    problem.elementType = path == MXMmaPath::Bf16Operands
+                              ? codeType(expert.getLhs())
+                              : mxElementType(expert);
+    problem.transposedResult = true;
+  }
   return problem;
 }

@@ -922,7 +922,7 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs, round_rhs, tma_store or store_columns, got 'mn_major'}}
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs, round_rhs, swap_operands, tma_store or store_columns, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }
@@ -1127,6 +1127,14 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 
 // expected-error @+1 {{round_rhs needs the bf16_operands MMA path, an N-major rhs, a persistent kernel without pingpong, no rhs_codes and no lhs_gather}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [64, 216], rhs_n_major = true, round_rhs = true>} {
+  return
+}
+
+// -----
+
+// The transposed product stores its tiles by TMA (tma_store is missing).
+// expected-error @+1 {{swap_operands needs the bf16_operands MMA path, an M-major lhs, an N-major rhs, a persistent kernel with tma_store of 32 columns and 64-row MMAs}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true>} {
   return
 }
 

@@ -95,6 +95,10 @@ struct GemmChoices {
   /// and round it themselves (round_lhs / round_rhs), where the kernel fits.
   bool roundLhs = false;
   bool roundRhs = false;
+  /// With tmaStore: an expert GEMM whose rhs roundRhs would round computes
+  /// the transposed product instead, the rhs as its lhs (swap_operands,
+  /// round_lhs), where the kernel fits.
+  bool swapRoundedRhs = false;
   /// bf16-operands GEMMs with a plain epilogue (cooperative consumer
   /// warpgroups) stage the f32 result tile through shared memory and store
   /// it by TMA (tma_store), where the kernel fits.

@@ -135,6 +135,10 @@ struct MXGemmProblem {
   /// round in the kernel. Slot k of the operand is token row tokens[k], a
   /// padding slot (-1) zeros.
   MXQuantAttr roundLhs, roundRhs;
+  /// Expert, swap_operands: the kernel's lhs is the op's rhs and its rhs
+  /// the op's lhs (m and n are the op's n and m), and the kernel stores
+  /// its m x n result tile transposed into the op's [E, n, m] result.
+  bool transposedResult = false;
 
   /// Bytes of a persistent Expert kernel's shared table: each expert's
   /// block count and first block, and with skipPadding its K tiles.
@@ -302,8 +306,12 @@ bool isGPUGemm(Operation *op);
 /// both sides, no bias.
 bool isMXCodesGemm(Operation *op);
 
-/// The problem of the GPU GEMM `op` (isGPUGemm) on `path`.
-MXGemmProblem getMXGemmProblem(Operation *op, MXMmaPath path);
+/// The problem of the GPU GEMM `op` (isGPUGemm) on `path`; with
+/// `swapOperands` (an expert GEMM, #moe.gemm_config swap_operands) its
+/// transposed product: M and N, the operands and their roundings
+/// exchanged, transposedResult set.
+MXGemmProblem getMXGemmProblem(Operation *op, MXMmaPath path,
+                               bool swapOperands = false);
 
 /// `v` seen through moe.fused boundaries: a region's block argument is the
 /// region's input, a region's result the value its terminator yields
@@ -349,6 +357,12 @@ bool rasterIndexingAgrees();
 /// lane the elements of its wgmma A fragment (m64nNk16, bf16) of each k16
 /// step, and each matrix's 8 rows fall in 8 different 16-byte bank groups.
 bool roundLhsIndexingAgrees();
+/// swap_operands: the shared-memory places of a warpgroup's wgmma
+/// accumulator fragments (m64, 32 columns a chunk) in the transposed
+/// staging buffer are where its two 128B-swizzled TMA boxes read elements
+/// (row n, column m) of the op's result, each element once, and each
+/// scalar store of a warp hits 32 different banks.
+bool transposedStoreIndexingAgrees();
 
 /// Output tiles of the problem: M tiles x N tiles (x experts).
 int64_t numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg);

@@ -34,9 +34,11 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &evictFirstOutputs, bool &rhsCodes,
                                    bool &lhsCodes, bool &lhsGather,
                                    bool &roundLhs, bool &roundRhs,
-                                   int64_t &tmaStore, int64_t &storeColumns) {
+                                   bool &swapOperands, int64_t &tmaStore,
+                                   int64_t &storeColumns) {
   rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
-      rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = false;
+      rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = swapOperands =
+          false;
   ctasPerSm = clusterN = rasterM = 1;
   tmaStore = 0;
   storeColumns = 32;
@@ -66,6 +68,7 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                  : key == "lhs_gather"          ? &lhsGather
                  : key == "round_lhs"           ? &roundLhs
                  : key == "round_rhs"           ? &roundRhs
+                 : key == "swap_operands"       ? &swapOperands
                                                 : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
@@ -73,8 +76,8 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                   "cluster_n, raster_m, "
                                   "evict_first_outputs, rhs_codes, "
                                   "lhs_codes, lhs_gather, round_lhs, "
-                                  "round_rhs, tma_store or store_columns, "
-                                  "got '")
+                                  "round_rhs, swap_operands, tma_store or "
+                                  "store_columns, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -90,8 +93,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              int64_t clusterN, int64_t rasterM,
                              bool evictFirstOutputs, bool rhsCodes,
                              bool lhsCodes, bool lhsGather, bool roundLhs,
-                             bool roundRhs, int64_t tmaStore,
-                             int64_t storeColumns) {
+                             bool roundRhs, bool swapOperands,
+                             int64_t tmaStore, int64_t storeColumns) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -118,6 +121,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", round_lhs = true";
   if (roundRhs)
     printer << ", round_rhs = true";
+  if (swapOperands)
+    printer << ", swap_operands = true";
   if (tmaStore)
     printer << ", tma_store = " << tmaStore;
   if (storeColumns != 32)
@@ -255,7 +260,7 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool pingpong, int64_t clusterN, int64_t rasterM,
                        bool evictFirstOutputs, bool rhsCodes,
                        bool lhsCodes, bool lhsGather, bool roundLhs,
-                       bool roundRhs, int64_t tmaStore,
+                       bool roundRhs, bool swapOperands, int64_t tmaStore,
                        int64_t storeColumns) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
@@ -382,6 +387,16 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "round_rhs needs the bf16_operands MMA path, an "
                           "N-major rhs, a persistent kernel without "
                           "pingpong, no rhs_codes and no lhs_gather";
+  // The transposed product of an expert GEMM (a block GEMM's rows are its
+  // slots, which stay the rows): both operands slot-major as stored, the
+  // result tile staged through shared memory by rows of the op's result.
+  if (swapOperands && (mma != MXMmaPath::Bf16Operands || !lhsMMajor ||
+                       !rhsNMajor || !persistent || !tmaStore ||
+                       storeColumns != 32 || mmaShape[0] != 64))
+    return emitError() << "swap_operands needs the bf16_operands MMA path, "
+                          "an M-major lhs, an N-major rhs, a persistent "
+                          "kernel with tma_store of 32 columns and 64-row "
+                          "MMAs";
   // Each consumer warpgroup stages its rows of the f32 tile through shared
   // memory in chunks of store_columns columns (one swizzled row of 32, 64
   // or 128 bytes each), tma_store buffers in turn (one filled while the TMA

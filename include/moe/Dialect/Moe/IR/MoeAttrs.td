@@ -249,7 +249,11 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     round the lhs in their A-fragment registers (ldmatrix.trans, register-A
     wgmma), the producer warpgroup rounds every 32-slot block of each rhs
     column in shared memory before the MMAs read it, so that no rounded
-    copy of the operand is ever written, and
+    copy of the operand is ever written, and (expert GEMMs with
+    `tma_store`) `swap_operands`: the kernel computes the transposed
+    product, the op's rhs as its lhs and the op's lhs as its rhs (the
+    other flags name the kernel's operands: `round_lhs` rounds the op's
+    rhs), and stores each result tile transposed, and
     (`bf16_operands` only, no `pingpong` or cluster) `tma_store = n`: each
     consumer warpgroup stages its rows of the f32 result tile through n
     shared-memory buffers of `store_columns` columns (8, 16 or 32, by
@@ -316,6 +320,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$lhsGather,
     DefaultValuedParameter<"bool", "false">:$roundLhs,
     DefaultValuedParameter<"bool", "false">:$roundRhs,
+    DefaultValuedParameter<"bool", "false">:$swapOperands,
     DefaultValuedParameter<"int64_t", "0">:$tmaStore,
     DefaultValuedParameter<"int64_t", "32">:$storeColumns
   );
@@ -328,7 +333,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `` custom<KernelFlags>($rhsNMajor, $lhsMMajor, $persistent, $ctasPerSm,
                           $pingpong, $clusterN, $rasterM,
                           $evictFirstOutputs, $rhsCodes, $lhsCodes,
-                          $lhsGather, $roundLhs, $roundRhs, $tmaStore,
+                          $lhsGather, $roundLhs, $roundRhs, $swapOperands,
+                          $tmaStore,
                           $storeColumns)
     `` `>`
   }];
