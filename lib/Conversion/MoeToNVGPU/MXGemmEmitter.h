@@ -636,6 +636,10 @@ private:
   /// storeAccumulatorTma of a transposed problem (swap_operands): each
   /// chunk's columns become rows of the op's result.
   void storeAccumulatorTmaTransposed(Value acc, const ConsumerLane &lane);
+  /// tma_store: after a warpgroup's threads wrote a chunk buffer, the
+  /// fence towards the TMA's proxy, the leader's wait for that buffer's
+  /// earlier store, and the warpgroup's barrier; the leader then stores it.
+  void publishStoreChunk(const ConsumerLane &lane);
   /// tma_store: the leader's wait for its warpgroup's TMA stores before the
   /// CTA exits (their shared-memory sources must stay until read).
   void finishTmaStores(const ConsumerLane &lane);

@@ -1362,6 +1362,25 @@ Value KernelEmitter::biasPairAt(Value biasRow, Value col, int64_t jb) {
   return LLVM::FPExtOp::create(b, loc, vecT, pair);
 }
 
+void KernelEmitter::publishStoreChunk(const ConsumerLane &lane) {
+  // The TMA reads the chunk through the async proxy. Before the barrier
+  // that releases the warpgroup, the leader waits until the store of the
+  // buffer that the next chunk fills (tma_store chunks back) has read it:
+  // at most tma_store - 2 of the earlier stores still reading.
+  NVVM::FenceProxyOp::create(
+      b, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
+  onLeader(lane.leader, [&] {
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, cfg.tmaStore - 2,
+                                         b.getUnitAttr());
+  });
+  NVVM::BarrierOp::create(b, loc, /*res=*/Type(),
+                          add(lane.warpgroup, i32(kStoreBarrier)), i32(128),
+                          /*reductionOp=*/nullptr,
+                          /*reductionPredicate=*/Value());
+}
+
 namespace {
 // swap_operands: the byte offset, in a warpgroup's 8 KB chunk buffer (two
 // 128B-swizzled boxes of 32 rows x 32 f32), of the accumulator element of
@@ -1416,7 +1435,6 @@ bool moe::transposedStoreIndexingAgrees() {
 
 void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
                                                    const ConsumerLane &lane) {
-  MLIRContext *ctx = b.getContext();
   assert(!bias && cfg.storeColumns == 32 && cfg.mmaM == 64 &&
          "swap_operands: 32-column chunks of 64-row MMAs, no bias");
   // The op's result is [E, N, M]: chunk c is its rows n0 + 32 c .. + 31 by
@@ -1456,20 +1474,8 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
                                    8 * jj * kSwizzleBytes))),
               4);
     }
-    // As storeAccumulatorTma: the fence towards the TMA's proxy, the
-    // leader's wait for the buffer's earlier store, the warpgroup's
-    // barrier, then the leader's two box stores as one group.
-    NVVM::FenceProxyOp::create(
-        b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-    onLeader(lane.leader, [&] {
-      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, cfg.tmaStore - 2,
-                                           b.getUnitAttr());
-    });
-    NVVM::BarrierOp::create(b, loc, /*res=*/Type(),
-                            add(lane.warpgroup, i32(kStoreBarrier)), i32(128),
-                            /*reductionOp=*/nullptr,
-                            /*reductionPredicate=*/Value());
+    // Then the leader's two box stores, as one group.
+    publishStoreChunk(lane);
     onLeader(lane.leader, [&] {
       for (int64_t h = 0; h < 2; ++h) {
         SmallVector<Value> coords = {mul(add(colCoord, i32(32 * h)), 4),
@@ -1487,7 +1493,6 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
 void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
   if (p.transposedResult)
     return storeAccumulatorTmaTransposed(acc, lane);
-  MLIRContext *ctx = b.getContext();
   auto vecT = VectorType::get({2}, f32T);
   // The thread's rows in its warpgroup's mmaM (rowInTile less the
   // warpgroup's offset): r0 and r0 + 8. A chunk row is R = storeRowBytes
@@ -1534,21 +1539,7 @@ void KernelEmitter::storeAccumulatorTma(Value acc, const ConsumerLane &lane) {
         LLVM::StoreOp::create(b, loc, vec, smemPtr(smemAddr(at)), 8);
       }
     }
-    // The TMA reads the chunk through the async proxy. Before the barrier
-    // that releases the warpgroup, the leader waits until the store of the
-    // buffer that the next chunk fills (tma_store chunks back) has read it:
-    // at most tma_store - 2 of the earlier stores still reading.
-    NVVM::FenceProxyOp::create(
-        b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-    onLeader(lane.leader, [&] {
-      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, cfg.tmaStore - 2,
-                                           b.getUnitAttr());
-    });
-    NVVM::BarrierOp::create(b, loc, /*res=*/Type(),
-                            add(lane.warpgroup, i32(kStoreBarrier)), i32(128),
-                            /*reductionOp=*/nullptr,
-                            /*reductionPredicate=*/Value());
+    publishStoreChunk(lane);
     onLeader(lane.leader, [&] {
       SmallVector<Value> coords = {
           mul(add(n0, i32(c * columns)), 4), rowCoord};
