@@ -50,6 +50,26 @@ struct CpuOps {
   uint32_t max16x2(uint32_t x, uint32_t y) {
     return std::max(x & 0xFFFF, y & 0xFFFF) | std::max(x >> 16, y >> 16) << 16;
   }
+  /// max{.NaN}.xorsign.abs.bf16x2 lane by lane (PTX ISA): the larger
+  /// magnitude by value (as the magnitudes' bits, NaN aside) with the xor
+  /// of the signs; with .NaN a NaN lane gives the canonical NaN, without it
+  /// the other operand's magnitude.
+  static uint32_t absMaxLanes(uint32_t x, uint32_t y, bool nan) {
+    uint32_t out = 0;
+    for (int lane = 0; lane < 2; ++lane) {
+      uint32_t a = (x >> (16 * lane)) & 0xFFFF, b = (y >> (16 * lane)) & 0xFFFF;
+      bool aNaN = (a & 0x7FFF) > 0x7F80, bNaN = (b & 0x7FFF) > 0x7F80;
+      uint32_t magnitude =
+          (aNaN || bNaN) ? (nan ? 0x7FFF : (aNaN ? b : a) & 0x7FFF)
+                         : std::max(a & 0x7FFF, b & 0x7FFF);
+      out |= (magnitude | ((a ^ b) & 0x8000)) << (16 * lane);
+    }
+    return out;
+  }
+  uint32_t absMax(uint32_t x, uint32_t y) { return absMaxLanes(x, y, false); }
+  uint32_t absMaxNaN(uint32_t x, uint32_t y) {
+    return absMaxLanes(x, y, true);
+  }
   uint32_t sub(uint32_t x, uint32_t y) { return x - y; }
   uint32_t min16x2(uint32_t x, uint32_t y) {
     return std::min(x & 0xFFFF, y & 0xFFFF) | std::min(x >> 16, y >> 16) << 16;
@@ -100,7 +120,7 @@ uint32_t bitRounding(uint32_t a0, uint32_t x0, uint32_t a1, uint32_t x1,
   MXBitRounding r = getMXBitRounding(element);
   uint32_t word = x0 | x1 << 16;
   uint32_t bound = mxThresholdPair(o, a0 | a1 << 16, r);
-  return mxRoundPairBits(o, word, word & 0x7FFF7FFF, bound, r);
+  return mxRoundPairBits(o, word, bound, r);
 }
 
 class MXBitRoundingTest : public ::testing::TestWithParam<MXElement> {};
@@ -172,6 +192,40 @@ TEST_P(MXBitRoundingTest, NonFiniteAndTinyBlocksDoNotFit) {
   EXPECT_FALSE(mxBitsBlockFits(1, r)); // a bf16 subnormal amax
   EXPECT_FALSE(mxBitsBlockFits((r.offset << 7) | 0x60, r));
   EXPECT_TRUE(mxBitsBlockFits((r.offset << 7) | 0x61, r));
+}
+
+// The amax by bf16 arithmetic (mxPairAmaxBits) is the amax of the
+// magnitudes' bits (buildAmaxStep's order) wherever no lane holds a NaN,
+// and a NaN, so the same scale byte 0xFF, where one does.
+TEST(MXBitRounding, PairAmaxByBf16MaxMatchesTheBitsOrder) {
+  std::mt19937 gen(11);
+  const uint32_t special[] = {0x0000, 0x8000, 0x0001, 0x807F, 0x0080,
+                              0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7F81,
+                              0xFFC0, 0x7FFF, 0x3F80, 0xBF80};
+  auto lane = [&]() -> uint32_t {
+    return gen() % 4 ? gen() & 0xFFFF : special[gen() % 14];
+  };
+  CpuOps o;
+  for (int i = 0; i < 500000; ++i) {
+    uint32_t words[4];
+    for (uint32_t &w : words)
+      w = lane() | lane() << 16;
+    uint32_t got = mxPairAmaxBits(o, llvm::ArrayRef<uint32_t>(words));
+    for (int h = 0; h < 2; ++h) {
+      uint32_t bits = 0;
+      bool nan = false;
+      for (uint32_t w : words) {
+        uint32_t m = (w >> (16 * h)) & 0x7FFF;
+        nan |= m > 0x7F80;
+        bits = std::max(bits, m);
+      }
+      uint32_t lane16 = (got >> (16 * h)) & 0xFFFF;
+      if (nan)
+        ASSERT_GT(lane16, 0x7F80u);
+      else
+        ASSERT_EQ(lane16, bits);
+    }
+  }
 }
 
 // The kernels' packed check says "fits" exactly where every block does.

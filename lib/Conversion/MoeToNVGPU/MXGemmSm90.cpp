@@ -580,8 +580,8 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
     Value bound = buildMXThresholdPair(b, loc, packed, quant.getElement());
     roundWords(
         [&](Value word) {
-          return buildMXRoundPairBits(b, loc, word, andi(word, 0x7FFF7FFF),
-                                      bound, quant.getElement());
+          return buildMXRoundPairBits(b, loc, word, bound,
+                                      quant.getElement());
         },
         kRoundBitsBatch);
   }
@@ -2279,15 +2279,6 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
                      ("prmt.b32 $0, $1, $2, " + selector + ";").str(), "=r,r,r",
                      /*sideEffects=*/false);
   };
-  // The larger magnitudes' bits, compared as unsigned integers
-  // (buildAmaxStep's order, NaN above Inf), of both bf16 lanes of
-  // `magnitudes`.
-  auto pairMax = [&](ArrayRef<Value> magnitudes) {
-    Value m = magnitudes[0];
-    for (Value w : magnitudes.drop_front())
-      m = max16x2(m, w);
-    return m;
-  };
   // RCEIL blocks round on the bits (mxRoundPairBits) unless a block of the
   // warp does not fit (mxBitsBlockFits: NaN, Inf, near bf16's overflow,
   // tiny and nonzero); the warp then takes the FP8 conversions below.
@@ -2307,9 +2298,6 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
       for (int64_t j = 0; j < 4; ++j)
         regs.push_back(extract(frag, j));
     }
-    SmallVector<Value> magnitudes;
-    for (Value word : regs)
-      magnitudes.push_back(andi(word, 0x7FFF7FFF));
     // 32-slot block k (k16 steps 2 k, 2 k + 1): row g's words are a0, a2
     // of both steps, row g + 8's a1, a3.
     int64_t blocks = cfg.tileK / 32;
@@ -2318,12 +2306,16 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
     };
     SmallVector<Value> both;
     for (int64_t k = 0; k < blocks; ++k) {
-      Value rowG =
-          pairMax({magnitudes[word(k, 0, 0)], magnitudes[word(k, 0, 2)],
-                   magnitudes[word(k, 1, 0)], magnitudes[word(k, 1, 2)]});
-      Value rowG8 =
-          pairMax({magnitudes[word(k, 0, 1)], magnitudes[word(k, 0, 3)],
-                   magnitudes[word(k, 1, 1)], magnitudes[word(k, 1, 3)]});
+      // (The amaxes by bf16 arithmetic, mxPairAmaxBits: the scale bytes
+      // of buildAmaxStep's order, NaN above Inf.)
+      Value rowG = buildMXPairAmaxBits(
+          b, loc,
+          {regs[word(k, 0, 0)], regs[word(k, 0, 2)], regs[word(k, 1, 0)],
+           regs[word(k, 1, 2)]});
+      Value rowG8 = buildMXPairAmaxBits(
+          b, loc,
+          {regs[word(k, 0, 1)], regs[word(k, 0, 3)], regs[word(k, 1, 1)],
+           regs[word(k, 1, 3)]});
       // Row g's even and odd slots in the low lanes, row g + 8's in the
       // high ones: their maxima are the rows' amaxes, then the quad's.
       Value pair =
@@ -2424,7 +2416,7 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
       SmallVector<Value> words;
       for (int64_t i = 0; i < 16; ++i)
         words.push_back(buildMXRoundPairBits(
-            b, loc, regs[i], magnitudes[i],
+            b, loc, regs[i],
             rowBounds[2 * (i / 8) + (i % 4) % 2], quant.getElement()));
       scf::YieldOp::create(b, loc, words);
     }

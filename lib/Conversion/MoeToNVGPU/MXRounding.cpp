@@ -154,6 +154,12 @@ struct IRWordOps {
   Value fmaBf16x2(Value x, Value y, Value z) {
     return wordPtx(b, loc, {x, y, z}, "fma.rn.bf16x2 $0, $1, $2, $3;");
   }
+  Value absMax(Value x, Value y) {
+    return wordPtx(b, loc, {x, y}, "max.xorsign.abs.bf16x2 $0, $1, $2;");
+  }
+  Value absMaxNaN(Value x, Value y) {
+    return wordPtx(b, loc, {x, y}, "max.NaN.xorsign.abs.bf16x2 $0, $1, $2;");
+  }
   Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
   Value min16x2(Value x, Value y) { return buildMinU16x2(b, loc, x, y); }
   Value swapLanes(Value x) {
@@ -177,10 +183,15 @@ Value moe::buildMXThresholdPair(OpBuilder &b, Location loc, Value amaxPair,
 }
 
 Value moe::buildMXRoundPairBits(OpBuilder &b, Location loc, Value word,
-                                Value magnitude, Value bound,
-                                MXElement element) {
+                                Value bound, MXElement element) {
   IRWordOps o{b, loc};
-  return mxRoundPairBits(o, word, magnitude, bound, getMXBitRounding(element));
+  return mxRoundPairBits(o, word, bound, getMXBitRounding(element));
+}
+
+Value moe::buildMXPairAmaxBits(OpBuilder &b, Location loc,
+                               ArrayRef<Value> words) {
+  IRWordOps o{b, loc};
+  return mxPairAmaxBits(o, words);
 }
 
 Value moe::buildMXBitsMisfit(OpBuilder &b, Location loc,

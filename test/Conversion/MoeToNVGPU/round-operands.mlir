@@ -48,7 +48,8 @@
 // column past H) arrive when they land. The consumers load each k16 step's
 // A fragments transposed from the M-major stage (ldmatrix .trans: the
 // `col` layout), take each row's 32-slot amax over the lane quad (packed
-// max.u16x2, shfl.xor 1 and 2). An RCEIL block rounds on its bits
+// max.NaN.xorsign.abs.bf16x2 chains, then max.u16x2 and shfl.xor 1 and 2).
+// An RCEIL block rounds on its bits
 // (mxRoundPairBits: the bound from the amax, two fma.rn.bf16x2 a word)
 // unless the warp votes that a block does not fit (mxBitsBlockFits: an
 // amax from 0x7D00 up, or tiny and nonzero); such a warp shares the quad's
@@ -63,6 +64,7 @@
 // CHECK:         nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
 // CHECK-NOT:     nvvm.cp.async.wait.group
 // CHECK:         nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>, num = 4
+// CHECK:         "max.NaN.xorsign.abs.bf16x2 $0, $1, $2;"
 // CHECK:         "max.u16x2 $0, $1, $2;"
 // CHECK:         "prmt.b32 $0, $1, $2, 0x7632;"
 // CHECK:         "prmt.b32 $0, $1, $2, 0x5410;"
@@ -79,7 +81,7 @@
 // CHECK:         } else {
 // CHECK:         "prmt.b32 $0, $1, $2, 0x1010;"
 // CHECK:         "prmt.b32 $0, $1, $2, 0x3232;"
-// CHECK:         "max.u16x2 $0, $1, $2;"
+// CHECK:         "max.xorsign.abs.bf16x2 $0, $1, $2;"
 // CHECK:         %c33554944_i32 = arith.constant 33554944 : i32
 // CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
 // CHECK-SAME:      %c1065369472_i32

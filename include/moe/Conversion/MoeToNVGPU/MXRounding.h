@@ -86,8 +86,10 @@ Value buildLaneAmax(OpBuilder &b, Location loc, Value amax,
 /// fma.rn.bf16x2 of the pair (exact for the second), and x's sign goes back
 /// on a zero. Checked for every bf16 element of blocks of every amax
 /// against lib/Reference (unittests/Conversion/MXBitRoundingTest.cpp).
-/// `Ops` makes i32 words: c(u32), add, band, bor, max16x2 and
-/// fmaBf16x2(a, b, c) (a * b + c on both bf16 lanes, rounded once).
+/// `Ops` makes i32 words: c(u32), add, band, bor, max16x2, absMax(a, b)
+/// (max.xorsign.abs.bf16x2: max(|a|, |b|) by value with the signs' xor,
+/// lane by lane) and fmaBf16x2(a, b, c) (a * b + c on both bf16 lanes,
+/// rounded once).
 struct MXBitRounding {
   /// emax - minExp of the element: T = max(e_amax + c - offset, 1), c = 1
   /// where the amax's fraction exceeds elem_max's (1.75, 0x60).
@@ -127,19 +129,34 @@ V mxThresholdPair(Ops &o, V amaxPair, MXBitRounding r) {
   return o.add(biased, o.c(~((less << 16) | less) + 1));
 }
 
-/// The MX values (bf16 pair) of the bf16 pair `word`, whose magnitudes are
-/// `magnitude` (word & 0x7FFF7FFF), in blocks whose mxThresholdPair lanes
-/// are `bound`.
+/// The MX values (bf16 pair) of the bf16 pair `word` in blocks whose
+/// mxThresholdPair lanes are `bound`.
 template <typename Ops, typename V>
-V mxRoundPairBits(Ops &o, V word, V magnitude, V bound, MXBitRounding r) {
-  // max(e_x, T) << 7 plus the magic exponent, fraction 0x40 (1.5).
-  V top = o.max16x2(magnitude, bound);
+V mxRoundPairBits(Ops &o, V word, V bound, MXBitRounding r) {
+  // max(e_x, T) << 7 plus the magic exponent, fraction 0x40 (1.5): the
+  // bf16 max of |x| and the bound (a positive bf16 of exponent T, all
+  // fraction bits set) orders as the magnitudes' bits; x's sign on it goes
+  // with the mask.
+  V top = o.absMax(word, bound);
   V magic =
       o.bor(o.band(o.add(top, o.c(r.magic << 16 | r.magic)), o.c(0x7F807F80)),
             o.c(0x00400040));
   V sum = o.fmaBf16x2(word, o.c(0x3F803F80), magic);  // x * 1 + C
   V value = o.fmaBf16x2(magic, o.c(0xBF80BF80), sum); // -C + (x + C)
   return o.bor(value, o.band(word, o.c(0x80008000)));
+}
+
+/// The amax magnitude bits of both lanes of `words`, by bf16 arithmetic:
+/// max.NaN.xorsign.abs.bf16x2 down the words (`Ops::absMaxNaN`: a NaN
+/// lane gives NaN; other magnitudes order as their bits), then the sign
+/// bits off. buildPackedAmax's word where no lane holds a NaN, a NaN (so
+/// at least 0x7F81, the same scale byte 0xFF) where one does.
+template <typename Ops, typename V>
+V mxPairAmaxBits(Ops &o, ArrayRef<V> words) {
+  V m = words[0];
+  for (V w : words.drop_front())
+    m = o.absMaxNaN(m, w);
+  return o.band(m, o.c(0x7FFF7FFF));
 }
 
 /// Whether a block among both lanes of the words `amaxPairs` (amax
@@ -173,7 +190,9 @@ auto mxBitsMisfit(Ops &o, ArrayRef<V> amaxPairs, MXBitRounding r) {
 Value buildMXThresholdPair(OpBuilder &b, Location loc, Value amaxPair,
                            MXElement element);
 Value buildMXRoundPairBits(OpBuilder &b, Location loc, Value word,
-                           Value magnitude, Value bound, MXElement element);
+                           Value bound, MXElement element);
+/// mxPairAmaxBits as IR.
+Value buildMXPairAmaxBits(OpBuilder &b, Location loc, ArrayRef<Value> words);
 /// mxBitsMisfit as IR (i1), and whether any thread of the warp has one
 /// (vote.sync.any: every lane of the warp must execute it).
 Value buildMXBitsMisfit(OpBuilder &b, Location loc, ArrayRef<Value> amaxPairs,
