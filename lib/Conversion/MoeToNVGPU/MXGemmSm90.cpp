@@ -1389,13 +1389,24 @@ namespace {
 // ((r0 % 32) / 4 + 2 r) ^ (2 q + e) (the row's swizzle phase whatever jj),
 // f32 r0 % 4 of it. Written once for integers
 // (transposedStoreIndexingAgrees) and IR values.
+// (One op per statement: the same op order from every compiler.)
 template <typename Ops, typename V>
 V transposedStoreOffset(Ops &o, V r0, V quad, int64_t r, int64_t e) {
-  V row = o.addc(o.mul(quad, 2), e);
-  V unit = o.xori(o.addc(o.div(o.rem(r0, 32), 4), 2 * r), row);
-  return o.add(o.add(o.mul(o.div(r0, 32), 32 * kSwizzleBytes),
-                     o.mul(row, kSwizzleBytes)),
-               o.add(o.mul(unit, 16), o.mul(o.rem(r0, 4), 4)));
+  V twice = o.mul(quad, 2);
+  V row = o.addc(twice, e);
+  V inBox = o.rem(r0, 32);
+  V unit0 = o.div(inBox, 4);
+  V unitR = o.addc(unit0, 2 * r);
+  V unit = o.xori(unitR, row);
+  V box = o.div(r0, 32);
+  V boxBytes = o.mul(box, 32 * kSwizzleBytes);
+  V rowBytes = o.mul(row, kSwizzleBytes);
+  V upper = o.add(boxBytes, rowBytes);
+  V unitBytes = o.mul(unit, 16);
+  V word = o.rem(r0, 4);
+  V wordBytes = o.mul(word, 4);
+  V lower = o.add(unitBytes, wordBytes);
+  return o.add(upper, lower);
 }
 } // namespace
 
@@ -1455,9 +1466,9 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
   for (int64_t r = 0; r < 2; ++r)
     for (int64_t e = 0; e < 2; ++e)
       at[r][e] = toI64(transposedStoreOffset(ops, r0, lane.quad, r, e));
-  Value buffers = add(i64(lay.store), mul(toI64(lane.warpgroup),
-                                          cfg.tmaStore * cfg.mmaM *
-                                              cfg.storeRowBytes()));
+  Value warpgroupBytes = mul(toI64(lane.warpgroup),
+                             cfg.tmaStore * cfg.mmaM * cfg.storeRowBytes());
+  Value buffers = add(warpgroupBytes, lay.store);
   beginStreams();
   Value colCoord = add(m0, mul(lane.warpgroup, cfg.mmaM));
   int64_t chunks = cfg.mmaN / columns;
@@ -1467,12 +1478,11 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
     for (int64_t jj = 0; jj < columns / 8; ++jj) {
       int64_t jb = c * columns / 8 + jj;
       for (int64_t r = 0; r < 2; ++r)
-        for (int64_t e = 0; e < 2; ++e)
-          LLVM::StoreOp::create(
-              b, loc, extract(acc, 4 * jb + 2 * r + e),
-              smemPtr(smemAddr(add(add(buffer, at[r][e]),
-                                   8 * jj * kSwizzleBytes))),
-              4);
+        for (int64_t e = 0; e < 2; ++e) {
+          Value value = extract(acc, 4 * jb + 2 * r + e);
+          Value offset = add(add(buffer, at[r][e]), 8 * jj * kSwizzleBytes);
+          LLVM::StoreOp::create(b, loc, value, smemPtr(smemAddr(offset)), 4);
+        }
     }
     // Then the leader's two box stores, as one group.
     publishStoreChunk(lane);
@@ -2318,8 +2328,9 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
            regs[word(k, 1, 3)]});
       // Row g's even and odd slots in the low lanes, row g + 8's in the
       // high ones: their maxima are the rows' amaxes, then the quad's.
-      Value pair =
-          max16x2(prmt(rowG, rowG8, "0x5410"), prmt(rowG, rowG8, "0x7632"));
+      Value even = prmt(rowG, rowG8, "0x5410");
+      Value odd = prmt(rowG, rowG8, "0x7632");
+      Value pair = max16x2(even, odd);
       for (int32_t offset : {1, 2}) {
         Value other = gpu::ShuffleOp::create(b, loc, pair, i32(offset), i32(32),
                                              gpu::ShuffleMode::XOR)

@@ -165,9 +165,13 @@ struct IRWordOps {
   Value swapLanes(Value x) {
     return wordPtx(b, loc, {x, x}, "prmt.b32 $0, $1, $2, 0x1032;");
   }
-  Value low16(Value x) { return band(x, c(0xFFFF)); }
+  Value low16(Value x) {
+    Value mask = c(0xFFFF);
+    return band(x, mask);
+  }
   Value isNonzero(Value x) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x, c(0));
+    Value zero = c(0);
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x, zero);
   }
   Value ult(Value x, Value y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
@@ -202,7 +206,8 @@ Value moe::buildMXBitsMisfit(OpBuilder &b, Location loc,
 
 Value moe::buildWarpMXBitsMisfit(OpBuilder &b, Location loc,
                                  ArrayRef<Value> amaxPairs, MXElement element) {
-  return NVVM::VoteSyncOp::create(
-      b, loc, b.getI1Type(), i32Constant(b, loc, -1),
-      buildMXBitsMisfit(b, loc, amaxPairs, element), NVVM::VoteSyncKind::any);
+  Value misfit = buildMXBitsMisfit(b, loc, amaxPairs, element);
+  Value lanes = i32Constant(b, loc, -1);
+  return NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), lanes, misfit,
+                                  NVVM::VoteSyncKind::any);
 }

@@ -65,9 +65,9 @@
 // CHECK-NOT:     nvvm.cp.async.wait.group
 // CHECK:         nvvm.ldmatrix {{.*}}layout = #nvvm.mma_layout<col>, num = 4
 // CHECK:         "max.NaN.xorsign.abs.bf16x2 $0, $1, $2;"
-// CHECK:         "max.u16x2 $0, $1, $2;"
-// CHECK:         "prmt.b32 $0, $1, $2, 0x7632;"
 // CHECK:         "prmt.b32 $0, $1, $2, 0x5410;"
+// CHECK-NEXT:    "prmt.b32 $0, $1, $2, 0x7632;"
+// CHECK-NEXT:    "max.u16x2 $0, $1, $2;"
 // CHECK:         gpu.shuffle xor %{{.*}}, %c1_i32
 // CHECK:         gpu.shuffle xor %{{.*}}, %c2_i32
 // CHECK:         "min.u16x2 $0, $1, $2;"

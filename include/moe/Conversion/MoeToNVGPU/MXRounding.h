@@ -113,20 +113,30 @@ inline bool mxBitsBlockFits(uint32_t amax, MXBitRounding r) {
   return amax == 0 || (amax >= ((r.offset << 7) | 0x61) && amax < 0x7D00);
 }
 
+// The templates below build one op per statement, so that every compiler
+// emits their ops (constants included) in the same order.
+
 /// Both lanes' (T << 7) | 0x7F from the amax magnitude bits of both lanes'
 /// blocks (`amaxPair`): the bound mxRoundPairBits takes.
 template <typename Ops, typename V>
 V mxThresholdPair(Ops &o, V amaxPair, MXBitRounding r) {
-  V exponent = o.band(amaxPair, o.c(0x7F807F80));
+  V exponentMask = o.c(0x7F807F80);
+  V exponent = o.band(amaxPair, exponentMask);
   // c: the fraction above 0x60 carries into bit 7 (no lane overflows).
-  V above = o.band(o.add(o.band(amaxPair, o.c(0x007F007F)), o.c(0x001F001F)),
-                   o.c(0x00800080));
+  V fractionMask = o.c(0x007F007F);
+  V fraction = o.band(amaxPair, fractionMask);
+  V carry = o.c(0x001F001F);
+  V carried = o.add(fraction, carry);
+  V bit7 = o.c(0x00800080);
+  V above = o.band(carried, bit7);
+  V sum = o.add(exponent, above);
   uint32_t floorBits = (r.offset + 1) << 7;
-  V biased =
-      o.max16x2(o.add(exponent, above), o.c(floorBits << 16 | floorBits));
+  V floor = o.c(floorBits << 16 | floorBits);
+  V biased = o.max16x2(sum, floor);
   // max first, then the offset off: no lane borrows.
   uint32_t less = (r.offset << 7) - 0x7F;
-  return o.add(biased, o.c(~((less << 16) | less) + 1));
+  V minusLess = o.c(~((less << 16) | less) + 1);
+  return o.add(biased, minusLess);
 }
 
 /// The MX values (bf16 pair) of the bf16 pair `word` in blocks whose
@@ -138,12 +148,19 @@ V mxRoundPairBits(Ops &o, V word, V bound, MXBitRounding r) {
   // fraction bits set) orders as the magnitudes' bits; x's sign on it goes
   // with the mask.
   V top = o.absMax(word, bound);
-  V magic =
-      o.bor(o.band(o.add(top, o.c(r.magic << 16 | r.magic)), o.c(0x7F807F80)),
-            o.c(0x00400040));
-  V sum = o.fmaBf16x2(word, o.c(0x3F803F80), magic);  // x * 1 + C
-  V value = o.fmaBf16x2(magic, o.c(0xBF80BF80), sum); // -C + (x + C)
-  return o.bor(value, o.band(word, o.c(0x80008000)));
+  V step = o.c(r.magic << 16 | r.magic);
+  V stepped = o.add(top, step);
+  V exponentMask = o.c(0x7F807F80);
+  V exponent = o.band(stepped, exponentMask);
+  V half = o.c(0x00400040);
+  V magic = o.bor(exponent, half);
+  V one = o.c(0x3F803F80);
+  V sum = o.fmaBf16x2(word, one, magic); // x * 1 + C
+  V minusOne = o.c(0xBF80BF80);
+  V value = o.fmaBf16x2(magic, minusOne, sum); // -C + (x + C)
+  V signMask = o.c(0x80008000);
+  V sign = o.band(word, signMask);
+  return o.bor(value, sign);
 }
 
 /// The amax magnitude bits of both lanes of `words`, by bf16 arithmetic:
@@ -156,7 +173,8 @@ V mxPairAmaxBits(Ops &o, ArrayRef<V> words) {
   V m = words[0];
   for (V w : words.drop_front())
     m = o.absMaxNaN(m, w);
-  return o.band(m, o.c(0x7FFF7FFF));
+  V magnitudeMask = o.c(0x7FFF7FFF);
+  return o.band(m, magnitudeMask);
 }
 
 /// Whether a block among both lanes of the words `amaxPairs` (amax
@@ -169,19 +187,30 @@ V mxPairAmaxBits(Ops &o, ArrayRef<V> words) {
 template <typename Ops, typename V>
 auto mxBitsMisfit(Ops &o, ArrayRef<V> amaxPairs, MXBitRounding r) {
   auto lessOne = [&](V pair) {
-    return o.band(o.sub(o.bor(pair, o.c(0x80008000)), o.c(0x00010001)),
-                  o.c(0x7FFF7FFF));
+    V bit15 = o.c(0x80008000);
+    V guarded = o.bor(pair, bit15);
+    V ones = o.c(0x00010001);
+    V less = o.sub(guarded, ones);
+    V magnitudeMask = o.c(0x7FFF7FFF);
+    return o.band(less, magnitudeMask);
   };
   V largest = amaxPairs[0];
   V lowest = lessOne(amaxPairs[0]);
   for (V pair : amaxPairs.drop_front()) {
     largest = o.max16x2(largest, pair);
-    lowest = o.min16x2(lowest, lessOne(pair));
+    V other = lessOne(pair);
+    lowest = o.min16x2(lowest, other);
   }
-  lowest = o.low16(o.min16x2(lowest, o.swapLanes(lowest)));
-  auto huge =
-      o.isNonzero(o.band(o.add(largest, o.c(0x03000300)), o.c(0x80008000)));
-  auto tiny = o.ult(lowest, o.c(((r.offset << 7) | 0x61) - 1));
+  V swapped = o.swapLanes(lowest);
+  V both = o.min16x2(lowest, swapped);
+  lowest = o.low16(both);
+  V three = o.c(0x03000300);
+  V raised = o.add(largest, three);
+  V bit15 = o.c(0x80008000);
+  V carried = o.band(raised, bit15);
+  auto huge = o.isNonzero(carried);
+  V smallestLess = o.c(((r.offset << 7) | 0x61) - 1);
+  auto tiny = o.ult(lowest, smallestLess);
   return o.orB(huge, tiny);
 }
 
