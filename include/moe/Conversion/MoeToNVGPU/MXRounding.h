@@ -114,52 +114,60 @@ inline bool mxBitsBlockFits(uint32_t amax, MXBitRounding r) {
 }
 
 // The templates below build one op per statement, so that every compiler
-// emits their ops (constants included) in the same order.
+// emits their ops (constants included) in the same order: a word constant,
+// then the op that takes it.
+namespace mxbits {
+/// `lane` in both 16-bit lanes of a word.
+inline uint32_t lanes(uint32_t lane) { return lane << 16 | lane; }
+template <typename Ops, typename V> V andK(Ops &o, V x, uint32_t k) {
+  V c = o.c(k);
+  return o.band(x, c);
+}
+template <typename Ops, typename V> V orK(Ops &o, V x, uint32_t k) {
+  V c = o.c(k);
+  return o.bor(x, c);
+}
+template <typename Ops, typename V> V addK(Ops &o, V x, uint32_t k) {
+  V c = o.c(k);
+  return o.add(x, c);
+}
+} // namespace mxbits
 
 /// Both lanes' (T << 7) | 0x7F from the amax magnitude bits of both lanes'
 /// blocks (`amaxPair`): the bound mxRoundPairBits takes.
 template <typename Ops, typename V>
 V mxThresholdPair(Ops &o, V amaxPair, MXBitRounding r) {
-  V exponentMask = o.c(0x7F807F80);
-  V exponent = o.band(amaxPair, exponentMask);
+  using namespace mxbits;
+  V exponent = andK(o, amaxPair, 0x7F807F80);
   // c: the fraction above 0x60 carries into bit 7 (no lane overflows).
-  V fractionMask = o.c(0x007F007F);
-  V fraction = o.band(amaxPair, fractionMask);
-  V carry = o.c(0x001F001F);
-  V carried = o.add(fraction, carry);
-  V bit7 = o.c(0x00800080);
-  V above = o.band(carried, bit7);
+  V fraction = andK(o, amaxPair, 0x007F007F);
+  V carried = addK(o, fraction, 0x001F001F);
+  V above = andK(o, carried, 0x00800080);
   V sum = o.add(exponent, above);
-  uint32_t floorBits = (r.offset + 1) << 7;
-  V floor = o.c(floorBits << 16 | floorBits);
+  V floor = o.c(lanes((r.offset + 1) << 7));
   V biased = o.max16x2(sum, floor);
   // max first, then the offset off: no lane borrows.
-  uint32_t less = (r.offset << 7) - 0x7F;
-  V minusLess = o.c(~((less << 16) | less) + 1);
-  return o.add(biased, minusLess);
+  return addK(o, biased, ~lanes((r.offset << 7) - 0x7F) + 1);
 }
 
 /// The MX values (bf16 pair) of the bf16 pair `word` in blocks whose
 /// mxThresholdPair lanes are `bound`.
 template <typename Ops, typename V>
 V mxRoundPairBits(Ops &o, V word, V bound, MXBitRounding r) {
+  using namespace mxbits;
   // max(e_x, T) << 7 plus the magic exponent, fraction 0x40 (1.5): the
   // bf16 max of |x| and the bound (a positive bf16 of exponent T, all
   // fraction bits set) orders as the magnitudes' bits; x's sign on it goes
   // with the mask.
   V top = o.absMax(word, bound);
-  V step = o.c(r.magic << 16 | r.magic);
-  V stepped = o.add(top, step);
-  V exponentMask = o.c(0x7F807F80);
-  V exponent = o.band(stepped, exponentMask);
-  V half = o.c(0x00400040);
-  V magic = o.bor(exponent, half);
+  V stepped = addK(o, top, lanes(r.magic));
+  V exponent = andK(o, stepped, 0x7F807F80);
+  V magic = orK(o, exponent, 0x00400040);
   V one = o.c(0x3F803F80);
   V sum = o.fmaBf16x2(word, one, magic); // x * 1 + C
   V minusOne = o.c(0xBF80BF80);
   V value = o.fmaBf16x2(magic, minusOne, sum); // -C + (x + C)
-  V signMask = o.c(0x80008000);
-  V sign = o.band(word, signMask);
+  V sign = andK(o, word, 0x80008000);
   return o.bor(value, sign);
 }
 
@@ -173,8 +181,7 @@ V mxPairAmaxBits(Ops &o, ArrayRef<V> words) {
   V m = words[0];
   for (V w : words.drop_front())
     m = o.absMaxNaN(m, w);
-  V magnitudeMask = o.c(0x7FFF7FFF);
-  return o.band(m, magnitudeMask);
+  return mxbits::andK(o, m, 0x7FFF7FFF);
 }
 
 /// Whether a block among both lanes of the words `amaxPairs` (amax
@@ -186,13 +193,12 @@ V mxPairAmaxBits(Ops &o, ArrayRef<V> words) {
 /// isNonzero (-> B), ult(V, V) (-> B) and orB(B, B).
 template <typename Ops, typename V>
 auto mxBitsMisfit(Ops &o, ArrayRef<V> amaxPairs, MXBitRounding r) {
+  using namespace mxbits;
   auto lessOne = [&](V pair) {
-    V bit15 = o.c(0x80008000);
-    V guarded = o.bor(pair, bit15);
+    V guarded = orK(o, pair, 0x80008000);
     V ones = o.c(0x00010001);
     V less = o.sub(guarded, ones);
-    V magnitudeMask = o.c(0x7FFF7FFF);
-    return o.band(less, magnitudeMask);
+    return andK(o, less, 0x7FFF7FFF);
   };
   V largest = amaxPairs[0];
   V lowest = lessOne(amaxPairs[0]);
@@ -204,10 +210,8 @@ auto mxBitsMisfit(Ops &o, ArrayRef<V> amaxPairs, MXBitRounding r) {
   V swapped = o.swapLanes(lowest);
   V both = o.min16x2(lowest, swapped);
   lowest = o.low16(both);
-  V three = o.c(0x03000300);
-  V raised = o.add(largest, three);
-  V bit15 = o.c(0x80008000);
-  V carried = o.band(raised, bit15);
+  V raised = addK(o, largest, 0x03000300);
+  V carried = andK(o, raised, 0x80008000);
   auto huge = o.isNonzero(carried);
   V smallestLess = o.c(((r.offset << 7) | 0x61) - 1);
   auto tiny = o.ult(lowest, smallestLess);
@@ -218,8 +222,8 @@ auto mxBitsMisfit(Ops &o, ArrayRef<V> amaxPairs, MXBitRounding r) {
 /// fma.rn.bf16x2 as PTX).
 Value buildMXThresholdPair(OpBuilder &b, Location loc, Value amaxPair,
                            MXElement element);
-Value buildMXRoundPairBits(OpBuilder &b, Location loc, Value word,
-                           Value bound, MXElement element);
+Value buildMXRoundPairBits(OpBuilder &b, Location loc, Value word, Value bound,
+                           MXElement element);
 /// mxPairAmaxBits as IR.
 Value buildMXPairAmaxBits(OpBuilder &b, Location loc, ArrayRef<Value> words);
 /// mxBitsMisfit as IR (i1), and whether any thread of the warp has one
