@@ -272,37 +272,33 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       path == MXMmaPath::Bf16Operands &&
       c.persistent && !c.pingpong) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
+    // A power-of-two ring: the stages of two K tiles each iteration by
+    // shifts, not 64-bit divisions (with 6 stages the 128x128 producer
+    // spilled 280 bytes at 64 registers, none with 4; ptxas -v).
+    auto powerOfTwoStages = [](MXGemmConfig &r) {
+      while (r.stages & (r.stages - 1))
+        --r.stages;
+    };
     MXGemmConfig rounded = c;
     rounded.roundLhs =
         choices.roundLhs && c.lhsMMajor && !c.lhsCodes && problem.roundLhs;
-    rounded.roundRhs = (choices.roundRhs || choices.swapRoundedRhs) &&
-                       c.rhsNMajor && !c.rhsCodes && problem.roundRhs;
+    bool rhsRoundable = c.rhsNMajor && !c.rhsCodes && problem.roundRhs;
+    rounded.roundRhs = choices.roundRhs && rhsRoundable;
     // swap_operands (swap-rounded-rhs): a rhs to round beside a lhs that
     // is not is rounded as the lhs of the transposed product instead, in
     // the consumers' registers, the result tiles stored transposed by TMA;
     // where that does not fit, by the producer only with round-rhs.
-    bool swapped = false;
-    if (rounded.roundRhs && !rounded.roundLhs && choices.swapRoundedRhs &&
-        choices.tmaStore) {
-      MXGemmProblem transposed =
-          getMXGemmProblem(op, path, /*swapOperands=*/true);
-      MXGemmConfig swap = c;
-      swap.swapOperands = swap.roundLhs = true;
-      swap.tmaStore = kDefaultStoreBuffers;
-      while (swap.stages & (swap.stages - 1))
-        --swap.stages;
-      if (fitsMXGemm(transposed, swap, target)) {
-        c = swap;
-        swapped = true;
-      }
-    }
-    rounded.roundRhs = rounded.roundRhs && choices.roundRhs;
-    if (!swapped && (rounded.roundLhs || rounded.roundRhs)) {
-      // A power-of-two ring: the stages of two K tiles each iteration by
-      // shifts, not 64-bit divisions (with 6 stages the 128x128 producer
-      // spilled 280 bytes at 64 registers, none with 4; ptxas -v).
-      while (rounded.stages & (rounded.stages - 1))
-        --rounded.stages;
+    MXGemmConfig swap = c;
+    swap.swapOperands = swap.roundLhs = true;
+    swap.tmaStore = kDefaultStoreBuffers;
+    powerOfTwoStages(swap);
+    if (choices.swapRoundedRhs && choices.tmaStore && rhsRoundable &&
+        !rounded.roundLhs &&
+        fitsMXGemm(getMXGemmProblem(op, path, /*swapOperands=*/true), swap,
+                   target)) {
+      c = swap;
+    } else if (rounded.roundLhs || rounded.roundRhs) {
+      powerOfTwoStages(rounded);
       // (round_lhs alone: the table's producer registers. With 48 or 56
       // the copies spilled, and with 64 beside 216 consumer registers
       // ptxas serialized the register-A wgmmas (C7512); 40 and 232 do

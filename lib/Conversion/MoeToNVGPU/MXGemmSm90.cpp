@@ -496,7 +496,7 @@ void KernelEmitter::roundSlotBlocks(Value stage, int64_t columns,
   int64_t pairs = columns / 2, blocks = cfg.tileK / 32;
   // RCEIL blocks round on the bits (mxRoundPairBits) unless one of the
   // warp's does not fit (mxBitsBlockFits); that warp converts.
-  bool bitRounding = quant.getRule() == ScaleRule::rceil;
+  bool bitRounding = hasMXBitRounding(quant.getRule());
   for (int64_t i = 0; i < pairs * blocks / 128; ++i) {
     Value unit = add(tid, i32(128 * i));
     Value pair = remu(unit, pairs);
@@ -2292,7 +2292,7 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
   // RCEIL blocks round on the bits (mxRoundPairBits) unless a block of the
   // warp does not fit (mxBitsBlockFits: NaN, Inf, near bf16's overflow,
   // tiny and nonzero); the warp then takes the FP8 conversions below.
-  bool bitRounding = quant.getRule() == ScaleRule::rceil;
+  bool bitRounding = hasMXBitRounding(quant.getRule());
   SmallVector<SmallVector<Value>> fragments(steps);
   for (int64_t m = 0; m < steps; ++m) {
     // All four k16 steps' loads first.

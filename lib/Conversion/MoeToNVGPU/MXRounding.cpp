@@ -142,7 +142,8 @@ Value moe::buildLaneAmax(OpBuilder &b, Location loc, Value amax,
 }
 
 namespace {
-/// The i32 word operations of mxThresholdPair and mxRoundPairBits as IR.
+/// The i32 word operations of the bit rounding's templates (MXRounding.h)
+/// as IR.
 struct IRWordOps {
   OpBuilder &b;
   Location loc;

@@ -98,6 +98,13 @@ struct MXBitRounding {
   uint32_t magic;
 };
 
+/// Whether blocks of `rule` round on the bits: RCEIL's scale keeps every
+/// x / 2^(s - 127) within elem_max; FLOOR's values above it saturate, which
+/// the bits do not.
+inline bool hasMXBitRounding(ScaleRule rule) {
+  return rule == ScaleRule::rceil;
+}
+
 /// The constants of `element` (e4m3: offset 14, fraction 3; e5m2: 29, 2).
 inline MXBitRounding getMXBitRounding(MXElement element) {
   return element == MXElement::f8E4M3FN ? MXBitRounding{14, 4u << 7}
@@ -218,8 +225,8 @@ auto mxBitsMisfit(Ops &o, ArrayRef<V> amaxPairs, MXBitRounding r) {
   return o.orB(huge, tiny);
 }
 
-/// mxThresholdPair and mxRoundPairBits as IR (i32 words; max.u16x2 and
-/// fma.rn.bf16x2 as PTX).
+/// mxThresholdPair and mxRoundPairBits as IR (i32 words; the packed
+/// integer and bf16 instructions as PTX).
 Value buildMXThresholdPair(OpBuilder &b, Location loc, Value amaxPair,
                            MXElement element);
 Value buildMXRoundPairBits(OpBuilder &b, Location loc, Value word, Value bound,
