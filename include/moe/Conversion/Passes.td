@@ -111,6 +111,15 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "gathered and rounded in the consumers' registers (swap_operands, "
            "round_lhs), each result tile stored transposed, where the "
            "kernel fits (before round-rhs)">,
+    Option<"swapWeights", "swap-weights", "bool", /*default=*/"false",
+           "bf16-operands, with tma-store and persistent-gemms: a block "
+           "GEMM whose rhs is a bf16 weight MX-quantized along K (the "
+           "recompute, P1 and P2) computes the transposed product, the raw "
+           "weight of the tile's expert its lhs rounded in the consumers' "
+           "registers (swap_operands, round_lhs), its rhs the slot rows of "
+           "two blocks of that expert (rhs_gather: copied through the token "
+           "ids with lhs-gather), each result tile stored transposed, where "
+           "the kernel fits">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "
@@ -249,6 +258,15 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "gathered and rounded in the consumers' registers (swap_operands, "
            "round_lhs), each result tile stored transposed, where the "
            "kernel fits (before round-rhs)">,
+    Option<"swapWeights", "swap-weights", "bool", /*default=*/"false",
+           "bf16-operands, with tma-store and persistent-gemms: a block "
+           "GEMM whose rhs is a bf16 weight MX-quantized along K (the "
+           "recompute, P1 and P2) computes the transposed product, the raw "
+           "weight of the tile's expert its lhs rounded in the consumers' "
+           "registers (swap_operands, round_lhs), its rhs the slot rows of "
+           "two blocks of that expert (rhs_gather: copied through the token "
+           "ids with lhs-gather), each result tile stored transposed, where "
+           "the kernel fits">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "

@@ -310,6 +310,32 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
         c = rounded;
     }
   }
+  // swap_operands of a block GEMM (swap-weights): the raw bf16 weight of
+  // each tile's expert rounded along K by the consumers, in their A
+  // registers, as P3's round_lhs rounds x, so that no operand kernel
+  // writes the weight's rounding (the gate/up weight's two and the down
+  // weight's took 3.2 ms at shape 1, docs/sm90a-kernels.md); the slot
+  // rows of two blocks of the expert its 256-column rhs (a tile's rounded
+  // weight serves 256 slots), copied from the token rows with lhs-gather
+  // (rhs_gather). Persistent: the tiles are the experts' pairs of blocks,
+  // counted by every CTA. The weight read as stored: M-major for the
+  // recompute's [E, H, 2I], K-major for P1's and P2's.
+  if (auto block = dyn_cast<BlockMatmulOp>(op);
+      block && choices.swapWeights && choices.tmaStore && choices.persistent &&
+      path == MXMmaPath::Bf16Operands && !activation &&
+      weightRoundedQuantize(block)) {
+    MXGemmConfig swap = target.getBf16OperandsTable().front().config;
+    swap.persistent = true;
+    swap.swapOperands = swap.roundLhs = true;
+    swap.lhsMMajor = block.getTransposeRhs();
+    swap.rhsGather = choices.lhsGather && gatheredLhsQuantize(block);
+    swap.tmaStore = kDefaultStoreBuffers;
+    while (swap.stages & (swap.stages - 1))
+      --swap.stages;
+    if (fitsMXGemm(getMXGemmProblem(op, path, /*swapOperands=*/true), swap,
+                   target))
+      c = swap;
+  }
   // tma_store: the f32 result tile staged through shared memory and stored
   // by TMA, not st.global from the accumulators (a warp's st.global.v2
   // touches 8 rows of 32 bytes). Without their stores the GEMMs took 15.8
@@ -330,7 +356,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   if (path == MXMmaPath::Bf16Operands && c.clusterN == 1 &&
       target.getDenseRasterM() > 1) {
     MXGemmProblem problem = getMXGemmProblem(op, path, c.swapOperands);
-    if (problem.kind == MXGemmKind::Block && problem.numExperts == 1 &&
+    if (problem.kind == MXGemmKind::Block && !problem.pairsBlocks() &&
+        problem.numExperts == 1 &&
         numTiles(problem, c) > target.getMultiprocessors()) {
       c.rasterM = target.getDenseRasterM();
       if (!fitsMXGemm(problem, c, target))
@@ -344,7 +371,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
       c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
       c.evictFirstOutputs, c.rhsCodes, c.lhsCodes, c.lhsGather, c.roundLhs,
-      c.roundRhs, c.swapOperands, c.tmaStore, c.storeColumns);
+      c.roundRhs, c.swapOperands, c.rhsGather, c.tmaStore, c.storeColumns);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -384,6 +411,7 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.roundLhs = config.getRoundLhs();
   c.roundRhs = config.getRoundRhs();
   c.swapOperands = config.getSwapOperands();
+  c.rhsGather = config.getRhsGather();
   c.tmaStore = config.getTmaStore();
   c.storeColumns = config.getStoreColumns();
   return c;

@@ -171,13 +171,14 @@ public:
                             b.getI8Type());
     // lhs_gather: the producer warpgroup copies the lhs rows itself
     // (cp.async), so there is no lhs tensor map.
-    if (!cfg.lhsGather && !cfg.roundLhs)
+    if (!lhsCopied())
       tmapAT = tensorMapType(tileAT,
                              cfg.lhsCodes
                                  ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
                                  : nvgpu::TensorMapSwizzleKind::SWIZZLE_128B);
-    // round_lhs / round_rhs: the operand's slot rows come by cp.async too.
-    if (!cfg.roundRhs)
+    // round_lhs / round_rhs: the operand's slot rows come by cp.async too
+    // (rhs_gather: the slot rows of a block GEMM's transposed product).
+    if (!rhsCopied())
       tmapBT = tensorMapType(tileBT,
                              cfg.rhsCodes
                                  ? nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE
@@ -406,6 +407,17 @@ private:
   /// .noinc: full[s] counts one arrival per producer thread besides
   /// thread 0's expect_tx).
   void gatherLhsStage(Value t, Value s);
+  /// rhs_gather: gatherLhsStage for the rhs of a block GEMM's transposed
+  /// product, the tileN slot rows from n0 (of the tile's second block,
+  /// padding unless secondBlock), their token ids read for each K tile (16
+  /// rows a thread would hold too many registers across the tile).
+  void gatherRhsStage(Value t, Value s);
+  /// The copies of gatherLhsStage and gatherRhsStage: this thread's chunks
+  /// of K tile `t` of the rows whose token ids are `tokens` (rows tid / L +
+  /// gatherRowStep() i) from `rows` (bf16 [`sourceRows`, K]) into the
+  /// stage at `region` + s * `tileRows` * 128, then full[s]'s arrival.
+  void copyTokenRows(Value t, Value s, int64_t region, int64_t tileRows,
+                     ArrayRef<Value> tokens, Value rows, int64_t sourceRows);
   /// The rows between a producer thread's rows in a stage.
   int64_t gatherRowStep() const {
     return 128 * cfg.producerWarpgroups / kGatherLanesPerRow;
@@ -454,10 +466,22 @@ private:
   /// operand when `tma`), the rounding of K tile i - kRoundLookahead
   /// (round_rhs).
   void emitRoundingStages(bool tma);
-  bool roundsOperand() const { return cfg.roundLhs || cfg.roundRhs; }
-  /// Every producer thread copies operand rows (lhs_gather, round_lhs,
-  /// round_rhs) and arrives on full[s] itself.
-  bool producerCopies() const { return cfg.lhsGather || roundsOperand(); }
+  bool roundsOperand() const {
+    return (cfg.roundLhs && !p.pairsBlocks()) || cfg.roundRhs;
+  }
+  /// The lhs / rhs rows come by the producer threads' cp.async, not TMA:
+  /// lhs_gather's and an expert GEMM's round_lhs (a block GEMM's
+  /// transposed product takes its weight by TMA), round_rhs's and
+  /// rhs_gather's.
+  bool lhsCopied() const {
+    return cfg.lhsGather || (cfg.roundLhs && !p.pairsBlocks());
+  }
+  bool rhsCopied() const { return cfg.roundRhs || cfg.rhsGather; }
+  /// Every producer thread copies operand rows (lhs_gather, rhs_gather,
+  /// round_lhs, round_rhs) and arrives on full[s] itself.
+  bool producerCopies() const {
+    return cfg.lhsGather || cfg.rhsGather || roundsOperand();
+  }
   /// The shared i32 counters of a one-CTA-per-tile Expert kernel: blocks of
   /// lower experts, the expert's blocks, and with skipPadding its K tiles
   /// that start at a token.
@@ -484,8 +508,17 @@ private:
   /// whatever the order).
   void emitExpertTable();
   /// Sets m0, n0, expertId, kBegin and kTiles of output tile `w` (i32):
-  /// N fastest, then M, then the expert.
+  /// N fastest, then M, then the expert (pairsBlocks: decodePairTile).
   void decodeTile(Value w);
+  /// pairsBlocks: tile w is M tile w % tilesM of pair w / tilesM, the
+  /// pairs of each expert's blocks in order, expert after expert (the
+  /// table of emitExpertTable; the expert by a binary search of the first
+  /// pairs). Sets m0, n0 (the pair's first slot), expertId, secondBlock,
+  /// and the whole K range.
+  void decodePairTile(Value w);
+  /// The tile ids of a persistent kernel: numTiles, or pairsBlocks's
+  /// count of the expert table (i32).
+  Value tileCountValue();
   /// m0 and n0 of the tile at position `t` of one expert's (or a block
   /// GEMM's) tile order: N fastest, or with raster_m in bands of rasterM M
   /// tiles, M fastest within a band.
@@ -718,8 +751,12 @@ private:
   // cfg.evictFirstOutputs, set by beginStreams).
   Value streamPolicy;
   Value tid, isThread0, m0, n0, rowB0, smem, alignedBase, alignPad, bars;
-  // The expert (i32) of an Expert tile.
+  // The expert (i32) of an Expert tile (and of a pairsBlocks one).
   Value expertId;
+  // pairsBlocks: the tile's second block belongs to its expert (i1), and
+  // the first lhs row of the tile: the expert's first K row (M-major
+  // weight) or its row m0 (K-major).
+  Value secondBlock, rowA0;
   // A cluster pair's first CTA (i1; null without clusters).
   Value isClusterLeader;
   // First K element (index) and number of K tiles (index) of this tile.

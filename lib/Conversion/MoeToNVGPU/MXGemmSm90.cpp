@@ -98,6 +98,10 @@ MemRefType gemm::smemType(ArrayRef<int64_t> shape, Type elementType) {
 }
 
 int64_t moe::numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg) {
+  // (A block GEMM's transposed product: at most this many; the kernel
+  // counts its pairs of blocks.)
+  if (p.pairsBlocks())
+    return (p.m + cfg.tileM - 1) / cfg.tileM * p.maxBlockPairs();
   return (p.m + cfg.tileM - 1) / cfg.tileM * ((p.n + cfg.tileN - 1) / cfg.tileN) *
          (p.kind == MXGemmKind::Expert ? p.numExperts : 1);
 }
@@ -271,11 +275,11 @@ void KernelEmitter::loadTile(Value t, Value s) {
     rowBytesB = cfg.tileK;
   int64_t scaleBytes = cfg.rhsCodes ? cfg.tileN * (cfg.tileK / 32) : 0;
   int64_t scaleBytesA = cfg.lhsCodes ? cfg.tileM * (cfg.tileK / 32) : 0;
-  // (lhs_gather, round_lhs, round_rhs: those rows arrive by cp.async,
-  // which full[s] counts as arrivals, not bytes.)
-  int64_t tileBytes =
-      (cfg.lhsGather || cfg.roundLhs ? 0 : cfg.tileM * rowBytes) +
-      (cfg.roundRhs ? 0 : cfg.tileN * rowBytesB) + scaleBytes + scaleBytesA;
+  // (lhs_gather, round_lhs, round_rhs, rhs_gather: those rows arrive by
+  // cp.async, which full[s] counts as arrivals, not bytes.)
+  int64_t tileBytes = (lhsCopied() ? 0 : cfg.tileM * rowBytes) +
+                      (rhsCopied() ? 0 : cfg.tileN * rowBytesB) + scaleBytes +
+                      scaleBytesA;
   nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(tileBytes), s,
                                           /*predicate=*/Value());
   // The tensor maps are over bytes: the K coordinate is a byte offset.
@@ -310,15 +314,18 @@ void KernelEmitter::loadTile(Value t, Value s) {
                                     ValueRange{col, row}, s, mask, pred);
     }
   };
-  if (cfg.roundLhs) {
-    // (copySlotRows copies the lhs.)
+  // (pairsBlocks: the lhs is the weight of the tile's expert, from its
+  // first K row (M-major) or its row m0 (K-major): rowA0.)
+  if (lhsCopied()) {
+    // (copySlotRows or gatherLhsStage copies the lhs.)
   } else if (cfg.lhsMMajor) {
-    loadMajor(stageA, tmapA, tileAT, m0, idx(0), cfg.tileM, maskA, predA);
-  } else if (!cfg.lhsGather) {
+    loadMajor(stageA, tmapA, tileAT, m0, rowA0 ? i32ToIndex(rowA0) : idx(0),
+              cfg.tileM, maskA, predA);
+  } else {
     Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
     nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
-                                  ValueRange{kk, i32ToIndex(m0)}, s, maskA,
-                                  predA);
+                                  ValueRange{kk, i32ToIndex(rowA0 ? rowA0 : m0)},
+                                  s, maskA, predA);
   }
   if (cfg.lhsCodes) {
     // The scale bytes of K tile kt of rows m0 .. m0 + tileM - 1: 16-byte
@@ -344,6 +351,9 @@ void KernelEmitter::loadTile(Value t, Value s) {
                                   /*multicastMask=*/Value(),
                                   /*predicate=*/Value());
   }
+  // (rhs_gather: gatherRhsStage copies the rhs.)
+  if (cfg.rhsGather)
+    return;
   if (!cfg.rhsNMajor) {
     Value vb = memref::ViewOp::create(b, loc, tileBT, smem, stageB, {});
     nvgpu::TmaAsyncLoadOp::create(b, loc, vb, bars, tmapB,
@@ -374,6 +384,34 @@ void KernelEmitter::loadGatherTokens() {
 }
 
 void KernelEmitter::gatherLhsStage(Value t, Value s) {
+  copyTokenRows(t, s, lay.a, cfg.tileM, gatherTokens, lhsRows,
+                p.lhsGatherRows);
+}
+
+void KernelEmitter::gatherRhsStage(Value t, Value s) {
+  // Rows tid / L + (threads / L) i of the tile's two blocks of slots from
+  // n0; the second block's are padding when it is another expert's.
+  int64_t rowStep = gatherRowStep();
+  Value row0 = divu(tid, kGatherLanesPerRow);
+  SmallVector<Value> ids;
+  for (int64_t i = 0; i < cfg.tileN / rowStep; ++i) {
+    Value slot = add(add(n0, row0), i * rowStep);
+    // (Clamped: a last block's pair reads within the slots.)
+    bool second = i * rowStep >= p.blockSize;
+    if (second)
+      slot = arith::MinUIOp::create(b, loc, slot, i32(p.n - 1));
+    Value token = loadGlobal(i32T, globalElement(i32T, tokens, toI64(slot)),
+                             4);
+    if (second)
+      token = select(secondBlock, token, i32(-1));
+    ids.push_back(token);
+  }
+  copyTokenRows(t, s, lay.b, cfg.tileN, ids, rhsRows, p.rhsGatherRows);
+}
+
+void KernelEmitter::copyTokenRows(Value t, Value s, int64_t region,
+                                  int64_t tileRows, ArrayRef<Value> tokens,
+                                  Value rows, int64_t sourceRows) {
   int64_t L = kGatherLanesPerRow, chunks = kSwizzleBytes / 16;
   int64_t rowStep = gatherRowStep();
   Value lane = remu(tid, L);
@@ -381,8 +419,8 @@ void KernelEmitter::gatherLhsStage(Value t, Value s) {
   // The 128B swizzle moves chunk c of row r to chunk c ^ (r % 8) of the
   // row (the stage is 1024-byte aligned); the thread's rows share r % 8.
   Value rowPhase = remu(row0, 8);
-  Value stageA = add(mul(indexToI64(s), cfg.tileM * kSwizzleBytes), lay.a);
-  Value rowA = add(stageA, mul(toI64(row0), kSwizzleBytes));
+  Value stage = add(mul(indexToI64(s), tileRows * kSwizzleBytes), region);
+  Value rowAt = add(stage, mul(toI64(row0), kSwizzleBytes));
   // Byte offset of the thread's first chunk in a token row: K tile t's
   // 128 bytes.
   Value kByte = mul(indexToI64(add(kBegin, mul(t, cfg.tileK))),
@@ -394,10 +432,9 @@ void KernelEmitter::gatherLhsStage(Value t, Value s) {
   // thread's 8 rows cost few registers beside the ring's state (with 64-bit
   // row addresses and 40 producer registers the recompute GEMM spilled 8
   // bytes, ptxas -v; kLhsGatherProducerRegisters).
-  Value chunk0 = globalElement(b.getI8Type(), lhsRows, col);
-  bool narrow = p.lhsGatherRows * rowBytes < (int64_t(1) << 31);
-  for (int64_t i = 0; i < gatherRowsPerThread(); ++i) {
-    Value token = gatherTokens[i];
+  Value chunk0 = globalElement(b.getI8Type(), rows, col);
+  bool narrow = sourceRows * rowBytes < (int64_t(1) << 31);
+  for (auto [i, token] : llvm::enumerate(tokens)) {
     Value isToken = cmp(arith::CmpIPredicate::sge, token, i32(0));
     // A padding slot copies 0 source bytes (16 zeros) from row 0.
     Value row = arith::SelectOp::create(b, loc, isToken, token, i32(0));
@@ -407,7 +444,7 @@ void KernelEmitter::gatherLhsStage(Value t, Value s) {
     Value rowChunk0 = globalElement(b.getI8Type(), chunk0, rowOffset);
     for (int64_t j = 0; j < chunks / L; ++j) {
       Value chunk = add(lane, i32(j * L));
-      Value at = add(add(rowA, i * rowStep * kSwizzleBytes),
+      Value at = add(add(rowAt, int64_t(i) * rowStep * kSwizzleBytes),
                      mul(toI64(xori(chunk, rowPhase)), 16));
       Value src = j ? globalElement(b.getI8Type(), rowChunk0, i64(j * L * 16))
                     : rowChunk0;
@@ -802,8 +839,10 @@ Value KernelEmitter::resultBase() {
 void KernelEmitter::emitExpertTable() {
   // counts[e] at counters + 4 e, first[e] at counters + 4 (E + e), and
   // with skipPadding the K tiles that start at a token at counters +
-  // 4 (2 E + e).
+  // 4 (2 E + e) (pairsBlocks: the first pairs there instead, and the
+  // number of pairs at counters + 12 E).
   int64_t E = p.numExperts;
+  bool countTokenTiles = p.skipPadding && !p.pairsBlocks();
   auto entry = [&](int64_t table, Value e) {
     return smemPtr(smemAddr(add(i64(lay.counters + 4 * table * E),
                                 mul(indexToI64(e), 4))));
@@ -817,7 +856,7 @@ void KernelEmitter::emitExpertTable() {
   };
   strided(E, [&](Value e) {
     LLVM::StoreOp::create(b, loc, i32(0), entry(0, e), 4);
-    if (p.skipPadding)
+    if (countTokenTiles)
       LLVM::StoreOp::create(b, loc, i32(0), entry(2, e), 4);
   });
   gpu::BarrierOp::create(b, loc);
@@ -833,7 +872,7 @@ void KernelEmitter::emitExpertTable() {
     LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
                               entry(0, i32ToIndex(owner)), i32(1),
                               LLVM::AtomicOrdering::monotonic);
-    if (p.skipPadding) {
+    if (countTokenTiles) {
       Value tiles = tokenTiles(indexToI64(block));
       Value at = entry(2, i32ToIndex(owner));
       LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, at, tiles,
@@ -852,6 +891,31 @@ void KernelEmitter::emitExpertTable() {
       scf::YieldOp::create(b, loc, add(sum.getRegionIterArg(0), count));
     }
     LLVM::StoreOp::create(b, loc, sum.getResult(0), entry(1, e), 4);
+    if (!p.pairsBlocks())
+      return;
+    // pairsBlocks: the first pair of e, the pairs of the experts below it
+    // (each expert's blocks in pairs, an odd last one alone), and after
+    // the last expert's the number of pairs.
+    auto pairs = scf::ForOp::create(b, loc, idx(0), e, idx(1),
+                                    ValueRange{i32(0)});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(pairs.getBody());
+      Value count =
+          LLVM::LoadOp::create(b, loc, i32T, entry(0, pairs.getInductionVar()),
+                               4);
+      Value own = divu(add(count, 1), 2);
+      scf::YieldOp::create(b, loc, add(pairs.getRegionIterArg(0), own));
+    }
+    Value firstPair = pairs.getResult(0);
+    LLVM::StoreOp::create(b, loc, firstPair, entry(2, e), 4);
+    auto last = scf::IfOp::create(b, loc, eq(indexToI32(e), E - 1),
+                                  /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(last.thenBlock());
+    Value count = LLVM::LoadOp::create(b, loc, i32T, entry(0, e), 4);
+    LLVM::StoreOp::create(b, loc, add(firstPair, divu(add(count, 1), 2)),
+                          entry(3, idx(0)), 4);
   });
   gpu::BarrierOp::create(b, loc);
 }
@@ -898,6 +962,8 @@ bool moe::rasterIndexingAgrees() {
 }
 
 void KernelEmitter::decodeTile(Value w) {
+  if (p.pairsBlocks())
+    return decodePairTile(w);
   int64_t tilesN = (p.n + cfg.tileN - 1) / cfg.tileN;
   int64_t tilesM = (p.m + cfg.tileM - 1) / cfg.tileM;
   // Experts outermost, then the expert's tile order.
@@ -921,6 +987,48 @@ void KernelEmitter::decodeTile(Value w) {
   kBegin = i32ToIndex(mul(first, p.blockSize));
   kTiles = i32ToIndex(p.skipPadding ? load(2)
                                     : mul(count, p.blockSize / cfg.tileK));
+}
+
+void KernelEmitter::decodePairTile(Value w) {
+  int64_t E = p.numExperts, tilesM = (p.m + cfg.tileM - 1) / cfg.tileM;
+  // Row `table` of emitExpertTable's table, entry `e` (i32).
+  auto load = [&](int64_t table, Value e) -> Value {
+    Value at = add(mul(toI64(e), 4), i64(lay.counters + 4 * table * E));
+    return LLVM::LoadOp::create(b, loc, i32T, smemPtr(smemAddr(at)), 4);
+  };
+  Value pair = divu(w, tilesM);
+  m0 = mul(remu(w, tilesM), cfg.tileM);
+  // The expert: the last one whose first pair is at most `pair` (one with
+  // pairs: an expert without any has the next one's first pair). A
+  // branch-free binary search over the E first pairs.
+  Value expert = i32(0);
+  for (int64_t step = llvm::PowerOf2Ceil(E) / 2; step >= 1; step /= 2) {
+    Value probe = add(expert, i32(step));
+    Value inside = cmp(arith::CmpIPredicate::ult, probe, i32(E));
+    Value at = select(inside, probe, i32(E - 1));
+    Value firstPair = load(2, at);
+    Value before = cmp(arith::CmpIPredicate::ule, firstPair, pair);
+    expert = select(andi(inside, before), probe, expert);
+  }
+  expertId = expert;
+  // Its pair `pair - firstPair`: blocks first + 2 (pair - firstPair) and
+  // the next, the second only while the expert has it.
+  Value local = sub(pair, load(2, expert));
+  Value block = add(load(1, expert), mul(local, 2));
+  Value blocks = load(0, expert);
+  secondBlock = cmp(arith::CmpIPredicate::ult, add(mul(local, 2), 1), blocks);
+  n0 = mul(block, p.blockSize);
+  kBegin = idx(0);
+  kTiles = idx((p.k + cfg.tileK - 1) / cfg.tileK);
+}
+
+Value KernelEmitter::tileCountValue() {
+  if (!p.pairsBlocks())
+    return i32(numTiles(p, cfg));
+  // The pairs of every expert, times the M tiles.
+  Value at = i64(lay.counters + 4 * 3 * p.numExperts);
+  Value pairs = LLVM::LoadOp::create(b, loc, i32T, smemPtr(smemAddr(at)), 4);
+  return mul(pairs, (p.m + cfg.tileM - 1) / cfg.tileM);
 }
 
 void KernelEmitter::publishTile(Value j, Value w) {
@@ -947,6 +1055,13 @@ void KernelEmitter::setRhsRow0() {
   // rhs (Expert). An N-major rhs of an expert GEMM: rows are slots from
   // row 0.
   rowB0 = cfg.rhsNMajor ? i32(0) : n0;
+  // pairsBlocks: the rhs is slot rows from n0; the lhs the expert's
+  // weight, [E * K, M] (M-major) or [E * M, K].
+  if (p.pairsBlocks()) {
+    rowA0 = cfg.lhsMMajor ? mul(expertId, i32(p.k))
+                          : add(mul(expertId, i32(p.m)), m0);
+    return;
+  }
   if (p.kind != MXGemmKind::Block)
     return;
   Value blockIdx = divu(toI64(m0), p.blockSize);
@@ -975,18 +1090,23 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
       loadGatherTokens();
       forEachEmptyStage([&](Value t, Value s) { gatherLhsStage(t, s); });
     });
+  } else if (cfg.rhsGather) {
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    forEachReceivedTile([&](Value) {
+      forEachEmptyStage([&](Value t, Value s) { gatherRhsStage(t, s); });
+    });
   }
   b.setInsertionPointToStart(ifOp.thenBlock());
   Value first =
       indexToI32(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  Value count = tileCountValue();
   // (slot count j, ring position, tile): publish the tile, stop after
   // publishing one past the last.
   scf::WhileOp::create(
       b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0), first},
       [&](OpBuilder &, Location, ValueRange args) {
         publishTile(args[0], args[2]);
-        Value more =
-            cmp(arith::CmpIPredicate::ult, args[2], numTiles(p, cfg));
+        Value more = cmp(arith::CmpIPredicate::ult, args[2], count);
         scf::ConditionOp::create(b, loc, more, args);
       },
       [&](OpBuilder &, Location, ValueRange args) {
@@ -1007,6 +1127,8 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
             loadTile(t, s);
             if (cfg.lhsGather)
               gatherLhsStage(t, s);
+            if (cfg.rhsGather)
+              gatherRhsStage(t, s);
           });
         scf::YieldOp::create(b, loc,
                              ValueRange{add(args[0], idx(1)),
@@ -1132,13 +1254,14 @@ void KernelEmitter::emitRhsDequant() {
 }
 
 void KernelEmitter::forEachReceivedTile(function_ref<void(Value j)> body) {
+  Value count = tileCountValue();
   // (slot count j, ring position): receive a tile, stop at one past the
   // last.
   scf::WhileOp::create(
       b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0)},
       [&](OpBuilder &, Location, ValueRange args) {
         Value w = receiveTile(args[0]);
-        Value more = cmp(arith::CmpIPredicate::ult, w, numTiles(p, cfg));
+        Value more = cmp(arith::CmpIPredicate::ult, w, count);
         scf::ConditionOp::create(b, loc, more,
                                  ValueRange{args[0], args[1], w});
       },
@@ -1446,11 +1569,12 @@ bool moe::transposedStoreIndexingAgrees() {
 
 void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
                                                    const ConsumerLane &lane) {
-  assert(!bias && cfg.storeColumns == 32 && cfg.mmaM == 64 &&
-         "swap_operands: 32-column chunks of 64-row MMAs, no bias");
-  // The op's result is [E, N, M]: chunk c is its rows n0 + 32 c .. + 31 by
-  // the warpgroup's 64 columns, two 128B-swizzled boxes of 32 rows x 32
-  // f32. Thread (g, q) of warp w holds columns 16 w + g and + 8 (box w / 2)
+  assert((!bias || p.pairsBlocks()) && cfg.storeColumns == 32 &&
+         cfg.mmaM == 64 &&
+         "swap_operands: 32-column chunks of 64-row MMAs, a block's bias");
+  // The op's result is [E, N, M] ([N, M] of a block GEMM, whose N are
+  // slots): chunk c is its rows n0 + 32 c .. + 31 by the warpgroup's 64
+  // columns, two 128B-swizzled boxes of 32 rows x 32 f32. Thread (g, q) of warp w holds columns 16 w + g and + 8 (box w / 2)
   // of rows 8 jj + 2 q and + 1. One scalar store (jj, r, e) of the warp
   // writes rows 2 q + e (swizzle phases e, e + 2, e + 4, e + 6) of 8
   // consecutive f32 (units u, u + 1, u even): 8 distinct 16-byte units,
@@ -1472,6 +1596,25 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
   beginStreams();
   Value colCoord = add(m0, mul(lane.warpgroup, cfg.mmaM));
   int64_t chunks = cfg.mmaN / columns;
+  // A block GEMM's bias is per weight row, the thread's rows r0 and r0 + 8
+  // of the warpgroup's (past the expert's M: zeros, never stored).
+  Value biasOfRow[2];
+  if (bias) {
+    Value biasRow = globalElement(p.biasType, bias, mul(toI64(expertId), p.m));
+    for (int64_t r = 0; r < 2; ++r) {
+      Value row = add(colCoord, add(r0, i32(8 * r)));
+      Value inside = cmp(arith::CmpIPredicate::ult, row, i32(p.m));
+      Value at = toI64(select(inside, row, i32(0)));
+      Value value = loadGlobal(p.biasType, globalElement(p.biasType, biasRow, at),
+                               p.biasType == f32T ? 4 : 2);
+      if (p.biasType != f32T)
+        value = LLVM::FPExtOp::create(b, loc, f32T, value);
+      biasOfRow[r] = value;
+    }
+  }
+  // pairsBlocks: the chunks of the second block (slots n0 + B on) only
+  // when it is the expert's; the TMA clips nothing between two blocks.
+  int64_t chunksPerBlock = p.pairsBlocks() ? p.blockSize / columns : chunks;
   for (int64_t c = 0; c < chunks; ++c) {
     Value buffer = add(buffers, (c % cfg.tmaStore) * cfg.mmaM *
                                     cfg.storeRowBytes());
@@ -1480,6 +1623,8 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
       for (int64_t r = 0; r < 2; ++r)
         for (int64_t e = 0; e < 2; ++e) {
           Value value = extract(acc, 4 * jb + 2 * r + e);
+          if (bias)
+            value = LLVM::FAddOp::create(b, loc, value, biasOfRow[r]);
           Value offset = add(add(buffer, at[r][e]), 8 * jj * kSwizzleBytes);
           LLVM::StoreOp::create(b, loc, value, smemPtr(smemAddr(offset)), 4);
         }
@@ -1489,11 +1634,13 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
     onLeader(lane.leader, [&] {
       for (int64_t h = 0; h < 2; ++h) {
         SmallVector<Value> coords = {mul(add(colCoord, i32(32 * h)), 4),
-                                     add(n0, i32(c * columns)), expertId};
+                                     add(n0, i32(c * columns))};
+        if (!p.pairsBlocks())
+          coords.push_back(expertId);
         NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
             b, loc, tmapC, smemPtr(smemAddr(add(buffer, h * boxBytes))),
             coords, /*l2CacheHint=*/streamPolicy, NVVM::TMAStoreMode::TILE,
-            /*predicate=*/Value());
+            /*predicate=*/c < chunksPerBlock ? Value() : secondBlock);
       }
       NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
     });
@@ -2226,6 +2373,17 @@ template <typename Ops, typename V>
 V roundLhsChunk(Ops &o, V lane, V warp) {
   return o.add(o.mul(warp, 2), o.rem(o.div(lane, 8), 2));
 }
+// The K-major lhs (a block GEMM's weight, swap_operands): ldmatrix.x4
+// without .trans, lane `l` addresses row l % 8 of matrix l / 8; matrix j is
+// rows 8 (j % 2) .. + 7 of warp w's 16 rows of the warpgroup's 64, 16-byte
+// chunk 2 i + j / 2 (8 K columns) of k16 step i.
+template <typename Ops, typename V> V roundLhsKRow(Ops &o, V lane, V warp) {
+  return o.add(o.add(o.mul(warp, 16), o.rem(lane, 8)),
+               o.mul(o.rem(o.div(lane, 8), 2), 8));
+}
+template <typename Ops, typename V> V roundLhsKChunk(Ops &o, V lane) {
+  return o.div(lane, 16);
+}
 } // namespace
 
 bool moe::roundLhsIndexingAgrees() {
@@ -2259,6 +2417,30 @@ bool moe::roundLhsIndexingAgrees() {
       if (groups != 0xFF)
         return false;
     }
+    // K-major: register j of lane (g, q) holds elements 2 q and 2 q + 1 of
+    // row g of matrix j (lane 8 j + g's row), which must be a_j: row
+    // g + 8 (j % 2) of the warp's 16, columns 8 (j / 2) + 2 q and the next
+    // of the k16 step; each matrix's 8 rows in 8 bank groups of every step.
+    for (int64_t lane = 0; lane < 32; ++lane) {
+      int64_t g = lane / 4;
+      for (int64_t j = 0; j < 4; ++j) {
+        int64_t source = 8 * j + g;
+        if (roundLhsKRow(o, source, warp) != 16 * warp + g + 8 * (j % 2) ||
+            roundLhsKChunk(o, source) != j / 2)
+          return false;
+      }
+    }
+    for (int64_t step = 0; step < 4; ++step)
+      for (int64_t j = 0; j < 4; ++j) {
+        unsigned groups = 0;
+        for (int64_t r = 0; r < 8; ++r) {
+          int64_t lane = 8 * j + r;
+          int64_t row = roundLhsKRow(o, lane, warp);
+          groups |= 1u << ((2 * step + roundLhsKChunk(o, lane)) ^ (row % 8));
+        }
+        if (groups != 0xFF)
+          return false;
+      }
   }
   return true;
 }
@@ -2277,10 +2459,29 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
   IROps ops{*this};
   Value lane = remu(tid, 32);
   Value warp = remu(divu(tid, 32), 4);
-  Value slotRow = roundLhsSlotRow(ops, lane);
-  Value chunk = roundLhsChunk(ops, lane, warp);
-  Value laneOff = toI64(
-      add(mul(slotRow, kSwizzleBytes), mul(xori(chunk, remu(slotRow, 8)), 16)));
+  // The shared offset of this lane's row of k16 step i of M step m:
+  // M-major, a constant 16 slot rows a step on; K-major (a block GEMM's
+  // weight, ldmatrix without .trans), the swizzled chunk 2 i + j / 2 of
+  // its row, (2 i) ^ (its chunk ^ row % 8).
+  SmallVector<Value> stepOffsets;
+  if (cfg.lhsMMajor) {
+    Value slotRow = roundLhsSlotRow(ops, lane);
+    Value chunk = roundLhsChunk(ops, lane, warp);
+    Value laneOff = toI64(add(mul(slotRow, kSwizzleBytes),
+                              mul(xori(chunk, remu(slotRow, 8)), 16)));
+    for (int64_t i = 0; i < 4; ++i)
+      stepOffsets.push_back(add(laneOff, i * 16 * kSwizzleBytes));
+  } else {
+    Value row = roundLhsKRow(ops, lane, warp);
+    Value unit0 = xori(roundLhsKChunk(ops, lane), remu(row, 8));
+    Value rowOff = toI64(mul(row, kSwizzleBytes));
+    for (int64_t i = 0; i < 4; ++i) {
+      Value unit = xori(unit0, i32(2 * i));
+      stepOffsets.push_back(add(rowOff, toI64(mul(unit, 16))));
+    }
+  }
+  int64_t stepBytes =
+      cfg.lhsMMajor ? cfg.tileK * kSwizzleBytes : cfg.mmaM * kSwizzleBytes;
   auto fragT =
       LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(4, i32T));
   auto max16x2 = [&](Value x, Value y) { return buildMaxU16x2(b, loc, x, y); };
@@ -2298,11 +2499,12 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
     // All four k16 steps' loads first.
     SmallVector<Value> regs;
     for (int64_t i = 0; i < 4; ++i) {
-      int64_t offset = m * cfg.tileK * kSwizzleBytes + i * 16 * kSwizzleBytes;
-      Value at = smemAddr(add(add(boxes, i64(offset)), laneOff));
+      Value at =
+          smemAddr(add(add(boxes, i64(m * stepBytes)), stepOffsets[i]));
       Value frag = NVVM::LdMatrixOp::create(
           b, loc, fragT, smemPtr(at), b.getI32IntegerAttr(4),
-          NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::col),
+          NVVM::MMALayoutAttr::get(ctx, cfg.lhsMMajor ? NVVM::MMALayout::col
+                                                      : NVVM::MMALayout::row),
           NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
           NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
       for (int64_t j = 0; j < 4; ++j)
@@ -2679,9 +2881,9 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     Value g = ringBase ? add(ringBase, t) : t;
     auto [d, parity] = stageAndParity(g, SD, /*flip=*/false);
     waitParity(add(d, fullBase), parity);
-    // lhs_gather: the lhs rows came by cp.async, which writes through the
-    // generic proxy; the wgmmas read through the async proxy.
-    if (cfg.lhsGather)
+    // lhs_gather, rhs_gather: the rows came by cp.async, which writes
+    // through the generic proxy; the wgmmas read through the async proxy.
+    if (cfg.lhsGather || cfg.rhsGather)
       NVVM::FenceProxyOp::create(
           b, loc, NVVM::ProxyKind::async_shared,
           NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
@@ -2825,7 +3027,8 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
                        m ? add(rowInTile, m * cfg.mmaM) : rowInTile, quad);
   };
   auto outputTile = [&] {
-    if (p.kind == MXGemmKind::Block && !p.skipPadding)
+    // (pairsBlocks: every tile takes the whole K range.)
+    if (p.kind == MXGemmKind::Block && (!p.skipPadding || p.pairsBlocks()))
       return store(mainloop());
     // An expert without blocks (or tokens), a block of padding: no K tiles,
     // zero accumulators. One epilogue for both.
@@ -3087,7 +3290,7 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     syncCluster();
   if (!cfg.persistent)
     emitContractionRange();
-  else if (p.kind == MXGemmKind::Expert)
+  else if (p.kind == MXGemmKind::Expert || p.pairsBlocks())
     emitExpertTable();
 
   // setmaxnreg moves registers between the roles; the entry cap is the
@@ -3269,13 +3472,30 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
   // two boxes of 32 columns: the op's result rows (the kernel's M) 16-byte
   // multiples.
   if (cfg.swapOperands != problem.transposedResult ||
-      (cfg.swapOperands && (problem.kind != MXGemmKind::Expert ||
-                            !cfg.tmaStore || cfg.storeColumns != 32 ||
+      (cfg.swapOperands && (!cfg.tmaStore || cfg.storeColumns != 32 ||
                             cfg.mmaM != 64 || problem.m % 4))) {
-    os << "swap_operands needs an expert GEMM's transposed problem, "
-          "tma_store of 32 columns, 64-row MMAs and M a multiple of 4, got "
-          "M = "
+    os << "swap_operands needs the transposed problem, tma_store of 32 "
+          "columns, 64-row MMAs and M a multiple of 4, got M = "
        << problem.m;
+    return why;
+  }
+  // A block GEMM's transposed product: a tile is two blocks of slots, its
+  // weight (the lhs) rounded by the consumers, whose K tiles must not run
+  // into the next expert's rows of an M-major weight; the shared table of
+  // the experts' pairs beside the ring.
+  if (problem.pairsBlocks() &&
+      (problem.path != MXMmaPath::Bf16Operands ||
+       cfg.tileN != 2 * problem.blockSize || !cfg.roundLhs ||
+       !problem.roundLhs || problem.k % cfg.tileK || cfg.rhsNMajor ||
+       cfg.rhsCodes || cfg.lhsCodes || cfg.lhsGather || cfg.roundRhs ||
+       cfg.producerWarpgroups != 1)) {
+    os << "a block GEMM's transposed product needs the bf16-operands MMA "
+          "path, tile N two blocks of "
+       << problem.blockSize
+       << " slots, a bf16 weight MX-rounded along K by round_lhs, K a "
+          "multiple of the tile K, a K-major rhs, one producer warpgroup "
+          "and no codes, lhs_gather or round_rhs, got tile N "
+       << cfg.tileN << " and K = " << problem.k;
     return why;
   }
   if (cfg.persistent && (problem.path != MXMmaPath::Bf16Operands ||
@@ -3409,11 +3629,22 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
   }
   if (cfg.lhsMMajor &&
       (problem.path != MXMmaPath::Bf16Operands ||
-       problem.kind != MXGemmKind::Expert || problem.m % 8 ||
-       cfg.mmaM != 64)) {
-    os << "an M-major lhs needs an expert GEMM on the bf16-operands MMA path "
-          "with M a multiple of 8, got "
+       (problem.kind != MXGemmKind::Expert && !problem.pairsBlocks()) ||
+       problem.m % 8 || cfg.mmaM != 64)) {
+    os << "an M-major lhs needs an expert GEMM (or a block GEMM's "
+          "transposed product) on the bf16-operands MMA path with M a "
+          "multiple of 8, got "
        << problem.m << "x" << problem.n << "x" << problem.k;
+    return why;
+  }
+  // rhs_gather: lhs_gather's copies, of the tile's two blocks of slots.
+  if (cfg.rhsGather &&
+      (!problem.pairsBlocks() || !problem.skipPadding ||
+       problem.rhsGatherRows <= 0 ||
+       cfg.tileN * kGatherLanesPerRow % (128 * cfg.producerWarpgroups))) {
+    os << "rhs_gather needs a block GEMM's transposed product with token "
+          "ids whose rhs is token rows, tile rows a multiple of 16 per "
+          "producer warpgroup";
     return why;
   }
   // rhs_codes: warps 1-3 of the one producer warpgroup convert, in the
@@ -3469,7 +3700,8 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
   // chunk is inside or past its row's end), the producer's loop over the
   // tiles a persistent kernel's.
   for (bool rhs : {false, true}) {
-    bool rounds = rhs ? cfg.roundRhs : cfg.roundLhs;
+    // (A block GEMM's transposed product rounds its weight: above.)
+    bool rounds = rhs ? cfg.roundRhs : cfg.roundLhs && !problem.pairsBlocks();
     MXQuantAttr quant = rhs ? problem.roundRhs : problem.roundLhs;
     int64_t columns = rhs ? problem.n : problem.m;
     int64_t tileColumns = rhs ? cfg.tileN : cfg.tileM;
@@ -3627,10 +3859,13 @@ SmallVector<MXGemmKernelArg> moe::mxGemmKernelArgs(const MXGemmProblem &p,
     // The operands' maps (lhs_gather, round_lhs, round_rhs: none for the
     // gathered operand), rhs_codes's and lhs_codes's scale bytes, and
     // tma_store's result; then the token rows of the gathered operands.
-    bool lhsRows = cfg.lhsGather || cfg.roundLhs;
+    // (A block GEMM's transposed product rounds its weight, which comes
+    // by TMA.)
+    bool lhsRows = cfg.lhsGather || (cfg.roundLhs && !p.pairsBlocks());
+    bool rhsRows = cfg.roundRhs || cfg.rhsGather;
     if (!lhsRows)
       map(MXGemmArg::Lhs);
-    if (!cfg.roundRhs)
+    if (!rhsRows)
       map(MXGemmArg::Rhs);
     if (cfg.rhsCodes)
       map(MXGemmArg::RhsScales);
@@ -3640,7 +3875,7 @@ SmallVector<MXGemmKernelArg> moe::mxGemmKernelArgs(const MXGemmProblem &p,
       map(MXGemmArg::Result);
     if (lhsRows)
       pointer(MXGemmArg::Lhs);
-    if (cfg.roundRhs)
+    if (rhsRows)
       pointer(MXGemmArg::Rhs);
     // The outputs: a plain epilogue's result, or the activation backward's
     // (the first where the result is, the others after the affinities).

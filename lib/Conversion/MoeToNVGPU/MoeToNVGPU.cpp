@@ -470,11 +470,14 @@ GemmLowering::requestOf(Value codes) {
       continue;
     // The calls lowerBf16Operands makes.
     if (auto gemm = dyn_cast<BlockMatmulOp>(user)) {
+      // (swap_operands: the slot rows are the kernel's rhs, from the token
+      // rows with rhs_gather; it rounds the raw weight itself.)
       if (gemm.getLhs() == codes)
         return OperandRequest{user, 1, true, config.getLhsCodes(),
-                              config.getLhsGather()};
+                              config.getLhsGather() || config.getRhsGather()};
       // (A rhs_codes kernel reads its rhs as codes, not as bf16 values.)
-      if (gemm.getRhs() == codes && !config.getRhsCodes())
+      if (gemm.getRhs() == codes && !config.getRhsCodes() &&
+          !config.getSwapOperands())
         return OperandRequest{user, gemm.getTransposeRhs() ? 1 : 2,
                               !config.getRhsNMajor()};
     } else if (auto gemm = dyn_cast<ExpertMatmulOp>(user)) {
@@ -824,7 +827,32 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   FailureOr<Value> lhs, rhs;
   Value bias, blocks, rhsScales, lhsScales;
   StringRef prefix;
-  if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
+  if (auto gemm = dyn_cast<BlockMatmulOp>(op); gemm && cfg.swapOperands) {
+    // swap_operands: the kernel's lhs is the raw bf16 weight, which its
+    // consumers round along K; its rhs the slot rows (rhs_gather: the
+    // rounding of the token rows, gathered by the GEMM).
+    MXQuantizeOp weight = weightRoundedQuantize(gemm);
+    if (!weight)
+      return op->emitOpError()
+             << "swap_operands needs a rhs that an mx_quantize along K "
+                "makes of a bf16 weight";
+    if (cfg.rhsGather && !gatheredLhsQuantize(gemm))
+      return op->emitOpError()
+             << "rhs_gather needs a lhs that an mx_quantize along its last "
+                "axis makes of gathered rows";
+    lhs = throughFusedRegions(weight.getInput());
+    Value unused;
+    rhs = cfg.rhsGather
+              ? prepare(gemm.getLhs(), gemm.getLhsScales(),
+                        {op, 1, true, /*codes=*/false, /*tokenRows=*/true},
+                        unused)
+              : prepareOperand(op, gemm.getLhs(), gemm.getLhsScales(), 1);
+    if (failed(rhs))
+      return failure();
+    bias = gemm.getBias();
+    blocks = gemm.getBlockToExpert();
+    prefix = "block_matmul_";
+  } else if (auto gemm = dyn_cast<BlockMatmulOp>(op)) {
     // lhs_codes: the lhs as FP8 codes in A-fragment order with their scale
     // bytes.
     if (cfg.lhsCodes) {
@@ -927,8 +955,12 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   Value result =
       emitLaunch(b, loc, record, operands, op->getResult(0).getType())[0];
   op->getResult(0).replaceAllUsesWith(result);
+  // (The activation backward's problem is the op's, not its transposed
+  // product's.)
   if (actOperands &&
-      failed(lowerActBwdOperands(op, problem, *actOperands, *group)))
+      failed(lowerActBwdOperands(
+          op, getMXGemmProblem(op, MXMmaPath::Bf16Operands), *actOperands,
+          *group)))
     return failure();
   op->erase();
   return success();
@@ -1223,7 +1255,7 @@ struct ConvertMoeToNVGPUPass
             op, choice->target, choice->preferred,
             {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
              activationEpilogue, lhsGather, roundLhs, roundRhs, swapRoundedRhs,
-             tmaStore},
+             tmaStore, swapWeights},
             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
@@ -1322,6 +1354,21 @@ MXQuantizeOp mlir::moe::gatheredLhsQuantize(BlockMatmulOp gemm) {
   return quantize;
 }
 
+MXQuantizeOp mlir::moe::weightRoundedQuantize(BlockMatmulOp gemm) {
+  auto quantize =
+      throughFusedRegions(gemm.getRhs()).getDefiningOp<MXQuantizeOp>();
+  int64_t kAxis = gemm.getTransposeRhs() ? 1 : 2;
+  if (!quantize || !gemm.getRhsScales() ||
+      quantize.getScales() != throughFusedRegions(gemm.getRhsScales()) ||
+      static_cast<int64_t>(quantize.getAxis()) != kAxis ||
+      !quantize.getQuant().isQuantized() ||
+      !cast<ShapedType>(quantize.getInput().getType())
+           .getElementType()
+           .isBF16())
+    return MXQuantizeOp();
+  return quantize;
+}
+
 MXQuantizeOp mlir::moe::slotRoundedQuantize(ExpertMatmulOp gemm, bool rhs) {
   Value codes = rhs ? gemm.getRhs() : gemm.getLhs();
   Value scales = rhs ? gemm.getRhsScales() : gemm.getLhsScales();
@@ -1377,6 +1424,16 @@ MXGemmProblem mlir::moe::getMXGemmProblem(Operation *op, MXMmaPath path,
                                .getSource()
                                .getType())
               .getDimSize(0);
+    if (swapOperands) {
+      // The weight rows of the tile's expert times the slot rows: the
+      // weight is the kernel's lhs, rounded along K by its consumers.
+      std::swap(problem.m, problem.n);
+      std::swap(problem.lhsGatherRows, problem.rhsGatherRows);
+      std::swap(problem.elementType, problem.lhsElementType);
+      if (MXQuantizeOp quantize = weightRoundedQuantize(gemm))
+        problem.roundLhs = quantize.getQuant();
+      problem.transposedResult = true;
+    }
     return problem;
   }
   auto expert = cast<ExpertMatmulOp>(op);

@@ -750,7 +750,7 @@ func.func @n_major_partial_k(%x: tensor<256x96xbf16>, %w: tensor<2x96x128xbf16>,
 
 func.func @m_major_block(%x: tensor<256x256xbf16>, %w: tensor<2x128x256xbf16>,
                          %blk: tensor<2xi32>) -> tensor<256x128xf32> {
-  // expected-error @+1 {{'moe.block_matmul' op an M-major lhs needs an expert GEMM on the bf16-operands MMA path with M a multiple of 8, got 256x128x256}}
+  // expected-error @+1 {{'moe.block_matmul' op an M-major lhs needs an expert GEMM (or a block GEMM's transposed product) on the bf16-operands MMA path with M a multiple of 8, got 256x128x256}}
   %r = moe.block_matmul lhs(%x : tensor<256x256xbf16>)
       rhs(%w : tensor<2x128x256xbf16>) experts(%blk : tensor<2xi32>)
       {block_size = 128 : i64,

@@ -44,8 +44,9 @@
 // CHECK:         nvvm.cp.async.bulk.tensor.global.shared.cta
 // CHECK-NEXT:    nvvm.cp.async.bulk.commit.group
 
-// A block GEMM has no transposed product.
-// BLOCK: error: 'moe.block_matmul' op swap_operands needs an expert GEMM's transposed problem, tma_store of 32 columns, 64-row MMAs and M a multiple of 4, got M = 640
+// A block GEMM's transposed product reads its slot rows K-major, and
+// this config has the expert GEMM's N-major rhs.
+// BLOCK: error: 'moe.block_matmul' op a block GEMM's transposed product needs the bf16-operands MMA path, tile N two blocks of 128 slots, a bf16 weight MX-rounded along K by round_lhs, K a multiple of the tile K, a K-major rhs, one producer warpgroup and no codes, lhs_gather or round_rhs, got tile N 256 and K = 256
 
 // PTX-LABEL:   .entry expert_matmul_10(
 // PTX:         ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16

@@ -922,7 +922,7 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs, round_rhs, swap_operands, tma_store or store_columns, got 'mn_major'}}
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs, round_rhs, swap_operands, rhs_gather, tma_store or store_columns, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }
@@ -1090,28 +1090,28 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 
 // -----
 
-// expected-error @+1 {{round_lhs needs the bf16_operands MMA path, an M-major lhs, a persistent kernel without pingpong, no lhs_codes and no lhs_gather}}
+// expected-error @+1 {{round_lhs needs the bf16_operands MMA path, an M-major lhs (or swap_operands), a persistent kernel without pingpong, no lhs_codes and no lhs_gather}}
 func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232], round_lhs = true>} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{round_lhs needs the bf16_operands MMA path, an M-major lhs, a persistent kernel without pingpong, no lhs_codes and no lhs_gather}}
+// expected-error @+1 {{round_lhs needs the bf16_operands MMA path, an M-major lhs (or swap_operands), a persistent kernel without pingpong, no lhs_codes and no lhs_gather}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [64, 216], persistent = true, round_lhs = true>} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{round_lhs needs the bf16_operands MMA path, an M-major lhs, a persistent kernel without pingpong, no lhs_codes and no lhs_gather}}
+// expected-error @+1 {{round_lhs needs the bf16_operands MMA path, an M-major lhs (or swap_operands), a persistent kernel without pingpong, no lhs_codes and no lhs_gather}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [64, 216], lhs_m_major = true, round_lhs = true>} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{round_lhs needs the bf16_operands MMA path, an M-major lhs, a persistent kernel without pingpong, no lhs_codes and no lhs_gather}}
+// expected-error @+1 {{round_lhs needs the bf16_operands MMA path, an M-major lhs (or swap_operands), a persistent kernel without pingpong, no lhs_codes and no lhs_gather}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [64, 216], lhs_m_major = true, persistent = true, pingpong = true, round_lhs = true>} {
   return
 }
@@ -1133,8 +1133,32 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 // -----
 
 // The transposed product stores its tiles by TMA (tma_store is missing).
-// expected-error @+1 {{swap_operands needs the bf16_operands MMA path, an M-major lhs, an N-major rhs, a persistent kernel with tma_store of 32 columns and 64-row MMAs}}
+// expected-error @+1 {{swap_operands needs the bf16_operands MMA path, an M-major lhs beside an N-major rhs, a persistent kernel with tma_store of 32 columns and 64-row MMAs}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true>} {
+  return
+}
+
+// -----
+
+// An expert GEMM's transposed product reads both operands slot-major: an
+// N-major rhs beside a K-major lhs is neither that nor a block GEMM's.
+// expected-error @+1 {{swap_operands needs the bf16_operands MMA path, an M-major lhs beside an N-major rhs, a persistent kernel with tma_store of 32 columns and 64-row MMAs}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true, persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>} {
+  return
+}
+
+// -----
+
+// rhs_gather copies the slot rows of a block GEMM's transposed product.
+// expected-error @+1 {{rhs_gather needs the bf16_operands MMA path, swap_operands, a K-major rhs, no rhs_codes, no round_rhs and no lhs_gather}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, rhs_gather = true, tma_store = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{rhs_gather needs the bf16_operands MMA path, swap_operands, a K-major rhs, no rhs_codes, no round_rhs and no lhs_gather}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true, rhs_gather = true, tma_store = 2>} {
   return
 }
 

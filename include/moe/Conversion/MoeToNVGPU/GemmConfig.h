@@ -103,6 +103,13 @@ struct GemmChoices {
   /// warpgroups) stage the f32 result tile through shared memory and store
   /// it by TMA (tma_store), where the kernel fits.
   bool tmaStore = false;
+  /// With tmaStore and persistent: a block GEMM whose rhs is a bf16 weight
+  /// MX-quantized along K computes the transposed product, the raw weight
+  /// of the tile's expert as its lhs rounded in the consumers' registers
+  /// (swap_operands, round_lhs) and the slot rows of two of its blocks as
+  /// its rhs (with lhsGather: copied from the token rows, rhs_gather),
+  /// where the kernel fits.
+  bool swapWeights = false;
 };
 
 /// The configuration of the GPU GEMM `op` (isGPUGemm) on `target` when

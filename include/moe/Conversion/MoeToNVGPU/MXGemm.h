@@ -28,6 +28,7 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/IR/Builders.h"
 
+#include <algorithm>
 #include <array>
 
 namespace mlir::moe {
@@ -135,14 +136,37 @@ struct MXGemmProblem {
   /// round in the kernel. Slot k of the operand is token row tokens[k], a
   /// padding slot (-1) zeros.
   MXQuantAttr roundLhs, roundRhs;
-  /// Expert, swap_operands: the kernel's lhs is the op's rhs and its rhs
-  /// the op's lhs (m and n are the op's n and m), and the kernel stores
-  /// its m x n result tile transposed into the op's [E, n, m] result.
+  /// swap_operands: the kernel's lhs is the op's rhs and its rhs the op's
+  /// lhs (m and n are the op's n and m), and the kernel stores its m x n
+  /// result tile transposed into the op's [E, n, m] (Expert) or [n, m]
+  /// (Block) result. A Block kernel's lhs is then the weight (the op's
+  /// rhs before its MX rounding: [E, m, k], or [E, k, m] with the M-major
+  /// lhs of transpose_rhs) rounded along K by the consumers (roundLhs),
+  /// and its N tile two blocks of one expert (pairsBlocks).
   bool transposedResult = false;
+  /// Block, swap_operands with rhs_gather: the rows of the token-row array
+  /// the kernel copies its rhs rows (the op's lhs, slot rows) from, as
+  /// lhsGatherRows for a lhs. 0 otherwise.
+  int64_t rhsGatherRows = 0;
 
-  /// Bytes of a persistent Expert kernel's shared table: each expert's
-  /// block count and first block, and with skipPadding its K tiles.
+  /// A block GEMM's transposed product: each output tile is M rows of the
+  /// weight of one expert by the slots of two of its blocks (the second
+  /// one's results not stored when the expert has no second block there).
+  bool pairsBlocks() const {
+    return kind == MXGemmKind::Block && transposedResult;
+  }
+  /// The most tiles of two blocks of one expert: each expert's blocks in
+  /// pairs, an odd one alone.
+  int64_t maxBlockPairs() const {
+    return (numBlocks + std::min(numExperts, numBlocks) + 1) / 2;
+  }
+  /// Bytes of a persistent kernel's shared table: an Expert kernel's
+  /// block count and first block of each expert, and with skipPadding its
+  /// K tiles; a pairsBlocks kernel's block count, first block and first
+  /// pair of each expert, and the number of pairs.
   int64_t expertTableBytes() const {
+    if (pairsBlocks())
+      return 12 * numExperts + 4;
     return kind == MXGemmKind::Expert ? (skipPadding ? 12 : 8) * numExperts
                                       : 0;
   }
@@ -190,9 +214,11 @@ struct MXGemmProblem {
 /// the token rows (bf16 [lhsGatherRows, K]), then the pointers above; the
 /// producer warpgroup copies the tile's rows with cp.async.
 /// With round_lhs / round_rhs (MXGemmConfig::roundLhs, roundRhs, which need
-/// skipPadding) that operand has no tensor map either: the maps there are
-/// come first, then the global addresses of the token rows the rounded
-/// operands gather (lhs first; bf16 [T, M or N]).
+/// skipPadding) of an expert GEMM and with rhs_gather that operand has no
+/// tensor map either: the maps there are come first, then the global
+/// addresses of the token rows the rounded or gathered operands read (lhs
+/// first; bf16 [T, M or N], [T, K]). The weight of a block GEMM's
+/// transposed product (round_lhs) comes by its tensor map.
 /// With skipPadding the slots' i32 token ids follow (!llvm.ptr<1>). A
 /// persistent kernel (MXGemmConfig::persistent) takes one more
 /// !llvm.ptr<1> last: an i32 tile counter, zero at launch.
@@ -307,11 +333,18 @@ bool isGPUGemm(Operation *op);
 bool isMXCodesGemm(Operation *op);
 
 /// The problem of the GPU GEMM `op` (isGPUGemm) on `path`; with
-/// `swapOperands` (an expert GEMM, #moe.gemm_config swap_operands) its
-/// transposed product: M and N, the operands and their roundings
-/// exchanged, transposedResult set.
+/// `swapOperands` (#moe.gemm_config swap_operands) its transposed product:
+/// M and N, the operands and their roundings exchanged, transposedResult
+/// set (a block GEMM's kernel lhs is its weight, roundLhs the weight's
+/// rounding: weightRoundedQuantize).
 MXGemmProblem getMXGemmProblem(Operation *op, MXMmaPath path,
                                bool swapOperands = false);
+
+/// The mx_quantize along K of a bf16 weight ([E, N, K], or [E, K, N] with
+/// transpose_rhs) that makes `gemm`'s rhs codes with their scales (seen
+/// through moe.fused boundaries), or null: what the transposed product
+/// (swap_operands) reads raw and rounds in its consumers.
+MXQuantizeOp weightRoundedQuantize(BlockMatmulOp gemm);
 
 /// `v` seen through moe.fused boundaries: a region's block argument is the
 /// region's input, a region's result the value its terminator yields
@@ -353,9 +386,11 @@ bool mmaSyncIndexingAgrees();
 /// visit every tile once, in bands of raster_m M tiles.
 bool rasterIndexingAgrees();
 /// round_lhs: the rows and chunks that the consumers' ldmatrix.x4.trans
-/// lanes address in the M-major, 128B-swizzled slot-row stage give each
-/// lane the elements of its wgmma A fragment (m64nNk16, bf16) of each k16
-/// step, and each matrix's 8 rows fall in 8 different 16-byte bank groups.
+/// lanes address in the M-major, 128B-swizzled slot-row stage (and the
+/// ldmatrix.x4 lanes in a K-major weight stage, swap_operands of a block
+/// GEMM) give each lane the elements of its wgmma A fragment (m64nNk16,
+/// bf16) of each k16 step, and each matrix's 8 rows fall in 8 different
+/// 16-byte bank groups.
 bool roundLhsIndexingAgrees();
 /// swap_operands: the shared-memory places of a warpgroup's wgmma
 /// accumulator fragments (m64, 32 columns a chunk) in the transposed

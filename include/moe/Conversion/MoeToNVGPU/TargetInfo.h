@@ -113,12 +113,18 @@ struct MXGemmConfig {
   /// token's row (cp.async) and rounds the stage in place
   /// (#moe.gemm_config round_lhs, round_rhs).
   bool roundLhs = false, roundRhs = false;
-  /// Bf16Operands, persistent expert GEMM with tmaStore: the kernel
-  /// computes the transposed product, the op's rhs as its lhs and the op's
-  /// lhs as its rhs (MXGemmProblem::transposedResult; the other fields name
-  /// the kernel's operands), and stores each result tile transposed
-  /// (#moe.gemm_config swap_operands).
+  /// Bf16Operands, persistent GEMM with tmaStore: the kernel computes the
+  /// transposed product, the op's rhs as its lhs and the op's lhs as its
+  /// rhs (MXGemmProblem::transposedResult; the other fields name the
+  /// kernel's operands), and stores each result tile transposed
+  /// (#moe.gemm_config swap_operands). Of a block GEMM: the weight of the
+  /// tile's expert as the lhs, rounded by the consumers (roundLhs), the
+  /// slot rows of two of its blocks as the rhs.
   bool swapOperands = false;
+  /// swapOperands of a block GEMM: the producer warpgroup copies the slot
+  /// rows (the kernel's rhs) from their token rows through the token ids
+  /// (#moe.gemm_config rhs_gather), as lhsGather copies a lhs.
+  bool rhsGather = false;
   /// Bf16Operands, cooperative: each consumer warpgroup stages its rows of
   /// the f32 result tile through tmaStore shared-memory buffers of
   /// storeColumns columns (8, 16 or 32), each stored by TMA by one of its

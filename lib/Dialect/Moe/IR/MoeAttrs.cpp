@@ -24,7 +24,8 @@ using namespace mlir::moe;
 /// `, persistent = true`, `, pingpong = true` and
 /// `, evict_first_outputs = true`, `, rhs_codes = true` and
 /// `, lhs_codes = true`, `, lhs_gather = true`, `, round_lhs = true`,
-/// and `, round_rhs = true`, each present when set,
+/// `, round_rhs = true`, `, swap_operands = true` and `, rhs_gather = true`,
+/// each present when set,
 /// and `, ctas_per_sm = N`, `, cluster_n = N`, `, raster_m = N`,
 /// `, tma_store = N` and `, store_columns = N`, in any order.
 static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
@@ -34,11 +35,11 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                    bool &evictFirstOutputs, bool &rhsCodes,
                                    bool &lhsCodes, bool &lhsGather,
                                    bool &roundLhs, bool &roundRhs,
-                                   bool &swapOperands, int64_t &tmaStore,
-                                   int64_t &storeColumns) {
+                                   bool &swapOperands, bool &rhsGather,
+                                   int64_t &tmaStore, int64_t &storeColumns) {
   rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
       rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = swapOperands =
-          false;
+          rhsGather = false;
   ctasPerSm = clusterN = rasterM = 1;
   tmaStore = 0;
   storeColumns = 32;
@@ -69,6 +70,7 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                  : key == "round_lhs"           ? &roundLhs
                  : key == "round_rhs"           ? &roundRhs
                  : key == "swap_operands"       ? &swapOperands
+                 : key == "rhs_gather"          ? &rhsGather
                                                 : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
@@ -76,8 +78,8 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
                                   "cluster_n, raster_m, "
                                   "evict_first_outputs, rhs_codes, "
                                   "lhs_codes, lhs_gather, round_lhs, "
-                                  "round_rhs, swap_operands, tma_store or "
-                                  "store_columns, got '")
+                                  "round_rhs, swap_operands, rhs_gather, "
+                                  "tma_store or store_columns, got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -94,7 +96,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              bool evictFirstOutputs, bool rhsCodes,
                              bool lhsCodes, bool lhsGather, bool roundLhs,
                              bool roundRhs, bool swapOperands,
-                             int64_t tmaStore, int64_t storeColumns) {
+                             bool rhsGather, int64_t tmaStore,
+                             int64_t storeColumns) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -123,6 +126,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", round_rhs = true";
   if (swapOperands)
     printer << ", swap_operands = true";
+  if (rhsGather)
+    printer << ", rhs_gather = true";
   if (tmaStore)
     printer << ", tma_store = " << tmaStore;
   if (storeColumns != 32)
@@ -260,8 +265,8 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        bool pingpong, int64_t clusterN, int64_t rasterM,
                        bool evictFirstOutputs, bool rhsCodes,
                        bool lhsCodes, bool lhsGather, bool roundLhs,
-                       bool roundRhs, bool swapOperands, int64_t tmaStore,
-                       int64_t storeColumns) {
+                       bool roundRhs, bool swapOperands, bool rhsGather,
+                       int64_t tmaStore, int64_t storeColumns) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -377,26 +382,40 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   // them there, every thread of it over the tiles a persistent kernel
   // takes; the codes forms have no bf16 stage, and lhs_gather copies the
   // K-major lhs of a block GEMM.
-  if (roundLhs && (mma != MXMmaPath::Bf16Operands || !lhsMMajor ||
-                   !persistent || pingpong || lhsCodes || lhsGather))
+  // (A K-major lhs is the weight of a block GEMM's transposed product,
+  // swap_operands: ldmatrix without .trans gives the same fragments.)
+  if (roundLhs && (mma != MXMmaPath::Bf16Operands ||
+                   (!lhsMMajor && !swapOperands) || !persistent ||
+                   pingpong || lhsCodes || lhsGather))
     return emitError() << "round_lhs needs the bf16_operands MMA path, an "
-                          "M-major lhs, a persistent kernel without "
-                          "pingpong, no lhs_codes and no lhs_gather";
+                          "M-major lhs (or swap_operands), a persistent "
+                          "kernel without pingpong, no lhs_codes and no "
+                          "lhs_gather";
   if (roundRhs && (mma != MXMmaPath::Bf16Operands || !rhsNMajor ||
                    !persistent || pingpong || rhsCodes || lhsGather))
     return emitError() << "round_rhs needs the bf16_operands MMA path, an "
                           "N-major rhs, a persistent kernel without "
                           "pingpong, no rhs_codes and no lhs_gather";
-  // The transposed product of an expert GEMM (a block GEMM's rows are its
-  // slots, which stay the rows): both operands slot-major as stored, the
-  // result tile staged through shared memory by rows of the op's result.
-  if (swapOperands && (mma != MXMmaPath::Bf16Operands || !lhsMMajor ||
-                       !rhsNMajor || !persistent || !tmaStore ||
-                       storeColumns != 32 || mmaShape[0] != 64))
+  // The transposed product: of an expert GEMM, both operands slot-major
+  // as stored (an M-major lhs, an N-major rhs); of a block GEMM, the
+  // weight as the lhs and the slot rows as a K-major rhs. The result tile
+  // is staged through shared memory by rows of the op's result.
+  if (swapOperands && (mma != MXMmaPath::Bf16Operands ||
+                       (rhsNMajor && !lhsMMajor) || !persistent ||
+                       !tmaStore || storeColumns != 32 ||
+                       mmaShape[0] != 64))
     return emitError() << "swap_operands needs the bf16_operands MMA path, "
-                          "an M-major lhs, an N-major rhs, a persistent "
-                          "kernel with tma_store of 32 columns and 64-row "
-                          "MMAs";
+                          "an M-major lhs beside an N-major rhs, a "
+                          "persistent kernel with tma_store of 32 columns "
+                          "and 64-row MMAs";
+  // The producer warpgroup copies the slot rows of a block GEMM's
+  // transposed product (its rhs) from their token rows into the K-major
+  // stage, as lhs_gather copies a lhs.
+  if (rhsGather && (mma != MXMmaPath::Bf16Operands || !swapOperands ||
+                    rhsNMajor || rhsCodes || roundRhs || lhsGather))
+    return emitError() << "rhs_gather needs the bf16_operands MMA path, "
+                          "swap_operands, a K-major rhs, no rhs_codes, no "
+                          "round_rhs and no lhs_gather";
   // Each consumer warpgroup stages its rows of the f32 tile through shared
   // memory in chunks of store_columns columns (one swizzled row of 32, 64
   // or 128 bytes each), tma_store buffers in turn (one filled while the TMA

@@ -253,7 +253,12 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     `tma_store`) `swap_operands`: the kernel computes the transposed
     product, the op's rhs as its lhs and the op's lhs as its rhs (the
     other flags name the kernel's operands: `round_lhs` rounds the op's
-    rhs), and stores each result tile transposed, and
+    rhs), and stores each result tile transposed; of a block GEMM, the
+    kernel's lhs is the raw bf16 weight of the tile's expert, which its
+    consumers round along K (`round_lhs`, M- or K-major as stored), its
+    rhs the slot rows of two blocks of that expert (a tile N of 256), and
+    (`rhs_gather`) the producer warpgroup copies them from their token
+    rows through the GEMM's token ids as `lhs_gather` copies a lhs, and
     (`bf16_operands` only, no `pingpong` or cluster) `tma_store = n`: each
     consumer warpgroup stages its rows of the f32 result tile through n
     shared-memory buffers of `store_columns` columns (8, 16 or 32, by
@@ -321,6 +326,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$roundLhs,
     DefaultValuedParameter<"bool", "false">:$roundRhs,
     DefaultValuedParameter<"bool", "false">:$swapOperands,
+    DefaultValuedParameter<"bool", "false">:$rhsGather,
     DefaultValuedParameter<"int64_t", "0">:$tmaStore,
     DefaultValuedParameter<"int64_t", "32">:$storeColumns
   );
@@ -334,7 +340,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
                           $pingpong, $clusterN, $rasterM,
                           $evictFirstOutputs, $rhsCodes, $lhsCodes,
                           $lhsGather, $roundLhs, $roundRhs, $swapOperands,
-                          $tmaStore,
+                          $rhsGather, $tmaStore,
                           $storeColumns)
     `` `>`
   }];

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The block GEMMs' transposed products (--swap-weights: the recompute, P1
+# and P2 round their raw weights along K in the consumers' registers, the
+# weight operand kernels gone), alone and beside P3's and P4's slot
+# roundings (--round-lhs --swap-rounded-rhs):
+# memcheck and racecheck, the outputs against R_mx (moe-run's check) and
+# against the default bit for bit (reported, not required: the transposed
+# MMAs may sum in another order), two runs bit for bit, and the ncu time
+# of every kernel at both reference shapes. One device call, with the
+# bundle on PATH (CHECKS_ONLY=1 or NCU_ONLY=1 split it in two):
+#   bash .bundle/run-on-device.sh bash scripts/device/probes/swap-weights.sh
+set -uo pipefail
+export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD/python
+out=$(mktemp -d)
+rows=()
+record() { rows+=("$(printf '%-86s %s' "$1" "$2")"); }
+ALL="--swap-weights --round-lhs --swap-rounded-rhs"
+if [ -z "${NCU_ONLY:-}" ]; then
+  for check in "memcheck T=256,H=256,I=128,E=2,K=1,B=128,bias=on" \
+      "racecheck T=256,H=256,I=128,E=2,K=1,B=128,bias=on" \
+      "racecheck T=90,H=64,I=160,E=8,K=2,B=128,quant=e5m2" \
+      "memcheck T=1024,H=512,I=256,E=8,K=2,B=128,checkpoint=bf16"; do
+    set -- $check
+    status=PASS
+    timeout 300 compute-sanitizer --tool $1 --error-exitcode 1 --print-limit 4 \
+      moe-run --target=sm90a --swap-weights --layer "$2" --empty-experts 1 \
+      --check none >"$out/log" 2>&1 || { status=FAIL; head -c 2000 "$out/log"; }
+    record "compute-sanitizer $1 --swap-weights $2" "$status"
+  done
+  # (Odd block counts, experts without tokens, a partial M tile of the
+  # weight (I = 160), a bias, the checkpoint mode (no recompute GEMM),
+  # e5m2, and FLOOR_ALT, whose blocks take the conversions.)
+  for layer in T=256,H=256,I=128,E=2,K=1,B=128 T=1024,H=1024,I=512,E=8,K=2,B=128 \
+      T=300,H=256,I=160,E=4,K=2,B=128,bias=on \
+      T=300,H=256,I=96,E=4,K=2,B=128,checkpoint=bf16,bias=on \
+      T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
+      T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt; do
+    timeout 300 moe-run --target=sm90a --layer "$layer" --empty-experts 1 \
+      --outputs "$out/o1" >"$out/log" 2>&1 || record "default $layer" FAIL
+    for flags in --swap-weights "$ALL"; do
+      status=PASS
+      # shellcheck disable=SC2086
+      timeout 300 moe-run --target=sm90a $flags --layer "$layer" \
+        --empty-experts 1 --outputs "$out/o2" >"$out/log" 2>&1 || status=FAIL
+      [ $status = FAIL ] && tail -8 "$out/log"
+      record "$flags vs R_mx: $layer" "$status"
+      # shellcheck disable=SC2086
+      timeout 300 moe-run --target=sm90a $flags --layer "$layer" \
+        --empty-experts 1 --check none --outputs "$out/o3" >/dev/null 2>&1
+      same=yes; repeat=yes
+      for f in "$out"/o1/*.npy; do
+        cmp -s "$f" "$out/o2/$(basename "$f")" || same="no ($(basename "$f"))"
+        cmp -s "$out/o2/$(basename "$f")" "$out/o3/$(basename "$f")" || repeat=FAIL
+      done
+      record "$flags two runs bitwise: $layer" "$repeat"
+      record "$flags == default bitwise (info): $layer" "$same"
+      rm -rf "$out/o2" "$out/o3"
+    done
+    rm -rf "$out/o1"
+  done
+  S1=T=16384,H=4096,I=1536,E=128,K=8,B=128
+  rm -rf "$out/cubin"
+  if moe-run --target=sm90a --layer $S1 --swap-weights --compile-only \
+      --cache-dir "" --emit cubin "$out/cubin" >"$out/log" 2>&1; then
+    echo "== SASS of the block GEMMs, --swap-weights"
+    for f in "$out"/cubin/*block_matmul*.cubin; do
+      cuobjdump -sass -res-usage "$f" >"$out/sass.txt" 2>&1
+      k=$(grep -o 'Function : block_matmul_[0-9]*' "$out/sass.txt" | awk '{print $3}')
+      awk -v k="$k" '/REG:/ { reg = $0 } $0 ~ "Function : " k "$" { on = 1; next }
+        on && /\/\*[0-9a-f]+\*\// { n++; for (i = 1; i <= NF; i++)
+          if ($i ~ /^(HFMA2|HADD2|VIMNMX|LOP3|PRMT|SHFL|F2FP|LDSM|STS|LDS|VOTE|LDGSTS)/) { split($i, p, "."); c[p[1]]++ } }
+        END { printf "  %s: %d instructions;", k, n; for (o in c) printf " %s %d", o, c[o]; print ""; print "   " reg }' "$out/sass.txt"
+    done
+  else
+    tail -3 "$out/log"; record "compile S1 --swap-weights --emit cubin" FAIL
+  fi
+fi
+if [ -z "${CHECKS_ONLY:-}" ]; then
+  for shape in T=24576,H=1536,I=256,E=128,K=8,B=128 T=16384,H=4096,I=1536,E=128,K=8,B=128; do
+    python3 -m moe_crosscheck torch-gen --config "$shape" --seed 1 \
+      --out "$out/in" >/dev/null 2>&1 || { record "torch-gen $shape" FAIL; continue; }
+    for args in "" --swap-weights "$ALL"; do
+      # shellcheck disable=SC2086
+      timeout 300 ncu --clock-control none \
+        --csv --print-units base --metrics gpu__time_duration.sum \
+        moe-run --target=sm90a --layer "$shape" --inputs "$out/in" --check none \
+        $args >"$out/ncu.csv" 2>"$out/ncu.err" || { record "ncu $shape $args" FAIL; continue; }
+      echo "== ${shape%%,H*} ${args:-default}"
+      grep gpu__time_duration "$out/ncu.csv" |
+        awk -F'","' '{ gsub(/[",]/, "", $NF); t = $NF / 1e6; s += t
+                       if ($5 ~ /matmul/) g += t; printf "  %s %.3f\n", $5, t }
+                     END { printf "  total %.3f ms, GEMMs %.3f ms (%.1f%%)\n", s, g, 100 * g / s }'
+    done
+    rm -rf "$out/in"
+  done
+fi
+echo; echo "================ swap-weights probe"
+printf '%s\n' "${rows[@]}"
