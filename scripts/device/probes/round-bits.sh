@@ -50,24 +50,12 @@ if [ -z "${NCU_ONLY:-}" ]; then
     done
     rm -rf "$out/o1"
   done
-  S1=T=16384,H=4096,I=1536,E=128,K=8,B=128
+  # The SASS mix of the expert GEMMs at shape 1 (bench/sass_mix.py).
   for flags in "--round-lhs --round-rhs" --swap-rounded-rhs; do
-    rm -rf "$out/cubin"
+    echo "== SASS of the expert GEMMs, $flags"
     # shellcheck disable=SC2086
-    if moe-run --target=sm90a --layer $S1 $flags --compile-only --cache-dir "" \
-        --emit cubin "$out/cubin" >"$out/log" 2>&1; then
-      echo "== SASS of the expert GEMMs, $flags"
-      for f in "$out"/cubin/*expert_matmul*.cubin; do
-        cuobjdump -sass -res-usage "$f" >"$out/sass.txt" 2>&1
-        k=$(grep -o 'Function : expert_matmul_[0-9]*' "$out/sass.txt" | awk '{print $3}')
-        awk -v k="$k" '/REG:/ { reg = $0 } $0 ~ "Function : " k "$" { on = 1; next }
-          on && /\/\*[0-9a-f]+\*\// { n++; for (i = 1; i <= NF; i++)
-            if ($i ~ /^(HFMA2|HADD2|VIMNMX|LOP3|PRMT|SHFL|F2FP|HMUL2|LDSM|STS|LDS|VOTE)/) { split($i, p, "."); c[p[1]]++ } }
-          END { printf "  %s: %d instructions;", k, n; for (o in c) printf " %s %d", o, c[o]; print ""; print "   " reg }' "$out/sass.txt"
-      done
-    else
-      tail -3 "$out/log"; record "compile S1 $flags --emit cubin" FAIL
-    fi
+    python3 bench/sass_mix.py --moe-run "$(command -v moe-run)" \
+      --kernel expert_matmul -- $flags || record "SASS S1 $flags" FAIL
   done
 fi
 if [ -z "${CHECKS_ONLY:-}" ]; then

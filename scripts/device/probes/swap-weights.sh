@@ -58,22 +58,11 @@ if [ -z "${NCU_ONLY:-}" ]; then
     done
     rm -rf "$out/o1"
   done
-  S1=T=16384,H=4096,I=1536,E=128,K=8,B=128
-  rm -rf "$out/cubin"
-  if moe-run --target=sm90a --layer $S1 --swap-weights --compile-only \
-      --cache-dir "" --emit cubin "$out/cubin" >"$out/log" 2>&1; then
-    echo "== SASS of the block GEMMs, --swap-weights"
-    for f in "$out"/cubin/*block_matmul*.cubin; do
-      cuobjdump -sass -res-usage "$f" >"$out/sass.txt" 2>&1
-      k=$(grep -o 'Function : block_matmul_[0-9]*' "$out/sass.txt" | awk '{print $3}')
-      awk -v k="$k" '/REG:/ { reg = $0 } $0 ~ "Function : " k "$" { on = 1; next }
-        on && /\/\*[0-9a-f]+\*\// { n++; for (i = 1; i <= NF; i++)
-          if ($i ~ /^(HFMA2|HADD2|VIMNMX|LOP3|PRMT|SHFL|F2FP|LDSM|STS|LDS|VOTE|LDGSTS)/) { split($i, p, "."); c[p[1]]++ } }
-        END { printf "  %s: %d instructions;", k, n; for (o in c) printf " %s %d", o, c[o]; print ""; print "   " reg }' "$out/sass.txt"
-    done
-  else
-    tail -3 "$out/log"; record "compile S1 --swap-weights --emit cubin" FAIL
-  fi
+  # The SASS mix of the block GEMMs at shape 1 (bench/sass_mix.py).
+  echo "== SASS of the block GEMMs, --swap-weights"
+  python3 bench/sass_mix.py --moe-run "$(command -v moe-run)" \
+    --kernel block_matmul -- --swap-weights ||
+    record "SASS S1 --swap-weights" FAIL
 fi
 if [ -z "${CHECKS_ONLY:-}" ]; then
   for shape in T=24576,H=1536,I=256,E=128,K=8,B=128 T=16384,H=4096,I=1536,E=128,K=8,B=128; do
