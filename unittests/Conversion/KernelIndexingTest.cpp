@@ -38,6 +38,10 @@ TEST(KernelIndexing, TransposedStoresLandWhereTheBoxesReadTheResult) {
   EXPECT_TRUE(transposedStoreIndexingAgrees());
 }
 
+TEST(KernelIndexing, PairTilesFindTheirExpertAndBlocks) {
+  EXPECT_TRUE(pairTileIndexingAgrees());
+}
+
 namespace {
 /// Plain integers for the index templates (MXGemmEmitter.h's IntOps is
 /// private to the kernel library).

@@ -102,6 +102,13 @@ struct IntOps {
   int64_t min(int64_t x, int64_t y) { return std::min(x, y); }
   int64_t addc(int64_t x, int64_t c) { return x + c; }
   int64_t xori(int64_t x, int64_t y) { return x ^ y; }
+  int64_t sub(int64_t x, int64_t y) { return x - y; }
+  bool ltc(int64_t x, int64_t c) { return x < c; }
+  bool lt(int64_t x, int64_t y) { return x < y; }
+  bool le(int64_t x, int64_t y) { return x <= y; }
+  bool both(bool x, bool y) { return x && y; }
+  int64_t select(bool c, int64_t x, int64_t y) { return c ? x : y; }
+  int64_t selectc(bool c, int64_t x, int64_t y) { return c ? x : y; }
 };
 
 /// The (M tile, N tile) at position `t` of a tilesM x tilesN tile order
@@ -611,6 +618,17 @@ private:
     }
     Value addc(Value x, int64_t c) { return e.add(x, e.cst(x.getType(), c)); }
     Value xori(Value x, Value y) { return e.xori(x, y); }
+    Value sub(Value x, Value y) { return e.sub(x, y); }
+    Value ltc(Value x, int64_t c) {
+      return e.cmp(arith::CmpIPredicate::ult, x, c);
+    }
+    Value lt(Value x, Value y) { return e.cmp(arith::CmpIPredicate::ult, x, y); }
+    Value le(Value x, Value y) { return e.cmp(arith::CmpIPredicate::ule, x, y); }
+    Value both(Value x, Value y) { return e.andi(x, y); }
+    Value select(Value c, Value x, Value y) { return e.select(c, x, y); }
+    Value selectc(Value c, Value x, int64_t y) {
+      return e.select(c, x, e.cst(x.getType(), y));
+    }
   };
   /// block_scale (MXGemmSm100.cpp): the 512-byte scale atoms of B per
   /// stage, and the tensor-memory columns the kernel allocates.

@@ -989,6 +989,81 @@ void KernelEmitter::decodeTile(Value w) {
                                     : mul(count, p.blockSize / cfg.tileK));
 }
 
+namespace {
+/// pairsBlocks: where pair `pair` (of every expert's blocks in pairs, an
+/// odd last one alone, expert after expert) is: its expert, the last one
+/// whose first pair is at most `pair` (one with pairs: an expert without
+/// any has the next one's first pair), by a branch-free binary search over
+/// the E first pairs; its first block; whether the expert has the block
+/// after it. `load(table, e)` reads emitExpertTable's row `table` (0: the
+/// blocks, 1: the first block, 2: the first pair). Written once for
+/// integers (pairTileIndexingAgrees) and IR values (decodePairTile).
+/// (One op per statement: the same op order from every compiler.)
+template <typename V, typename C> struct PairPlace {
+  V expert, block;
+  C second;
+};
+template <typename Ops, typename V, typename Load>
+auto pairPlace(Ops &o, V pair, V zero, int64_t E, Load load) {
+  V expert = zero;
+  for (int64_t step = llvm::PowerOf2Ceil(E) / 2; step >= 1; step /= 2) {
+    V probe = o.addc(expert, step);
+    auto inside = o.ltc(probe, E);
+    V at = o.selectc(inside, probe, E - 1);
+    V firstPair = load(2, at);
+    auto before = o.le(firstPair, pair);
+    auto take = o.both(inside, before);
+    expert = o.select(take, probe, expert);
+  }
+  V firstPair = load(2, expert);
+  V local = o.sub(pair, firstPair);
+  V twice = o.mul(local, 2);
+  V first = load(1, expert);
+  V block = o.add(first, twice);
+  V blocks = load(0, expert);
+  V next = o.addc(twice, 1);
+  auto second = o.lt(next, blocks);
+  return PairPlace<V, decltype(second)>{expert, block, second};
+}
+} // namespace
+
+bool moe::pairTileIndexingAgrees() {
+  IntOps o;
+  // Block counts of every expert (zeros among them, odd and even), each
+  // expert's pairs in order: pair q's place is the q-th of the list.
+  std::vector<std::vector<int64_t>> cases = {
+      {1}, {2}, {0, 3}, {3, 0, 0, 5, 1}, {0, 0, 0, 4}, {4, 0, 0, 0},
+      {9, 8, 7, 6, 5, 4, 3, 2, 1, 0}};
+  std::vector<int64_t> many;
+  for (int64_t e = 0; e < 300; ++e)
+    many.push_back((e * 7 + e / 3) % 10 * (e % 11 != 4));
+  cases.push_back(many);
+  for (const std::vector<int64_t> &counts : cases) {
+    int64_t E = counts.size();
+    std::vector<int64_t> table(3 * E);
+    std::vector<std::array<int64_t, 3>> places;
+    for (int64_t e = 0, block = 0; e < E; ++e) {
+      table[e] = counts[e];
+      table[E + e] = block;
+      table[2 * E + e] = places.size();
+      for (int64_t j = 0; j < counts[e]; j += 2)
+        places.push_back({e, block + j, j + 1 < counts[e]});
+      block += counts[e];
+    }
+    auto load = [&](int64_t row, int64_t e) {
+      assert(e >= 0 && e < E && "the search reads inside the table");
+      return table[row * E + e];
+    };
+    for (int64_t q = 0; q < static_cast<int64_t>(places.size()); ++q) {
+      auto got = pairPlace(o, q, int64_t(0), E, load);
+      if (got.expert != places[q][0] || got.block != places[q][1] ||
+          got.second != bool(places[q][2]))
+        return false;
+    }
+  }
+  return true;
+}
+
 void KernelEmitter::decodePairTile(Value w) {
   int64_t E = p.numExperts, tilesM = (p.m + cfg.tileM - 1) / cfg.tileM;
   // Row `table` of emitExpertTable's table, entry `e` (i32).
@@ -998,26 +1073,12 @@ void KernelEmitter::decodePairTile(Value w) {
   };
   Value pair = divu(w, tilesM);
   m0 = mul(remu(w, tilesM), cfg.tileM);
-  // The expert: the last one whose first pair is at most `pair` (one with
-  // pairs: an expert without any has the next one's first pair). A
-  // branch-free binary search over the E first pairs.
-  Value expert = i32(0);
-  for (int64_t step = llvm::PowerOf2Ceil(E) / 2; step >= 1; step /= 2) {
-    Value probe = add(expert, i32(step));
-    Value inside = cmp(arith::CmpIPredicate::ult, probe, i32(E));
-    Value at = select(inside, probe, i32(E - 1));
-    Value firstPair = load(2, at);
-    Value before = cmp(arith::CmpIPredicate::ule, firstPair, pair);
-    expert = select(andi(inside, before), probe, expert);
-  }
-  expertId = expert;
-  // Its pair `pair - firstPair`: blocks first + 2 (pair - firstPair) and
-  // the next, the second only while the expert has it.
-  Value local = sub(pair, load(2, expert));
-  Value block = add(load(1, expert), mul(local, 2));
-  Value blocks = load(0, expert);
-  secondBlock = cmp(arith::CmpIPredicate::ult, add(mul(local, 2), 1), blocks);
-  n0 = mul(block, p.blockSize);
+  assert(pairTileIndexingAgrees() && "pairsBlocks tile order");
+  IROps ops{*this};
+  auto place = pairPlace(ops, pair, i32(0), E, load);
+  expertId = place.expert;
+  secondBlock = place.second;
+  n0 = mul(place.block, p.blockSize);
   kBegin = idx(0);
   kTiles = idx((p.k + cfg.tileK - 1) / cfg.tileK);
 }

@@ -399,6 +399,12 @@ bool roundLhsIndexingAgrees();
 /// scalar store of a warp hits 32 different banks.
 bool transposedStoreIndexingAgrees();
 
+/// swap_operands of a block GEMM: the binary search of decodePairTile
+/// gives each pair of every expert's blocks (an odd last one alone) its
+/// expert, first block and second block, for expert block counts with
+/// zeros, odd and even counts and up to 300 experts.
+bool pairTileIndexingAgrees();
+
 /// Output tiles of the problem: M tiles x N tiles (x experts).
 int64_t numTiles(const MXGemmProblem &p, const MXGemmConfig &cfg);
 
