@@ -514,12 +514,17 @@ private:
   /// tiles that start at a token (integer atomics: the same table
   /// whatever the order).
   void emitExpertTable();
+  /// pairsBlocks: every thread of the CTA fills the shared table of each
+  /// expert's first block and first pair (16 bits each, entry E their
+  /// totals), counting the experts' blocks with integer atomics in the
+  /// tma_store buffers (the same table whatever the order).
+  void emitPairTable();
   /// Sets m0, n0, expertId, kBegin and kTiles of output tile `w` (i32):
   /// N fastest, then M, then the expert (pairsBlocks: decodePairTile).
   void decodeTile(Value w);
   /// pairsBlocks: tile w is M tile w % tilesM of pair w / tilesM, the
   /// pairs of each expert's blocks in order, expert after expert (the
-  /// table of emitExpertTable; the expert by a binary search of the first
+  /// table of emitPairTable; the expert by a binary search of the first
   /// pairs). Sets m0, n0 (the pair's first slot), expertId, secondBlock,
   /// and the whole K range.
   void decodePairTile(Value w);

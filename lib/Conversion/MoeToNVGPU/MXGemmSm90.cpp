@@ -839,10 +839,8 @@ Value KernelEmitter::resultBase() {
 void KernelEmitter::emitExpertTable() {
   // counts[e] at counters + 4 e, first[e] at counters + 4 (E + e), and
   // with skipPadding the K tiles that start at a token at counters +
-  // 4 (2 E + e) (pairsBlocks: the first pairs there instead, and the
-  // number of pairs at counters + 12 E).
+  // 4 (2 E + e).
   int64_t E = p.numExperts;
-  bool countTokenTiles = p.skipPadding && !p.pairsBlocks();
   auto entry = [&](int64_t table, Value e) {
     return smemPtr(smemAddr(add(i64(lay.counters + 4 * table * E),
                                 mul(indexToI64(e), 4))));
@@ -856,7 +854,7 @@ void KernelEmitter::emitExpertTable() {
   };
   strided(E, [&](Value e) {
     LLVM::StoreOp::create(b, loc, i32(0), entry(0, e), 4);
-    if (countTokenTiles)
+    if (p.skipPadding)
       LLVM::StoreOp::create(b, loc, i32(0), entry(2, e), 4);
   });
   gpu::BarrierOp::create(b, loc);
@@ -872,7 +870,7 @@ void KernelEmitter::emitExpertTable() {
     LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
                               entry(0, i32ToIndex(owner)), i32(1),
                               LLVM::AtomicOrdering::monotonic);
-    if (countTokenTiles) {
+    if (p.skipPadding) {
       Value tiles = tokenTiles(indexToI64(block));
       Value at = entry(2, i32ToIndex(owner));
       LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, at, tiles,
@@ -891,31 +889,59 @@ void KernelEmitter::emitExpertTable() {
       scf::YieldOp::create(b, loc, add(sum.getRegionIterArg(0), count));
     }
     LLVM::StoreOp::create(b, loc, sum.getResult(0), entry(1, e), 4);
-    if (!p.pairsBlocks())
-      return;
-    // pairsBlocks: the first pair of e, the pairs of the experts below it
-    // (each expert's blocks in pairs, an odd last one alone), and after
-    // the last expert's the number of pairs.
-    auto pairs = scf::ForOp::create(b, loc, idx(0), e, idx(1),
-                                    ValueRange{i32(0)});
+  });
+  gpu::BarrierOp::create(b, loc);
+}
+
+void KernelEmitter::emitPairTable() {
+  int64_t E = p.numExperts;
+  auto strided = [&](int64_t count, function_ref<void(Value)> body) {
+    auto loop = scf::ForOp::create(b, loc, i32ToIndex(tid), idx(count),
+                                   idx(cfg.threads()));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    body(loop.getInductionVar());
+  };
+  // Each expert's blocks, counted in the tma_store buffers (no epilogue
+  // has used them yet).
+  auto count = [&](Value e) {
+    return smemPtr(smemAddr(add(i64(lay.store), mul(indexToI64(e), 4))));
+  };
+  strided(E, [&](Value e) { LLVM::StoreOp::create(b, loc, i32(0), count(e), 4); });
+  gpu::BarrierOp::create(b, loc);
+  // Blocks come grouped by expert in increasing order (the runtime checks
+  // the routing before a launch); an owner outside [0, E) counts nowhere.
+  strided(p.numBlocks, [&](Value block) {
+    Value owner = loadGlobal(
+        i32T, globalElement(i32T, blockToExpert, indexToI64(block)), 4);
+    Value valid = cmp(arith::CmpIPredicate::ult, owner, E);
+    auto ifOp = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
+                              count(i32ToIndex(owner)), i32(1),
+                              LLVM::AtomicOrdering::monotonic);
+  });
+  gpu::BarrierOp::create(b, loc);
+  // Entry e (e = E: the totals): the blocks and the pairs of the experts
+  // below e (each expert's blocks in pairs, an odd last one alone), 16
+  // bits each (fitsMXGemm: fewer than 2^16 blocks).
+  strided(E + 1, [&](Value e) {
+    auto sum = scf::ForOp::create(b, loc, idx(0), e, idx(1),
+                                  ValueRange{i32(0), i32(0)});
     {
       OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(pairs.getBody());
-      Value count =
-          LLVM::LoadOp::create(b, loc, i32T, entry(0, pairs.getInductionVar()),
-                               4);
-      Value own = divu(add(count, 1), 2);
-      scf::YieldOp::create(b, loc, add(pairs.getRegionIterArg(0), own));
+      b.setInsertionPointToStart(sum.getBody());
+      Value blocks =
+          LLVM::LoadOp::create(b, loc, i32T, count(sum.getInductionVar()), 4);
+      Value pairs = divu(add(blocks, 1), 2);
+      scf::YieldOp::create(b, loc,
+                           ValueRange{add(sum.getRegionIterArg(0), blocks),
+                                      add(sum.getRegionIterArg(1), pairs)});
     }
-    Value firstPair = pairs.getResult(0);
-    LLVM::StoreOp::create(b, loc, firstPair, entry(2, e), 4);
-    auto last = scf::IfOp::create(b, loc, eq(indexToI32(e), E - 1),
-                                  /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(last.thenBlock());
-    Value count = LLVM::LoadOp::create(b, loc, i32T, entry(0, e), 4);
-    LLVM::StoreOp::create(b, loc, add(firstPair, divu(add(count, 1), 2)),
-                          entry(3, idx(0)), 4);
+    Value word = ori(sum.getResult(0), shl(sum.getResult(1), 16));
+    Value at = smemPtr(smemAddr(add(i64(lay.counters), mul(indexToI64(e), 4))));
+    LLVM::StoreOp::create(b, loc, word, at, 4);
   });
   gpu::BarrierOp::create(b, loc);
 }
@@ -995,8 +1021,8 @@ namespace {
 /// whose first pair is at most `pair` (one with pairs: an expert without
 /// any has the next one's first pair), by a branch-free binary search over
 /// the E first pairs; its first block; whether the expert has the block
-/// after it. `load(table, e)` reads emitExpertTable's row `table` (0: the
-/// blocks, 1: the first block, 2: the first pair). Written once for
+/// after it. `load(table, e)` reads expert e's blocks (table 0), first
+/// block (1) or first pair (2) (emitPairTable's). Written once for
 /// integers (pairTileIndexingAgrees) and IR values (decodePairTile).
 /// (One op per statement: the same op order from every compiler.)
 template <typename V, typename C> struct PairPlace {
@@ -1066,10 +1092,21 @@ bool moe::pairTileIndexingAgrees() {
 
 void KernelEmitter::decodePairTile(Value w) {
   int64_t E = p.numExperts, tilesM = (p.m + cfg.tileM - 1) / cfg.tileM;
-  // Row `table` of emitExpertTable's table, entry `e` (i32).
-  auto load = [&](int64_t table, Value e) -> Value {
-    Value at = add(mul(toI64(e), 4), i64(lay.counters + 4 * table * E));
+  // emitPairTable's entry e (i32): the blocks and pairs below expert e.
+  auto word = [&](Value e) -> Value {
+    Value at = add(mul(toI64(e), 4), i64(lay.counters));
     return LLVM::LoadOp::create(b, loc, i32T, smemPtr(smemAddr(at)), 4);
+  };
+  // Row `table` of pairPlace's table: e's blocks (the next entry's first
+  // block less its own), first block or first pair.
+  auto load = [&](int64_t table, Value e) -> Value {
+    Value first = andi(word(e), 0xFFFF);
+    if (table == 1)
+      return first;
+    if (table == 2)
+      return shru(word(e), 16);
+    Value next = andi(word(add(e, 1)), 0xFFFF);
+    return sub(next, first);
   };
   Value pair = divu(w, tilesM);
   m0 = mul(remu(w, tilesM), cfg.tileM);
@@ -1086,10 +1123,10 @@ void KernelEmitter::decodePairTile(Value w) {
 Value KernelEmitter::tileCountValue() {
   if (!p.pairsBlocks())
     return i32(numTiles(p, cfg));
-  // The pairs of every expert, times the M tiles.
-  Value at = i64(lay.counters + 4 * 3 * p.numExperts);
-  Value pairs = LLVM::LoadOp::create(b, loc, i32T, smemPtr(smemAddr(at)), 4);
-  return mul(pairs, (p.m + cfg.tileM - 1) / cfg.tileM);
+  // The pairs of every expert (emitPairTable's totals), times the M tiles.
+  Value at = i64(lay.counters + 4 * p.numExperts);
+  Value total = LLVM::LoadOp::create(b, loc, i32T, smemPtr(smemAddr(at)), 4);
+  return mul(shru(total, 16), (p.m + cfg.tileM - 1) / cfg.tileM);
 }
 
 void KernelEmitter::publishTile(Value j, Value w) {
@@ -3351,7 +3388,9 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
     syncCluster();
   if (!cfg.persistent)
     emitContractionRange();
-  else if (p.kind == MXGemmKind::Expert || p.pairsBlocks())
+  else if (p.pairsBlocks())
+    emitPairTable();
+  else if (p.kind == MXGemmKind::Expert)
     emitExpertTable();
 
   // setmaxnreg moves registers between the roles; the entry cap is the
@@ -3549,13 +3588,18 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
        cfg.tileN != 2 * problem.blockSize || !cfg.roundLhs ||
        !problem.roundLhs || problem.k % cfg.tileK || cfg.rhsNMajor ||
        cfg.rhsCodes || cfg.lhsCodes || cfg.lhsGather || cfg.roundRhs ||
-       cfg.producerWarpgroups != 1)) {
+       cfg.producerWarpgroups != 1 || !cfg.tmaStore ||
+       problem.numBlocks >= (int64_t(1) << 16) ||
+       4 * problem.numExperts >
+           cfg.consumerWarpgroups * cfg.tmaStore * cfg.mmaM *
+               cfg.storeRowBytes())) {
     os << "a block GEMM's transposed product needs the bf16-operands MMA "
           "path, tile N two blocks of "
        << problem.blockSize
        << " slots, a bf16 weight MX-rounded along K by round_lhs, K a "
-          "multiple of the tile K, a K-major rhs, one producer warpgroup "
-          "and no codes, lhs_gather or round_rhs, got tile N "
+          "multiple of the tile K, a K-major rhs, one producer warpgroup, "
+          "tma_store buffers for its experts' counts, fewer than 65536 "
+          "blocks and no codes, lhs_gather or round_rhs, got tile N "
        << cfg.tileN << " and K = " << problem.k;
     return why;
   }

@@ -46,7 +46,7 @@
 
 // A block GEMM's transposed product reads its slot rows K-major, and
 // this config has the expert GEMM's N-major rhs.
-// BLOCK: error: 'moe.block_matmul' op a block GEMM's transposed product needs the bf16-operands MMA path, tile N two blocks of 128 slots, a bf16 weight MX-rounded along K by round_lhs, K a multiple of the tile K, a K-major rhs, one producer warpgroup and no codes, lhs_gather or round_rhs, got tile N 256 and K = 256
+// BLOCK: error: 'moe.block_matmul' op a block GEMM's transposed product needs the bf16-operands MMA path, tile N two blocks of 128 slots, a bf16 weight MX-rounded along K by round_lhs, K a multiple of the tile K, a K-major rhs, one producer warpgroup, tma_store buffers for its experts' counts, fewer than 65536 blocks and no codes, lhs_gather or round_rhs, got tile N 256 and K = 256
 
 // PTX-LABEL:   .entry expert_matmul_10(
 // PTX:         ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16

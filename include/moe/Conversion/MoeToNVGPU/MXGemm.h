@@ -162,11 +162,11 @@ struct MXGemmProblem {
   }
   /// Bytes of a persistent kernel's shared table: an Expert kernel's
   /// block count and first block of each expert, and with skipPadding its
-  /// K tiles; a pairsBlocks kernel's block count, first block and first
-  /// pair of each expert, and the number of pairs.
+  /// K tiles; a pairsBlocks kernel's first block and first pair of each
+  /// expert and their totals, 16 bits each.
   int64_t expertTableBytes() const {
     if (pairsBlocks())
-      return 12 * numExperts + 4;
+      return 4 * (numExperts + 1);
     return kind == MXGemmKind::Expert ? (skipPadding ? 12 : 8) * numExperts
                                       : 0;
   }
