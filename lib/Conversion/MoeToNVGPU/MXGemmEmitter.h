@@ -627,8 +627,12 @@ private:
     Value ltc(Value x, int64_t c) {
       return e.cmp(arith::CmpIPredicate::ult, x, c);
     }
-    Value lt(Value x, Value y) { return e.cmp(arith::CmpIPredicate::ult, x, y); }
-    Value le(Value x, Value y) { return e.cmp(arith::CmpIPredicate::ule, x, y); }
+    Value lt(Value x, Value y) {
+      return e.cmp(arith::CmpIPredicate::ult, x, y);
+    }
+    Value le(Value x, Value y) {
+      return e.cmp(arith::CmpIPredicate::ule, x, y);
+    }
     Value both(Value x, Value y) { return e.andi(x, y); }
     Value select(Value c, Value x, Value y) { return e.select(c, x, y); }
     Value selectc(Value c, Value x, int64_t y) {

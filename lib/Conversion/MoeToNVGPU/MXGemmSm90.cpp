@@ -323,9 +323,9 @@ void KernelEmitter::loadTile(Value t, Value s) {
               cfg.tileM, maskA, predA);
   } else {
     Value va = memref::ViewOp::create(b, loc, tileAT, smem, stageA, {});
-    nvgpu::TmaAsyncLoadOp::create(b, loc, va, bars, tmapA,
-                                  ValueRange{kk, i32ToIndex(rowA0 ? rowA0 : m0)},
-                                  s, maskA, predA);
+    nvgpu::TmaAsyncLoadOp::create(
+        b, loc, va, bars, tmapA, ValueRange{kk, i32ToIndex(rowA0 ? rowA0 : m0)},
+        s, maskA, predA);
   }
   if (cfg.lhsCodes) {
     // The scale bytes of K tile kt of rows m0 .. m0 + tileM - 1: 16-byte
@@ -384,8 +384,7 @@ void KernelEmitter::loadGatherTokens() {
 }
 
 void KernelEmitter::gatherLhsStage(Value t, Value s) {
-  copyTokenRows(t, s, lay.a, cfg.tileM, gatherTokens, lhsRows,
-                p.lhsGatherRows);
+  copyTokenRows(t, s, lay.a, cfg.tileM, gatherTokens, lhsRows, p.lhsGatherRows);
 }
 
 void KernelEmitter::gatherRhsStage(Value t, Value s) {
@@ -400,8 +399,7 @@ void KernelEmitter::gatherRhsStage(Value t, Value s) {
     bool second = i * rowStep >= p.blockSize;
     if (second)
       slot = arith::MinUIOp::create(b, loc, slot, i32(p.n - 1));
-    Value token = loadGlobal(i32T, globalElement(i32T, tokens, toI64(slot)),
-                             4);
+    Value token = loadGlobal(i32T, globalElement(i32T, tokens, toI64(slot)), 4);
     if (second)
       token = select(secondBlock, token, i32(-1));
     ids.push_back(token);
@@ -905,9 +903,10 @@ void KernelEmitter::emitPairTable() {
   // Each expert's blocks, counted in the tma_store buffers (no epilogue
   // has used them yet).
   auto count = [&](Value e) {
-    return smemPtr(smemAddr(add(i64(lay.store), mul(indexToI64(e), 4))));
+    return smemPtr(smemAddr(add(mul(indexToI64(e), 4), lay.store)));
   };
-  strided(E, [&](Value e) { LLVM::StoreOp::create(b, loc, i32(0), count(e), 4); });
+  strided(E,
+          [&](Value e) { LLVM::StoreOp::create(b, loc, i32(0), count(e), 4); });
   gpu::BarrierOp::create(b, loc);
   // Blocks come grouped by expert in increasing order (the runtime checks
   // the routing before a launch); an owner outside [0, E) counts nowhere.
@@ -940,7 +939,7 @@ void KernelEmitter::emitPairTable() {
                                       add(sum.getRegionIterArg(1), pairs)});
     }
     Value word = ori(sum.getResult(0), shl(sum.getResult(1), 16));
-    Value at = smemPtr(smemAddr(add(i64(lay.counters), mul(indexToI64(e), 4))));
+    Value at = smemPtr(smemAddr(add(mul(indexToI64(e), 4), lay.counters)));
     LLVM::StoreOp::create(b, loc, word, at, 4);
   });
   gpu::BarrierOp::create(b, loc);
@@ -1057,9 +1056,13 @@ bool moe::pairTileIndexingAgrees() {
   IntOps o;
   // Block counts of every expert (zeros among them, odd and even), each
   // expert's pairs in order: pair q's place is the q-th of the list.
-  std::vector<std::vector<int64_t>> cases = {
-      {1}, {2}, {0, 3}, {3, 0, 0, 5, 1}, {0, 0, 0, 4}, {4, 0, 0, 0},
-      {9, 8, 7, 6, 5, 4, 3, 2, 1, 0}};
+  std::vector<std::vector<int64_t>> cases = {{1},
+                                             {2},
+                                             {0, 3},
+                                             {3, 0, 0, 5, 1},
+                                             {0, 0, 0, 4},
+                                             {4, 0, 0, 0},
+                                             {9, 8, 7, 6, 5, 4, 3, 2, 1, 0}};
   std::vector<int64_t> many;
   for (int64_t e = 0; e < 300; ++e)
     many.push_back((e * 7 + e / 3) % 10 * (e % 11 != 4));
@@ -1094,7 +1097,7 @@ void KernelEmitter::decodePairTile(Value w) {
   int64_t E = p.numExperts, tilesM = (p.m + cfg.tileM - 1) / cfg.tileM;
   // emitPairTable's entry e (i32): the blocks and pairs below expert e.
   auto word = [&](Value e) -> Value {
-    Value at = add(mul(toI64(e), 4), i64(lay.counters));
+    Value at = add(mul(toI64(e), 4), lay.counters);
     return LLVM::LoadOp::create(b, loc, i32T, smemPtr(smemAddr(at)), 4);
   };
   // Row `table` of pairPlace's table: e's blocks (the next entry's first
@@ -1672,8 +1675,9 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
          "swap_operands: 32-column chunks of 64-row MMAs, a block's bias");
   // The op's result is [E, N, M] ([N, M] of a block GEMM, whose N are
   // slots): chunk c is its rows n0 + 32 c .. + 31 by the warpgroup's 64
-  // columns, two 128B-swizzled boxes of 32 rows x 32 f32. Thread (g, q) of warp w holds columns 16 w + g and + 8 (box w / 2)
-  // of rows 8 jj + 2 q and + 1. One scalar store (jj, r, e) of the warp
+  // columns, two 128B-swizzled boxes of 32 rows x 32 f32. Thread (g, q) of
+  // warp w holds columns 16 w + g and + 8 (box w / 2) of rows 8 jj + 2 q
+  // and + 1. One scalar store (jj, r, e) of the warp
   // writes rows 2 q + e (swizzle phases e, e + 2, e + 4, e + 6) of 8
   // consecutive f32 (units u, u + 1, u even): 8 distinct 16-byte units,
   // conflict-free.
@@ -1703,8 +1707,9 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
       Value row = add(colCoord, add(r0, i32(8 * r)));
       Value inside = cmp(arith::CmpIPredicate::ult, row, i32(p.m));
       Value at = toI64(select(inside, row, i32(0)));
-      Value value = loadGlobal(p.biasType, globalElement(p.biasType, biasRow, at),
-                               p.biasType == f32T ? 4 : 2);
+      Value value =
+          loadGlobal(p.biasType, globalElement(p.biasType, biasRow, at),
+                     p.biasType == f32T ? 4 : 2);
       if (p.biasType != f32T)
         value = LLVM::FPExtOp::create(b, loc, f32T, value);
       biasOfRow[r] = value;
@@ -1736,8 +1741,8 @@ void KernelEmitter::storeAccumulatorTmaTransposed(Value acc,
         if (!p.pairsBlocks())
           coords.push_back(expertId);
         NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
-            b, loc, tmapC, smemPtr(smemAddr(add(buffer, h * boxBytes))),
-            coords, /*l2CacheHint=*/streamPolicy, NVVM::TMAStoreMode::TILE,
+            b, loc, tmapC, smemPtr(smemAddr(add(buffer, h * boxBytes))), coords,
+            /*l2CacheHint=*/streamPolicy, NVVM::TMAStoreMode::TILE,
             /*predicate=*/c < chunksPerBlock ? Value() : secondBlock);
       }
       NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
@@ -2476,8 +2481,13 @@ V roundLhsChunk(Ops &o, V lane, V warp) {
 // rows 8 (j % 2) .. + 7 of warp w's 16 rows of the warpgroup's 64, 16-byte
 // chunk 2 i + j / 2 (8 K columns) of k16 step i.
 template <typename Ops, typename V> V roundLhsKRow(Ops &o, V lane, V warp) {
-  return o.add(o.add(o.mul(warp, 16), o.rem(lane, 8)),
-               o.mul(o.rem(o.div(lane, 8), 2), 8));
+  V warpRows = o.mul(warp, 16);
+  V inMatrix = o.rem(lane, 8);
+  V matrix = o.div(lane, 8);
+  V half = o.rem(matrix, 2);
+  V halfRows = o.mul(half, 8);
+  V rows = o.add(warpRows, inMatrix);
+  return o.add(rows, halfRows);
 }
 template <typename Ops, typename V> V roundLhsKChunk(Ops &o, V lane) {
   return o.div(lane, 16);
@@ -2565,13 +2575,17 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
   if (cfg.lhsMMajor) {
     Value slotRow = roundLhsSlotRow(ops, lane);
     Value chunk = roundLhsChunk(ops, lane, warp);
-    Value laneOff = toI64(add(mul(slotRow, kSwizzleBytes),
-                              mul(xori(chunk, remu(slotRow, 8)), 16)));
+    Value rowBytes = mul(slotRow, kSwizzleBytes);
+    Value unit = xori(chunk, remu(slotRow, 8));
+    Value laneOff = toI64(add(rowBytes, mul(unit, 16)));
     for (int64_t i = 0; i < 4; ++i)
       stepOffsets.push_back(add(laneOff, i * 16 * kSwizzleBytes));
   } else {
+    // (One op per statement: the same op order from every compiler.)
     Value row = roundLhsKRow(ops, lane, warp);
-    Value unit0 = xori(roundLhsKChunk(ops, lane), remu(row, 8));
+    Value chunk = roundLhsKChunk(ops, lane);
+    Value phase = remu(row, 8);
+    Value unit0 = xori(chunk, phase);
     Value rowOff = toI64(mul(row, kSwizzleBytes));
     for (int64_t i = 0; i < 4; ++i) {
       Value unit = xori(unit0, i32(2 * i));
@@ -2597,8 +2611,7 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
     // All four k16 steps' loads first.
     SmallVector<Value> regs;
     for (int64_t i = 0; i < 4; ++i) {
-      Value at =
-          smemAddr(add(add(boxes, i64(m * stepBytes)), stepOffsets[i]));
+      Value at = smemAddr(add(add(boxes, i64(m * stepBytes)), stepOffsets[i]));
       Value frag = NVVM::LdMatrixOp::create(
           b, loc, fragT, smemPtr(at), b.getI32IntegerAttr(4),
           NVVM::MMALayoutAttr::get(ctx, cfg.lhsMMajor ? NVVM::MMALayout::col
@@ -3590,9 +3603,8 @@ static std::string whyNotMXGemm(const MXGemmProblem &problem,
        cfg.rhsCodes || cfg.lhsCodes || cfg.lhsGather || cfg.roundRhs ||
        cfg.producerWarpgroups != 1 || !cfg.tmaStore ||
        problem.numBlocks >= (int64_t(1) << 16) ||
-       4 * problem.numExperts >
-           cfg.consumerWarpgroups * cfg.tmaStore * cfg.mmaM *
-               cfg.storeRowBytes())) {
+       4 * problem.numExperts > cfg.consumerWarpgroups * cfg.tmaStore *
+                                    cfg.mmaM * cfg.storeRowBytes())) {
     os << "a block GEMM's transposed product needs the bf16-operands MMA "
           "path, tile N two blocks of "
        << problem.blockSize

@@ -957,10 +957,9 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   op->getResult(0).replaceAllUsesWith(result);
   // (The activation backward's problem is the op's, not its transposed
   // product's.)
-  if (actOperands &&
-      failed(lowerActBwdOperands(
-          op, getMXGemmProblem(op, MXMmaPath::Bf16Operands), *actOperands,
-          *group)))
+  if (actOperands && failed(lowerActBwdOperands(
+                         op, getMXGemmProblem(op, MXMmaPath::Bf16Operands),
+                         *actOperands, *group)))
     return failure();
   op->erase();
   return success();
@@ -1251,12 +1250,12 @@ struct ConvertMoeToNVGPUPass
           return signalPassFailure();
         }
       } else {
-        config = selectGemmConfig(
-            op, choice->target, choice->preferred,
-            {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-             activationEpilogue, lhsGather, roundLhs, roundRhs, swapRoundedRhs,
-             tmaStore, swapWeights},
-            groupOf.lookup(op));
+        config =
+            selectGemmConfig(op, choice->target, choice->preferred,
+                             {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
+                              activationEpilogue, lhsGather, roundLhs, roundRhs,
+                              swapRoundedRhs, tmaStore, swapWeights},
+                             groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
           return signalPassFailure();

@@ -28,18 +28,16 @@ using namespace mlir::moe;
 /// each present when set,
 /// and `, ctas_per_sm = N`, `, cluster_n = N`, `, raster_m = N`,
 /// `, tma_store = N` and `, store_columns = N`, in any order.
-static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
-                                   bool &lhsMMajor, bool &persistent,
-                                   int64_t &ctasPerSm, bool &pingpong,
-                                   int64_t &clusterN, int64_t &rasterM,
-                                   bool &evictFirstOutputs, bool &rhsCodes,
-                                   bool &lhsCodes, bool &lhsGather,
-                                   bool &roundLhs, bool &roundRhs,
-                                   bool &swapOperands, bool &rhsGather,
-                                   int64_t &tmaStore, int64_t &storeColumns) {
-  rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs =
-      rhsCodes = lhsCodes = lhsGather = roundLhs = roundRhs = swapOperands =
-          rhsGather = false;
+static ParseResult
+parseKernelFlags(AsmParser &parser, bool &rhsNMajor, bool &lhsMMajor,
+                 bool &persistent, int64_t &ctasPerSm, bool &pingpong,
+                 int64_t &clusterN, int64_t &rasterM, bool &evictFirstOutputs,
+                 bool &rhsCodes, bool &lhsCodes, bool &lhsGather,
+                 bool &roundLhs, bool &roundRhs, bool &swapOperands,
+                 bool &rhsGather, int64_t &tmaStore, int64_t &storeColumns) {
+  rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs = rhsCodes =
+      lhsCodes = lhsGather = roundLhs = roundRhs = swapOperands = rhsGather =
+          false;
   ctasPerSm = clusterN = rasterM = 1;
   tmaStore = 0;
   storeColumns = 32;
@@ -59,10 +57,10 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
         return failure();
       continue;
     }
-    bool *flag = key == "rhs_n_major"   ? &rhsNMajor
-                 : key == "lhs_m_major" ? &lhsMMajor
-                 : key == "persistent"  ? &persistent
-                 : key == "pingpong"    ? &pingpong
+    bool *flag = key == "rhs_n_major"           ? &rhsNMajor
+                 : key == "lhs_m_major"         ? &lhsMMajor
+                 : key == "persistent"          ? &persistent
+                 : key == "pingpong"            ? &pingpong
                  : key == "evict_first_outputs" ? &evictFirstOutputs
                  : key == "rhs_codes"           ? &rhsCodes
                  : key == "lhs_codes"           ? &lhsCodes
@@ -90,14 +88,12 @@ static ParseResult parseKernelFlags(AsmParser &parser, bool &rhsNMajor,
 }
 
 static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
-                             bool lhsMMajor, bool persistent,
-                             int64_t ctasPerSm, bool pingpong,
-                             int64_t clusterN, int64_t rasterM,
+                             bool lhsMMajor, bool persistent, int64_t ctasPerSm,
+                             bool pingpong, int64_t clusterN, int64_t rasterM,
                              bool evictFirstOutputs, bool rhsCodes,
                              bool lhsCodes, bool lhsGather, bool roundLhs,
-                             bool roundRhs, bool swapOperands,
-                             bool rhsGather, int64_t tmaStore,
-                             int64_t storeColumns) {
+                             bool roundRhs, bool swapOperands, bool rhsGather,
+                             int64_t tmaStore, int64_t storeColumns) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -255,18 +251,15 @@ verifyPositiveList(function_ref<InFlightDiagnostic()> emitError, StringRef name,
   return diag << "]";
 }
 
-LogicalResult
-GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                       MXMmaPath mma, ArrayRef<int64_t> tile,
-                       ArrayRef<int64_t> mmaShape, int64_t stages,
-                       int64_t dequantStages, ArrayRef<int64_t> warpgroups,
-                       ArrayRef<int64_t> registers, bool rhsNMajor,
-                       bool lhsMMajor, bool persistent, int64_t ctasPerSm,
-                       bool pingpong, int64_t clusterN, int64_t rasterM,
-                       bool evictFirstOutputs, bool rhsCodes,
-                       bool lhsCodes, bool lhsGather, bool roundLhs,
-                       bool roundRhs, bool swapOperands, bool rhsGather,
-                       int64_t tmaStore, int64_t storeColumns) {
+LogicalResult GemmConfigAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, MXMmaPath mma,
+    ArrayRef<int64_t> tile, ArrayRef<int64_t> mmaShape, int64_t stages,
+    int64_t dequantStages, ArrayRef<int64_t> warpgroups,
+    ArrayRef<int64_t> registers, bool rhsNMajor, bool lhsMMajor,
+    bool persistent, int64_t ctasPerSm, bool pingpong, int64_t clusterN,
+    int64_t rasterM, bool evictFirstOutputs, bool rhsCodes, bool lhsCodes,
+    bool lhsGather, bool roundLhs, bool roundRhs, bool swapOperands,
+    bool rhsGather, int64_t tmaStore, int64_t storeColumns) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -384,9 +377,9 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   // K-major lhs of a block GEMM.
   // (A K-major lhs is the weight of a block GEMM's transposed product,
   // swap_operands: ldmatrix without .trans gives the same fragments.)
-  if (roundLhs && (mma != MXMmaPath::Bf16Operands ||
-                   (!lhsMMajor && !swapOperands) || !persistent ||
-                   pingpong || lhsCodes || lhsGather))
+  if (roundLhs &&
+      (mma != MXMmaPath::Bf16Operands || (!lhsMMajor && !swapOperands) ||
+       !persistent || pingpong || lhsCodes || lhsGather))
     return emitError() << "round_lhs needs the bf16_operands MMA path, an "
                           "M-major lhs (or swap_operands), a persistent "
                           "kernel without pingpong, no lhs_codes and no "
@@ -400,10 +393,9 @@ GemmConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   // as stored (an M-major lhs, an N-major rhs); of a block GEMM, the
   // weight as the lhs and the slot rows as a K-major rhs. The result tile
   // is staged through shared memory by rows of the op's result.
-  if (swapOperands && (mma != MXMmaPath::Bf16Operands ||
-                       (rhsNMajor && !lhsMMajor) || !persistent ||
-                       !tmaStore || storeColumns != 32 ||
-                       mmaShape[0] != 64))
+  if (swapOperands &&
+      (mma != MXMmaPath::Bf16Operands || (rhsNMajor && !lhsMMajor) ||
+       !persistent || !tmaStore || storeColumns != 32 || mmaShape[0] != 64))
     return emitError() << "swap_operands needs the bf16_operands MMA path, "
                           "an M-major lhs beside an N-major rhs, a "
                           "persistent kernel with tma_store of 32 columns "
