@@ -68,6 +68,14 @@
 #              its consumers') against the
 #              default (operand kernels write the rounded slot rows):
 #              bitwise equal on eight layers, memcheck and racecheck
+#   swap-weights  --swap-weights (#moe.gemm_config swap_operands on the
+#              block GEMMs: the raw weight rounded along K in the consumers'
+#              registers, the tiles pairs of blocks of one expert): against
+#              R_mx on eight layers (moe-run's check), two runs bit for bit
+#              on each, memcheck and racecheck
+#   swap-weights-ncu  at reference shapes 1 and 2 the ncu time of every
+#              kernel, default and --swap-weights (SWAP_SHAPES picks the
+#              shapes)
 #   tma-store  the default (tma_store) bit for bit against --register-stores
 #              on eight layers (partial tiles, biases, checkpoints), and
 #              memcheck and racecheck of two layers
@@ -635,6 +643,24 @@ if want round-operands; then
         --target=sm90a $flag --layer "$partial" --empty-experts 3 --check none
     done
   done
+fi
+if want swap-weights; then
+  # The block GEMMs' transposed products sum the same products of the same
+  # MX values, transposed: within R_mx's tolerance (bitwise equality with
+  # the default is not claimed), and deterministic.
+  for layer in "${lhs_layers[@]}" T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt; do
+    run "sm90a --swap-weights $layer" timeout 300 moe-run --target=sm90a \
+      --swap-weights --layer "$layer" --empty-experts 1 --outputs "$out/single"
+    run "sm90a --swap-weights again $layer" timeout 300 moe-run \
+      --target=sm90a --swap-weights --layer "$layer" --empty-experts 1 \
+      --check none --outputs "$out/both"
+    compare "$out/single" "$out/both" "--swap-weights two runs, bitwise: $layer"
+    rm -rf "$out/single" "$out/both"
+  done
+  sanitize_with --swap-weights
+fi
+if want swap-weights-ncu; then
+  ncu_against --swap-weights "${SWAP_SHAPES:-}"
 fi
 if want tma-store; then
   # The f32 result tile staged through shared memory and stored by TMA
