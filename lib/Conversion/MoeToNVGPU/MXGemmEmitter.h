@@ -686,8 +686,10 @@ private:
   /// One bf16 wgmma m64nNk16 with A from the 4 b32 registers `a` and B
   /// from shared memory (descriptor `descB`, N-major when `transB`):
   /// inline PTX, as the NVVM op takes only descriptors.
+  /// `startAt` (i1, or null): start the accumulator (scale-d 0) where it
+  /// holds, known at run time (`accumulate` is then ignored).
   Value wgmmaRegisterA(Value acc, ArrayRef<Value> a, Value descB,
-                       bool accumulate, bool transB);
+                       bool accumulate, bool transB, Value startAt = Value());
   void storeAccumulator(Value acc, Value rowInTile, Value quad);
   /// tma_store: the consumer thread's accumulator of its warpgroup's mmaM
   /// rows staged through shared memory chunk by chunk, each chunk stored

@@ -2750,7 +2750,8 @@ SmallVector<SmallVector<Value>> KernelEmitter::roundLhsStage(Value boxes) {
 }
 
 Value KernelEmitter::wgmmaRegisterA(Value acc, ArrayRef<Value> a, Value descB,
-                                    bool accumulate, bool transB) {
+                                    bool accumulate, bool transB,
+                                    Value startAt) {
   int64_t n = accLen();
   SmallVector<Value> operands;
   std::string constraints, text;
@@ -2762,11 +2763,18 @@ Value KernelEmitter::wgmmaRegisterA(Value acc, ArrayRef<Value> a, Value descB,
   for (int64_t i = 0; i < n; ++i)
     constraints += "," + std::to_string(i);
   operands.append(a.begin(), a.end());
-  constraints += ",r,r,r,r,l,n";
+  // (startAt: scale-d 0 where it holds, from a register.)
+  constraints += startAt ? ",r,r,r,r,l,r" : ",r,r,r,r,l,n";
   operands.push_back(descB);
-  operands.push_back(i32(accumulate ? 1 : 0));
+  if (startAt) {
+    Value start = arith::ExtUIOp::create(b, loc, i32T, startAt);
+    Value one = i32(1);
+    operands.push_back(arith::XOrIOp::create(b, loc, start, one));
+  } else {
+    operands.push_back(i32(accumulate ? 1 : 0));
+  }
   // The accumulators tied to themselves, then a0..a3, the descriptor and
-  // scale-d (a predicate, set from the immediate).
+  // scale-d (a predicate, set from the immediate or register).
   os << "{\n.reg .pred p;\nsetp.ne.b32 p, $" << 2 * n + 5
      << ", 0;\nwgmma.mma_async.sync.aligned.m64n" << cfg.mmaN
      << "k16.f32.bf16.bf16 {";
@@ -2986,7 +2994,10 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   // The `panels` panels x 4 k16 steps of K tile t into the accumulators
   // (one per M step); the first wgmma of the first tile starts each
   // (scale-d = 0).
-  auto tile = [&](Value t, SmallVector<Value> accs, bool first) {
+  // `firstAt` (register-A mainloops, i1): whether t is the first K tile,
+  // known only at run time (then `first` is false).
+  auto tile = [&](Value t, SmallVector<Value> accs, bool first,
+                  Value firstAt = Value()) {
     // The ring position of K tile t (persistent: after the earlier output
     // tiles' K tiles).
     Value g = ringBase ? add(ringBase, t) : t;
@@ -3043,11 +3054,13 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
           das.push_back(i ? add(descAs[m], stepA * i) : descAs[m]);
         Value db = i ? add(descB, stepB * i) : descB;
         bool start = first && panel == 0 && i == 0;
+        // (The first K tile's first MMA starts the accumulator: scale-d 0.)
+        Value startAt = firstAt && panel == 0 && i == 0 ? firstAt : Value();
         for (int64_t m = 0; m < steps; ++m) {
           if (registerA()) {
             accs[m] = wgmmaRegisterA(
                 accs[m], ArrayRef<Value>(fragments[m]).slice(4 * i, 4), db,
-                /*accumulate=*/!start, nMajor);
+                /*accumulate=*/!start, nMajor, startAt);
             continue;
           }
           Value da = das[m];
@@ -3066,6 +3079,13 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
     if (!first) {
       // Tile t - 1's wgmmas are complete: hand its bf16 buffer back.
+      OpBuilder::InsertionGuard guard(b);
+      if (firstAt) {
+        Value yes = cst(i1T, 1);
+        Value later = arith::XOrIOp::create(b, loc, firstAt, yes);
+        auto ifOp = scf::IfOp::create(b, loc, later, /*withElseRegion=*/false);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+      }
       Value previous = remu(sub(g, idx(1)), SD);
       releaseStage(add(previous, emptyBase), lane.leader);
       releaseDequantized(sub(g, idx(1)), lane.leader);
@@ -3084,11 +3104,48 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   // each of the two must write other registers than the one before it (a
   // loop of one tile would rewrite the registers of its MMAs in flight).
   int64_t unroll = registerA() ? 2 : 1;
-  auto mainloop = [&]() -> SmallVector<Value> {
+  // Register A: K tiles 2 j and 2 j + 1 in the loop from 0, the first
+  // one's start known at run time, and the last after it when their number
+  // is odd (none for a static even count): two copies of the tile's
+  // decode or rounding, not four (compile time, instruction cache).
+  auto registerAMainloop = [&]() -> SmallVector<Value> {
+    SmallVector<Value> accs(steps, LLVM::UndefOp::create(b, loc, accT));
+    Value end = sub(kTiles, remu(kTiles, 2));
+    auto loop = scf::ForOp::create(b, loc, idx(0), end, idx(2), accs);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value t = loop.getInductionVar();
+      Value firstAt = eq(indexToI64(t), 0);
+      SmallVector<Value> next = tile(
+          t, llvm::to_vector_of<Value>(loop.getRegionIterArgs()), false,
+          firstAt);
+      Value t1 = add(t, idx(1));
+      scf::YieldOp::create(b, loc, tile(t1, next, false));
+    }
+    ValueRange results = loop.getResults();
+    auto tail = scf::IfOp::create(b, loc, SmallVector<Type>(steps, accT),
+                                  cmp(arith::CmpIPredicate::ult, end, kTiles),
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(tail.thenBlock());
+      Value last = sub(kTiles, idx(1));
+      Value firstAt = eq(indexToI64(last), 0);
+      scf::YieldOp::create(
+          b, loc,
+          tile(last, llvm::to_vector_of<Value>(results), false, firstAt));
+      b.setInsertionPointToStart(tail.elseBlock());
+      scf::YieldOp::create(b, loc, results);
+    }
+    return llvm::to_vector_of<Value>(tail.getResults());
+  };
+  // The K tiles of the output tile: the first one alone, 1 .. end - 1 in
+  // the loop (kTiles >= 1), the last one after it when their number is odd
+  // (round_lhs: registerAMainloop).
+  auto peeledMainloop = [&]() -> SmallVector<Value> {
     SmallVector<Value> accs(steps, LLVM::UndefOp::create(b, loc, accT));
     accs = tile(idx(0), accs, true);
-    // K tiles 1 .. end - 1 in the loop (kTiles >= 1), the last one after
-    // it when their number is odd.
     Value end = unroll == 1 ? kTiles
                             : sub(kTiles, remu(sub(kTiles, idx(1)), unroll));
     auto loop = scf::ForOp::create(b, loc, idx(1), end, idx(unroll), accs);
@@ -3103,20 +3160,23 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       }
       scf::YieldOp::create(b, loc, next);
     }
-    ValueRange results = loop.getResults();
+    SmallVector<Value> results = llvm::to_vector_of<Value>(loop.getResults());
     if (unroll > 1) {
       auto tail = scf::IfOp::create(b, loc, SmallVector<Type>(steps, accT),
                                     cmp(arith::CmpIPredicate::ult, end, kTiles),
                                     /*withElseRegion=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(tail.thenBlock());
-      scf::YieldOp::create(b, loc,
-                           tile(sub(kTiles, idx(1)),
-                                llvm::to_vector_of<Value>(results), false));
+      scf::YieldOp::create(b, loc, tile(sub(kTiles, idx(1)), results, false));
       b.setInsertionPointToStart(tail.elseBlock());
       scf::YieldOp::create(b, loc, results);
-      results = tail.getResults();
+      results = llvm::to_vector_of<Value>(tail.getResults());
     }
+    return results;
+  };
+  auto mainloop = [&]() -> SmallVector<Value> {
+    SmallVector<Value> results =
+        cfg.roundLhs ? registerAMainloop() : peeledMainloop();
     passTurn();
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     if (ringBase) {
@@ -3126,7 +3186,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       releaseStage(add(last, emptyBase), lane.leader);
       releaseDequantized(sub(add(ringBase, kTiles), idx(1)), lane.leader);
     }
-    return llvm::to_vector_of<Value>(results);
+    return results;
   };
   // The epilogue of M step m's rows.
   auto store = [&](ValueRange accs) {
