@@ -25,6 +25,15 @@ static void raiseProducerRegisters(MXGemmConfig &c, int64_t count,
     c.consumerRegisters -= 8;
 }
 
+/// A power-of-two ring for the kernels that round an operand: the stages
+/// of two K tiles each iteration by shifts, not 64-bit divisions (with 6
+/// stages the 128x128 producer spilled 280 bytes at 64 registers, none
+/// with 4; ptxas -v).
+static void powerOfTwoStages(MXGemmConfig &c) {
+  while (c.stages & (c.stages - 1))
+    --c.stages;
+}
+
 FailureOr<MXMmaPath>
 moe::getPreferredMmaPath(const TargetInfo &target, StringRef option,
                          function_ref<InFlightDiagnostic()> emitError) {
@@ -272,13 +281,6 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       path == MXMmaPath::Bf16Operands &&
       c.persistent && !c.pingpong) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
-    // A power-of-two ring: the stages of two K tiles each iteration by
-    // shifts, not 64-bit divisions (with 6 stages the 128x128 producer
-    // spilled 280 bytes at 64 registers, none with 4; ptxas -v).
-    auto powerOfTwoStages = [](MXGemmConfig &r) {
-      while (r.stages & (r.stages - 1))
-        --r.stages;
-    };
     MXGemmConfig rounded = c;
     rounded.roundLhs =
         choices.roundLhs && c.lhsMMajor && !c.lhsCodes && problem.roundLhs;
@@ -330,8 +332,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     swap.lhsMMajor = block.getTransposeRhs();
     swap.rhsGather = choices.lhsGather && gatheredLhsQuantize(block);
     swap.tmaStore = kDefaultStoreBuffers;
-    while (swap.stages & (swap.stages - 1))
-      --swap.stages;
+    powerOfTwoStages(swap);
     if (fitsMXGemm(getMXGemmProblem(op, path, /*swapOperands=*/true), swap,
                    target))
       c = swap;
