@@ -15,14 +15,27 @@ out=$(mktemp -d)
 rows=()
 record() { rows+=("$(printf '%-86s %s' "$1" "$2")"); }
 ALL="--swap-weights --round-lhs --swap-rounded-rhs"
+# (TIMEOUT: seconds a check may run; a kernel that never finishes its
+# ring waits until then.)
+T=${TIMEOUT:-300}
 if [ -z "${NCU_ONLY:-}" ]; then
+  # A smoke run first: stop at once if the kernels fail or hang.
+  for flags in --swap-weights "$ALL"; do
+    # shellcheck disable=SC2086
+    if ! timeout 90 moe-run --target=sm90a $flags \
+        --layer T=256,H=256,I=128,E=2,K=1,B=128 >"$out/log" 2>&1; then
+      echo "== smoke $flags failed (exit status $?)"; tail -30 "$out/log"
+      exit 1
+    fi
+    echo "== smoke $flags: $(grep -c PASS "$out/log") PASS lines"
+  done
   for check in "memcheck T=256,H=256,I=128,E=2,K=1,B=128,bias=on" \
       "racecheck T=256,H=256,I=128,E=2,K=1,B=128,bias=on" \
       "racecheck T=90,H=64,I=160,E=8,K=2,B=128,quant=e5m2" \
       "memcheck T=1024,H=512,I=256,E=8,K=2,B=128,checkpoint=bf16"; do
     set -- $check
     status=PASS
-    timeout 300 compute-sanitizer --tool $1 --error-exitcode 1 --print-limit 4 \
+    timeout $((2 * T)) compute-sanitizer --tool $1 --error-exitcode 1 --print-limit 4 \
       moe-run --target=sm90a --swap-weights --layer "$2" --empty-experts 1 \
       --check none >"$out/log" 2>&1 || { status=FAIL; head -c 2000 "$out/log"; }
     record "compute-sanitizer $1 --swap-weights $2" "$status"
@@ -35,17 +48,17 @@ if [ -z "${NCU_ONLY:-}" ]; then
       T=300,H=256,I=96,E=4,K=2,B=128,checkpoint=bf16,bias=on \
       T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
       T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt; do
-    timeout 300 moe-run --target=sm90a --layer "$layer" --empty-experts 1 \
+    timeout $T moe-run --target=sm90a --layer "$layer" --empty-experts 1 \
       --outputs "$out/o1" >"$out/log" 2>&1 || record "default $layer" FAIL
     for flags in --swap-weights "$ALL"; do
       status=PASS
       # shellcheck disable=SC2086
-      timeout 300 moe-run --target=sm90a $flags --layer "$layer" \
+      timeout $T moe-run --target=sm90a $flags --layer "$layer" \
         --empty-experts 1 --outputs "$out/o2" >"$out/log" 2>&1 || status=FAIL
       [ $status = FAIL ] && tail -8 "$out/log"
       record "$flags vs R_mx: $layer" "$status"
       # shellcheck disable=SC2086
-      timeout 300 moe-run --target=sm90a $flags --layer "$layer" \
+      timeout $T moe-run --target=sm90a $flags --layer "$layer" \
         --empty-experts 1 --check none --outputs "$out/o3" >/dev/null 2>&1
       same=yes; repeat=yes
       for f in "$out"/o1/*.npy; do
