@@ -519,6 +519,11 @@ private:
   /// totals), counting the experts' blocks with integer atomics in the
   /// tma_store buffers (the same table whatever the order).
   void emitPairTable();
+  /// `body(i)` for i = tid, tid + threads, ... below `count` (index).
+  void forStrided(int64_t count, function_ref<void(Value)> body);
+  /// `body(block, owner)` (index, i32) for this thread's strided share of
+  /// the blocks whose owner is an expert.
+  void forOwnedBlocks(function_ref<void(Value, Value)> body);
   /// Sets m0, n0, expertId, kBegin and kTiles of output tile `w` (i32):
   /// N fastest, then M, then the expert (pairsBlocks: decodePairTile).
   void decodeTile(Value w);

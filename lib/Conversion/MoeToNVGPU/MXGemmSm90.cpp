@@ -834,6 +834,29 @@ Value KernelEmitter::resultBase() {
   return globalElement(f32T, result, mul(toI64(expertId), p.m * p.n));
 }
 
+void KernelEmitter::forStrided(int64_t count,
+                               function_ref<void(Value)> body) {
+  auto loop = scf::ForOp::create(b, loc, i32ToIndex(tid), idx(count),
+                                 idx(cfg.threads()));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  body(loop.getInductionVar());
+}
+
+void KernelEmitter::forOwnedBlocks(function_ref<void(Value, Value)> body) {
+  // Blocks come grouped by expert in increasing order (the runtime checks
+  // the routing before a launch); an owner outside [0, E) counts nowhere.
+  forStrided(p.numBlocks, [&](Value block) {
+    Value owner = loadGlobal(
+        i32T, globalElement(i32T, blockToExpert, indexToI64(block)), 4);
+    Value valid = cmp(arith::CmpIPredicate::ult, owner, p.numExperts);
+    auto ifOp = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    body(block, owner);
+  });
+}
+
 void KernelEmitter::emitExpertTable() {
   // counts[e] at counters + 4 e, first[e] at counters + 4 (E + e), and
   // with skipPadding the K tiles that start at a token at counters +
@@ -843,28 +866,13 @@ void KernelEmitter::emitExpertTable() {
     return smemPtr(smemAddr(add(i64(lay.counters + 4 * table * E),
                                 mul(indexToI64(e), 4))));
   };
-  auto strided = [&](int64_t count, function_ref<void(Value)> body) {
-    auto loop = scf::ForOp::create(b, loc, i32ToIndex(tid), idx(count),
-                                   idx(cfg.threads()));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    body(loop.getInductionVar());
-  };
-  strided(E, [&](Value e) {
+  forStrided(E, [&](Value e) {
     LLVM::StoreOp::create(b, loc, i32(0), entry(0, e), 4);
     if (p.skipPadding)
       LLVM::StoreOp::create(b, loc, i32(0), entry(2, e), 4);
   });
   gpu::BarrierOp::create(b, loc);
-  // Blocks come grouped by expert in increasing order (the runtime checks
-  // the routing before a launch); an owner outside [0, E) counts nowhere.
-  strided(p.numBlocks, [&](Value block) {
-    Value owner = loadGlobal(
-        i32T, globalElement(i32T, blockToExpert, indexToI64(block)), 4);
-    Value valid = cmp(arith::CmpIPredicate::ult, owner, E);
-    auto ifOp = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
+  forOwnedBlocks([&](Value block, Value owner) {
     LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
                               entry(0, i32ToIndex(owner)), i32(1),
                               LLVM::AtomicOrdering::monotonic);
@@ -876,7 +884,7 @@ void KernelEmitter::emitExpertTable() {
     }
   });
   gpu::BarrierOp::create(b, loc);
-  strided(E, [&](Value e) {
+  forStrided(E, [&](Value e) {
     auto sum = scf::ForOp::create(b, loc, idx(0), e, idx(1),
                                   ValueRange{i32(0)});
     {
@@ -893,30 +901,15 @@ void KernelEmitter::emitExpertTable() {
 
 void KernelEmitter::emitPairTable() {
   int64_t E = p.numExperts;
-  auto strided = [&](int64_t count, function_ref<void(Value)> body) {
-    auto loop = scf::ForOp::create(b, loc, i32ToIndex(tid), idx(count),
-                                   idx(cfg.threads()));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    body(loop.getInductionVar());
-  };
   // Each expert's blocks, counted in the tma_store buffers (no epilogue
   // has used them yet).
   auto count = [&](Value e) {
     return smemPtr(smemAddr(add(mul(indexToI64(e), 4), lay.store)));
   };
-  strided(E,
+  forStrided(E,
           [&](Value e) { LLVM::StoreOp::create(b, loc, i32(0), count(e), 4); });
   gpu::BarrierOp::create(b, loc);
-  // Blocks come grouped by expert in increasing order (the runtime checks
-  // the routing before a launch); an owner outside [0, E) counts nowhere.
-  strided(p.numBlocks, [&](Value block) {
-    Value owner = loadGlobal(
-        i32T, globalElement(i32T, blockToExpert, indexToI64(block)), 4);
-    Value valid = cmp(arith::CmpIPredicate::ult, owner, E);
-    auto ifOp = scf::IfOp::create(b, loc, valid, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
+  forOwnedBlocks([&](Value block, Value owner) {
     LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
                               count(i32ToIndex(owner)), i32(1),
                               LLVM::AtomicOrdering::monotonic);
@@ -925,7 +918,7 @@ void KernelEmitter::emitPairTable() {
   // Entry e (e = E: the totals): the blocks and the pairs of the experts
   // below e (each expert's blocks in pairs, an odd last one alone), 16
   // bits each (fitsMXGemm: fewer than 2^16 blocks).
-  strided(E + 1, [&](Value e) {
+  forStrided(E + 1, [&](Value e) {
     auto sum = scf::ForOp::create(b, loc, idx(0), e, idx(1),
                                   ValueRange{i32(0), i32(0)});
     {
