@@ -10,9 +10,9 @@
 // descriptor of ui8 over the aligned pointer) in the entry, in program
 // order. Same layer as gpu-hybrid-pipeline.mlir.
 // REQUIRES: ptxas
-// RUN: moe-opt %s -moe-gpu-pipeline="toolkit=%cuda_root tma-store=false" | FileCheck %s --implicit-check-not=moe.
-// RUN: moe-opt %s -moe-gpu-pipeline="format=isa host-arguments=1 tma-store=false" | FileCheck %s --check-prefix=HOST
-// RUN: not moe-opt %s -moe-gpu-pipeline="chip=sm_80 tma-store=false" 2>&1 | FileCheck %s --check-prefix=CHIP
+// RUN: moe-opt %s -moe-gpu-pipeline="toolkit=%cuda_root tma-store=false round-reuse=0" | FileCheck %s --implicit-check-not=moe.
+// RUN: moe-opt %s -moe-gpu-pipeline="format=isa host-arguments=1 tma-store=false round-reuse=0" | FileCheck %s --check-prefix=HOST
+// RUN: not moe-opt %s -moe-gpu-pipeline="chip=sm_80 tma-store=false round-reuse=0" 2>&1 | FileCheck %s --check-prefix=CHIP
 
 // The entry: every allocation, kernel and free on the stream argument,
 // the GEMMs in program order among the elementwise kernels, each after the

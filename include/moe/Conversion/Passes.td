@@ -104,6 +104,13 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "round it themselves, the producer warpgroup copying each slot "
            "row through the token ids and rounding it in shared memory "
            "(round_rhs), where the kernel fits">,
+    Option<"roundReuse", "round-reuse", "int64_t", /*default=*/"3",
+           "bf16-operands: an expert GEMM whose slot-gathered operand (x of "
+           "P3, dy of P4) it would round at most this many times, once per "
+           "tile along its other dimension, rounds it in its consumers' "
+           "registers (P3: round_lhs; P4: swap_operands with round_lhs, "
+           "with tma-store), where the kernel fits; 0: only where round-lhs "
+           "or swap-rounded-rhs ask">,
     Option<"swapRoundedRhs", "swap-rounded-rhs", "bool", /*default=*/"false",
            "bf16-operands, with tma-store: an expert GEMM whose rhs is rows "
            "gathered from token rows and MX-quantized along the slots (dy "
@@ -251,6 +258,13 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "round it themselves, the producer warpgroup copying each slot "
            "row through the token ids and rounding it in shared memory "
            "(round_rhs), where the kernel fits">,
+    Option<"roundReuse", "round-reuse", "int64_t", /*default=*/"3",
+           "bf16-operands: an expert GEMM whose slot-gathered operand (x of "
+           "P3, dy of P4) it would round at most this many times, once per "
+           "tile along its other dimension, rounds it in its consumers' "
+           "registers (P3: round_lhs; P4: swap_operands with round_lhs, "
+           "with tma-store), where the kernel fits; 0: only where round-lhs "
+           "or swap-rounded-rhs ask">,
     Option<"swapRoundedRhs", "swap-rounded-rhs", "bool", /*default=*/"false",
            "bf16-operands, with tma-store: an expert GEMM whose rhs is rows "
            "gathered from token rows and MX-quantized along the slots (dy "

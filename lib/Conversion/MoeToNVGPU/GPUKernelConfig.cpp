@@ -49,7 +49,7 @@ struct MoeGPUKernelConfigPass
           selectGemmConfig(op, choice->target, choice->preferred,
                            {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
                             activationEpilogue, lhsGather, roundLhs, roundRhs,
-                            swapRoundedRhs, tmaStore, swapWeights});
+                            swapRoundedRhs, roundReuse, tmaStore, swapWeights});
       if (!config) {
         op->emitOpError() << noKernelMessage(choice->target);
         return WalkResult::interrupt();

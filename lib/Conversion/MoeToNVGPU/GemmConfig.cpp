@@ -274,27 +274,38 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // consumers in their registers (the lhs) or by the producer warpgroup
   // (the rhs), so that no operand kernel writes the rounded copy (T * K
   // rows) and no GEMM reads it back. The producer's registers for the
-  // rhs rounding come from the consumers.
+  // rhs rounding come from the consumers. The consumers' rounding is taken
+  // where round-lhs / swap-rounded-rhs ask, and where each element would be
+  // rounded at most roundReuse times (once per tile along the GEMM's
+  // other dimension: the rounding's cost beside the MMAs grows with that
+  // count, the operand kernel's does not; KernelChoices.def).
   if (auto expert = dyn_cast<ExpertMatmulOp>(op);
-      expert &&
-      (choices.roundLhs || choices.roundRhs || choices.swapRoundedRhs) &&
-      path == MXMmaPath::Bf16Operands &&
-      c.persistent && !c.pingpong) {
+      expert && path == MXMmaPath::Bf16Operands && c.persistent &&
+      !c.pingpong) {
     MXGemmProblem problem = getMXGemmProblem(op, path);
+    MXGemmConfig swap = c;
+    swap.swapOperands = swap.roundLhs = true;
+    swap.tmaStore = kDefaultStoreBuffers;
+    powerOfTwoStages(swap);
+    // (The lhs is rounded once per N tile; the transposed product's lhs,
+    // the rhs, once per N tile of that product, which are the M rows.)
+    auto fewRoundings = [&](int64_t columns, int64_t tileN) {
+      return choices.roundReuse > 0 &&
+             (columns + tileN - 1) / tileN <= choices.roundReuse;
+    };
+    bool roundLhs = choices.roundLhs || fewRoundings(problem.n, c.tileN);
+    bool swapRoundedRhs =
+        choices.swapRoundedRhs || fewRoundings(problem.m, swap.tileN);
     MXGemmConfig rounded = c;
     rounded.roundLhs =
-        choices.roundLhs && c.lhsMMajor && !c.lhsCodes && problem.roundLhs;
+        roundLhs && c.lhsMMajor && !c.lhsCodes && problem.roundLhs;
     bool rhsRoundable = c.rhsNMajor && !c.rhsCodes && problem.roundRhs;
     rounded.roundRhs = choices.roundRhs && rhsRoundable;
     // swap_operands (swap-rounded-rhs): a rhs to round beside a lhs that
     // is not is rounded as the lhs of the transposed product instead, in
     // the consumers' registers, the result tiles stored transposed by TMA;
     // where that does not fit, by the producer only with round-rhs.
-    MXGemmConfig swap = c;
-    swap.swapOperands = swap.roundLhs = true;
-    swap.tmaStore = kDefaultStoreBuffers;
-    powerOfTwoStages(swap);
-    if (choices.swapRoundedRhs && choices.tmaStore && rhsRoundable &&
+    if (swapRoundedRhs && choices.tmaStore && rhsRoundable &&
         !rounded.roundLhs &&
         fitsMXGemm(getMXGemmProblem(op, path, /*swapOperands=*/true), swap,
                    target)) {

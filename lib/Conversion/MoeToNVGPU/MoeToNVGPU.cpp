@@ -1254,7 +1254,7 @@ struct ConvertMoeToNVGPUPass
             selectGemmConfig(op, choice->target, choice->preferred,
                              {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
                               activationEpilogue, lhsGather, roundLhs, roundRhs,
-                              swapRoundedRhs, tmaStore, swapWeights},
+                              swapRoundedRhs, roundReuse, tmaStore, swapWeights},
                              groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);

@@ -1,13 +1,13 @@
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true round-rhs=true tma-store=false" > %t.config.mlir
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true round-rhs=true tma-store=false round-reuse=0" > %t.config.mlir
 // RUN: FileCheck %s --check-prefix=CONFIG < %t.config.mlir
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true tma-store=false" | FileCheck %s --check-prefix=LHS-ONLY
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="tma-store=false" | FileCheck %s --check-prefix=DEFAULT
-// RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="tma-store=false" | FileCheck %s
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128,quant=e5m2 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true round-rhs=true tma-store=false" | moe-opt -convert-moe-to-nvgpu="tma-store=false" | FileCheck %s --check-prefix=E5M2
-// RUN: sed 's/persistent = true, round_rhs = true/persistent = true, round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false" 2>&1 | FileCheck %s --check-prefix=NOT-GATHERED
-// RUN: sed 's/stages = 4\(.*\)round_lhs = true/stages = 2\1round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false" 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true tma-store=false round-reuse=0" | FileCheck %s --check-prefix=LHS-ONLY
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="tma-store=false round-reuse=0" | FileCheck %s --check-prefix=DEFAULT
+// RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="tma-store=false round-reuse=0" | FileCheck %s
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128,quant=e5m2 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-lhs=true round-rhs=true tma-store=false round-reuse=0" | moe-opt -convert-moe-to-nvgpu="tma-store=false round-reuse=0" | FileCheck %s --check-prefix=E5M2
+// RUN: sed 's/persistent = true, round_rhs = true/persistent = true, round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false round-reuse=0" 2>&1 | FileCheck %s --check-prefix=NOT-GATHERED
+// RUN: sed 's/stages = 4\(.*\)round_lhs = true/stages = 2\1round_lhs = true/' %t.config.mlir | not moe-opt -convert-moe-to-nvgpu="tma-store=false round-reuse=0" 2>&1 | FileCheck %s --check-prefix=STAGES
 // REQUIRES: ptxas
-// RUN: moe-opt %t.config.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-lhs=true round-rhs=true tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
+// RUN: moe-opt %t.config.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-lhs=true round-rhs=true tma-store=false round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.layer.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 

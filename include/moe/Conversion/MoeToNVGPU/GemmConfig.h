@@ -99,6 +99,10 @@ struct GemmChoices {
   /// the transposed product instead, the rhs as its lhs (swap_operands,
   /// round_lhs), where the kernel fits.
   bool swapRoundedRhs = false;
+  /// Also round the operand of roundLhs (P3's x) or of swapRoundedRhs (P4's
+  /// dy) where each element would be rounded at most this many times (the
+  /// tiles along the GEMM's other dimension); 0: only where those ask.
+  int64_t roundReuse = 0;
   /// bf16-operands GEMMs with a plain epilogue (cooperative consumer
   /// warpgroups) stage the f32 result tile through shared memory and store
   /// it by TMA (tma_store), where the kernel fits.

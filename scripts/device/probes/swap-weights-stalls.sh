@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Where the transposed block GEMMs of --swap-weights wait: ncu's scheduler,
+# warp-state and source-counter sections (stall samples per SASS
+# instruction) of P2 and the recompute, swapped and default, at
+# T=8192 H=4096 I=1536 E=128 K=8 (shape 1's GEMM shapes with half the
+# tokens, so each ncu run reaches its kernel quickly). Details pages and the
+# source pages (CSV) into OUT, the top stalled instructions printed:
+#   bash .bundle/run-on-device.sh bash scripts/device/probes/swap-weights-stalls.sh
+set -uo pipefail
+export PATH=/usr/local/cuda/bin:$PATH
+out=${1:-$OUT}
+L=${LAYER:-T=8192,H=4096,I=1536,E=128,K=8,B=128}
+sections="--section SpeedOfLight --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis --section SourceCounters"
+for v in "block_matmul_5 p2-swap --swap-weights" "block_matmul_7 p2-default" \
+    "block_matmul_1 rc-swap --swap-weights" "block_matmul_2 rc-default"; do
+  set -- $v
+  k=$1 name=$2
+  shift 2
+  # shellcheck disable=SC2086
+  timeout 150 ncu $sections --import-source no --kernel-name "$k" \
+    --launch-count 1 -o "/tmp/$name" moe-run --target=sm90a --layer $L \
+    --check none "$@" >"/tmp/$name.log" 2>&1
+  echo "== $name: $k $* (exit status $?)"
+  ncu --import "/tmp/$name.ncu-rep" --page details >"$out/$name.txt" 2>&1
+  grep -E "Duration|Issue Slots Busy|Executed Ipc Active|No Eligible|Active Warps Per|Eligible Warps|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Stall" \
+    "$out/$name.txt" | head -24
+  ncu --import "/tmp/$name.ncu-rep" --page source --csv --print-source sass \
+    >"$out/$name-source.csv" 2>"/tmp/$name-source.err" || head -5 "/tmp/$name-source.err"
+  python3 - "$out/$name-source.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+hdr = None
+for i, r in enumerate(rows):
+    if any("Warp Stall Sampling" in c for c in r):
+        hdr, body = r, rows[i + 1:]
+        break
+if hdr is None:
+    print("no stall columns;", len(rows), "rows; first:", rows[:2]); sys.exit(0)
+col = next(j for j, c in enumerate(hdr) if c.startswith("Warp Stall Sampling (All"))
+src = next((j for j, c in enumerate(hdr) if c == "Source"), 1)
+def num(x):
+    try: return float(x.replace(",", ""))
+    except ValueError: return 0.0
+tot = sum(num(r[col]) for r in body if len(r) > col)
+top = sorted(body, key=lambda r: -num(r[col]) if len(r) > col else 0)[:28]
+print(f"  samples {tot:.0f}; top instructions:")
+for r in top:
+    print(f"  {100*num(r[col])/max(tot,1):5.1f}%  {r[0]:>6}  {r[src][:70]}")
+PY
+done
