@@ -10,19 +10,38 @@ set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 out=${1:-$OUT}
 L=${LAYER:-T=8192,H=4096,I=1536,E=128,K=8,B=128}
+# Each kernel's time: the default, --swap-weights, and --swap-weights with
+# the slot rows by TMA from an operand kernel's gathered copy instead of
+# rhs_gather's copies (--gathered-lhs-copies): the gather's share.
+# (base: ncu's locked base clock, under which the power cap cannot slow a
+# kernel that spends more energy per MMA.)
+for run in "none " "none --swap-weights" "none --swap-weights --gathered-lhs-copies" \
+    "base " "base --swap-weights"; do
+  clock=${run%% *} args=${run#* }
+  # shellcheck disable=SC2086
+  timeout 150 ncu --clock-control $clock --csv --print-units base \
+    --metrics gpu__time_duration.sum moe-run --target=sm90a --layer $L \
+    --check none $args >/tmp/ncu.csv 2>/tmp/ncu.err || echo "ncu $args failed"
+  echo "== ${args:-default} (clock-control $clock)"
+  grep gpu__time_duration /tmp/ncu.csv |
+    awk -F'","' '{ gsub(/[",]/, "", $NF); t = $NF / 1e6; s += t
+                   if ($5 ~ /matmul/) g += t; if (t > 0.05) printf "  %s %.3f\n", $5, t }
+                 END { printf "  total %.3f ms, GEMMs %.3f ms\n", s, g }'
+done
+[ -n "${TIMES_ONLY:-}" ] && exit 0
 sections="--section SpeedOfLight --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis --section SourceCounters"
 for v in "block_matmul_5 p2-swap --swap-weights" "block_matmul_7 p2-default" \
-    "block_matmul_1 rc-swap --swap-weights" "block_matmul_2 rc-default"; do
+    "block_matmul_1 rc-swap --swap-weights"; do
   set -- $v
   k=$1 name=$2
   shift 2
   # shellcheck disable=SC2086
-  timeout 150 ncu $sections --import-source no --kernel-name "$k" \
+  timeout 150 ncu $sections ${CLOCKS:-} --import-source no --kernel-name "$k" \
     --launch-count 1 -o "/tmp/$name" moe-run --target=sm90a --layer $L \
     --check none "$@" >"/tmp/$name.log" 2>&1
   echo "== $name: $k $* (exit status $?)"
   ncu --import "/tmp/$name.ncu-rep" --page details >"$out/$name.txt" 2>&1
-  grep -E "Duration|Issue Slots Busy|Executed Ipc Active|No Eligible|Active Warps Per|Eligible Warps|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Stall" \
+  grep -E "SM Frequency|Duration|Issue Slots Busy|Executed Ipc Active|No Eligible|Active Warps Per|Eligible Warps|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Stall" \
     "$out/$name.txt" | head -24
   ncu --import "/tmp/$name.ncu-rep" --page source --csv --print-source sass \
     >"$out/$name-source.csv" 2>"/tmp/$name-source.err" || head -5 "/tmp/$name-source.err"
