@@ -164,12 +164,13 @@ V mxRoundPairBits(Ops &o, V word, V bound, MXBitRounding r) {
   using namespace mxbits;
   // max(e_x, T) << 7 plus the magic exponent, fraction 0x40 (1.5): the
   // bf16 max of |x| and the bound (a positive bf16 of exponent T, all
-  // fraction bits set) orders as the magnitudes' bits; x's sign on it goes
-  // with the mask.
+  // fraction bits set) orders as the magnitudes' bits; x's sign on it and
+  // the fraction go with the mask, and one add sets the magic exponent and
+  // the fraction (no lane carries: the exponent field stays <= 254 in
+  // blocks that fit, mxBitsBlockFits).
   V top = o.absMax(word, bound);
-  V stepped = addK(o, top, lanes(r.magic));
-  V exponent = andK(o, stepped, 0x7F807F80);
-  V magic = orK(o, exponent, 0x00400040);
+  V exponent = andK(o, top, 0x7F807F80);
+  V magic = addK(o, exponent, lanes(r.magic | 0x40));
   V one = o.c(0x3F803F80);
   V sum = o.fmaBf16x2(word, one, magic); // x * 1 + C
   V minusOne = o.c(0xBF80BF80);
