@@ -344,8 +344,11 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     swap.rhsGather = choices.lhsGather && gatheredLhsQuantize(block);
     swap.tmaStore = kDefaultStoreBuffers;
     powerOfTwoStages(swap);
-    if (fitsMXGemm(getMXGemmProblem(op, path, /*swapOperands=*/true), swap,
-                   target))
+    MXGemmProblem problem = getMXGemmProblem(op, path, /*swapOperands=*/true);
+    if (swap.rhsGather)
+      raiseProducerRegisters(swap, kRhsGatherProducerRegisters, problem,
+                             target);
+    if (fitsMXGemm(problem, swap, target))
       c = swap;
   }
   // tma_store: the f32 result tile staged through shared memory and stored

@@ -416,9 +416,18 @@ private:
   void gatherLhsStage(Value t, Value s);
   /// rhs_gather: gatherLhsStage for the rhs of a block GEMM's transposed
   /// product, the tileN slot rows from n0 (of the tile's second block,
-  /// padding unless secondBlock), their token ids read for each K tile (16
-  /// rows a thread would hold too many registers across the tile).
+  /// padding unless secondBlock). Their token ids are read once a tile
+  /// into rhsTokenPairs, two 16-bit ids a register (16 ids of 32 bits
+  /// would not fit beside the ring's state in the producer's 40
+  /// registers), where every id fits (rhsTokensPerTile); else for each K
+  /// tile.
   void gatherRhsStage(Value t, Value s);
+  bool rhsTokensPerTile() const;
+  /// This thread's rows' token ids of the tile's two blocks (i32, -1:
+  /// padding).
+  SmallVector<Value> loadRhsTokens();
+  /// loadRhsTokens packed into rhsTokenPairs.
+  void loadRhsTokenPairs();
   /// The copies of gatherLhsStage and gatherRhsStage: this thread's chunks
   /// of K tile `t` of the rows whose token ids are `tokens` (rows tid / L +
   /// gatherRowStep() i) from `rows` (bf16 [`sourceRows`, K]) into the
@@ -779,6 +788,10 @@ private:
   /// round_rhs: the global address of the rhs's source rows.
   Value rhsRows;
   SmallVector<Value> gatherTokens;
+  // rhs_gather: this producer thread's rows' token ids of the current
+  // tile, two a word (ids i and i + 1 in the low and high 16 bits; 0xFFFF:
+  // padding).
+  SmallVector<Value> rhsTokenPairs;
   // [dg | du]'s MX values along N and along M (or null).
   Value dGateUpAlongNOut, dGateUpAlongMOut;
   // The epilogue's L2 evict-first policy (i64; null unless

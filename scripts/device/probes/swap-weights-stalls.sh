@@ -10,6 +10,20 @@ set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 out=${1:-$OUT}
 L=${LAYER:-T=8192,H=4096,I=1536,E=128,K=8,B=128}
+# First the swapped kernels' outputs: against R_mx and bit for bit against
+# the default (odd block counts, an empty expert, partial tiles).
+for layer in T=300,H=256,I=160,E=4,K=2,B=128,bias=on T=1024,H=1024,I=512,E=8,K=2,B=128; do
+  timeout 120 moe-run --target=sm90a --layer $layer --empty-experts 1 \
+    --outputs /tmp/o1 >/tmp/log 2>&1 || echo "default $layer FAIL"
+  if timeout 120 moe-run --target=sm90a --swap-weights --layer $layer \
+      --empty-experts 1 --outputs /tmp/o2 >/tmp/log 2>&1; then
+    echo "--swap-weights vs R_mx: $layer PASS"
+  else
+    echo "--swap-weights vs R_mx: $layer FAIL"; tail -5 /tmp/log; exit 1
+  fi
+  cmp -s <(cat /tmp/o1/* | sha256sum) <(cat /tmp/o2/* | sha256sum) &&
+    echo "  bit for bit the default" || echo "  DIFFERS from the default"
+done
 # Each kernel's time: the default, --swap-weights, and --swap-weights with
 # the slot rows by TMA from an operand kernel's gathered copy instead of
 # rhs_gather's copies (--gathered-lhs-copies): the gather's share.

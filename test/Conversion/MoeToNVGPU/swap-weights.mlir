@@ -19,9 +19,11 @@
 // P1's [E, I, H] and P2's), the slot rows of two blocks of that expert
 // their 256-column rhs: copied from the token rows rounded once
 // (rhs_gather) where the GEMM gathers them (x, dy), by TMA for P2's
-// [dg | du]. The expert GEMMs keep their configs.
-// CONFIG:     moe.block_matmul {{.*}}registers = [40, 232], lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true, rhs_gather = true, tma_store = 2>
-// CONFIG:     moe.block_matmul {{.*}}registers = [40, 232], persistent = true, round_lhs = true, swap_operands = true, rhs_gather = true, tma_store = 2>
+// [dg | du]. The expert GEMMs keep their configs. rhs_gather's producer
+// holds its 16 rows' token ids across the tile, two a register: 56
+// producer registers (kRhsGatherProducerRegisters; none spilled, PTXAS).
+// CONFIG:     moe.block_matmul {{.*}}registers = [56, 224], lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true, rhs_gather = true, tma_store = 2>
+// CONFIG:     moe.block_matmul {{.*}}registers = [56, 224], persistent = true, round_lhs = true, swap_operands = true, rhs_gather = true, tma_store = 2>
 // CONFIG:     moe.block_matmul {{.*}}registers = [40, 232], persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>
 // CONFIG-NOT: swap_operands
 

@@ -310,6 +310,11 @@ constexpr int64_t kLhsCodesProducerRegisters = 32;
 /// without spilling: eight rows' offsets per thread besides the ring's
 /// state (ptxas -v: the recompute GEMM spilled 8 bytes at 40, none at 48).
 constexpr int64_t kLhsGatherProducerRegisters = 48;
+/// rhs_gather: the same for the 16 rows a thread copies of a 256-slot
+/// tile, their token ids held across the tile two a register (ptxas -v:
+/// 52-108 bytes spilled at 40, 12-36 at 48, none at 56; the consumers keep
+/// 224, no C7512).
+constexpr int64_t kRhsGatherProducerRegisters = 56;
 /// tma_store: the chunk buffers per consumer warpgroup that
 /// moe-gpu-kernel-config gives a GEMM (the two 8 KB buffers of each that
 /// fit beside four 128x256x64 stages).
