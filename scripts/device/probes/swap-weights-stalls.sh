@@ -29,8 +29,8 @@ done
 # rhs_gather's copies (--gathered-lhs-copies): the gather's share.
 # (base: ncu's locked base clock, under which the power cap cannot slow a
 # kernel that spends more energy per MMA.)
-for run in "none " "none --swap-weights" "none --swap-weights --gathered-lhs-copies" \
-    "base " "base --swap-weights"; do
+IFS='|' read -r -a runs <<<"${STALL_RUNS:-none |none --swap-weights|none --swap-weights --gathered-lhs-copies|base |base --swap-weights}"
+for run in "${runs[@]}"; do
   clock=${run%% *} args=${run#* }
   # shellcheck disable=SC2086
   timeout 150 ncu --clock-control $clock --csv --print-units base \

@@ -82,7 +82,7 @@
 // CHECK:         "prmt.b32 $0, $1, $2, 0x1010;"
 // CHECK:         "prmt.b32 $0, $1, $2, 0x3232;"
 // CHECK:         "max.xorsign.abs.bf16x2 $0, $1, $2;"
-// CHECK:         %c33554944_i32 = arith.constant 33554944 : i32
+// CHECK:         %c37749312_i32 = arith.constant 37749312 : i32
 // CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
 // CHECK-SAME:      %c1065369472_i32
 // CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
@@ -90,17 +90,18 @@
 // CHECK:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 // CHECK:       gpu.func @expert_matmul_9(
 // The element type's constants (MXBitRounding): the misfit bound
-// (smallest - 1: 0x760 for e4m3, 0xEE0 for e5m2) and C's exponent step
-// (4 << 7 in both lanes: 0x02000200; 5 << 7: 0x02800280).
+// (smallest - 1: 0x760 for e4m3, 0xEE0 for e5m2) and C's exponent step and
+// fraction 0x40 (4 << 7 | 0x40 in both lanes: 0x02400240; 5 << 7 | 0x40:
+// 0x02C002C0).
 // E5M2-LABEL:  gpu.func @expert_matmul_8(
 // E5M2:          %c3808_i32 = arith.constant 3808 : i32
 // E5M2:          nvvm.vote.sync any
 // E5M2:          } else {
-// E5M2:          %c41943680_i32 = arith.constant 41943680 : i32
+// E5M2:          %c46138048_i32 = arith.constant 46138048 : i32
 // E5M2:          "fma.rn.bf16x2 $0, $1, $2, $3;"
 // E5M2-LABEL:  gpu.func @expert_matmul_9(
 // E5M2:          %c3808_i32 = arith.constant 3808 : i32
-// E5M2:          %c41943680_i32 = arith.constant 41943680 : i32
+// E5M2:          %c46138048_i32 = arith.constant 46138048 : i32
 
 // P4: the producer warpgroup rounds dy: this thread's copies landed, the
 // warpgroup's barrier (not .aligned), the rounding (a column pair's two
