@@ -432,12 +432,13 @@ class Bench:
             kernels += parse_sass(got.stdout)
         entry["sass"] = kernels
         self.log("SASS mix, %s (instructions by opcode, the 8 most "
-                 "frequent; REG registers a thread, LOCAL spill bytes):" %
+                 "frequent; REG registers a thread, STACK the stack frame "
+                 "that spills take, LOCAL local memory):" %
                  entry["name"])
         for k in kernels:
             top = sorted(k["mix"].items(), key=lambda kv: -kv[1])[:8]
-            self.log("  %-34s REG %3s LOCAL %s  %5d instr: %s" % (
-                k["name"], k["registers"], k["local_bytes"],
+            self.log("  %-34s REG %3s STACK %s LOCAL %s  %5d instr: %s" % (
+                k["name"], k["registers"], k["stack_bytes"], k["local_bytes"],
                 k["instructions"], ", ".join("%s %d" % kv for kv in top)))
 
     def ncu_profile(self, entry, spec, inputs):
@@ -792,7 +793,8 @@ def run_cuobjdump(tool, cubin):
 
 
 def parse_sass(text):
-    """[{name, instructions, mix: {opcode: count}, registers, local_bytes}]
+    """[{name, instructions, mix: {opcode: count}, registers, stack_bytes,
+    local_bytes}]
     from `cuobjdump -sass -res-usage`. An opcode keeps its first modifier
     for the tensor-core and memory instructions (HGMMA.64x256x16, LDS.128
     ...), which is what tells the paths apart; others are the bare opcode."""
@@ -830,7 +832,10 @@ def parse_sass(text):
         line = usage.get(k["name"], "")
         reg = re.search(r"REG:(\d+)", line)
         local = re.search(r"LOCAL:(\d+)", line)
+        # (ptxas's spills go to the stack frame: STACK, not LOCAL.)
+        stack = re.search(r"STACK:(\d+)", line)
         k["registers"] = int(reg.group(1)) if reg else None
+        k["stack_bytes"] = int(stack.group(1)) if stack else None
         k["local_bytes"] = int(local.group(1)) if local else None
     return kernels
 

@@ -72,8 +72,9 @@ def main(argv=None):
                 if not selected.search(k["name"]):
                     continue
                 top = sorted(k["mix"].items(), key=lambda kv: -kv[1])
-                print("%-28s REG %3s LOCAL %s %6d instructions: %s" % (
-                    k["name"], k["registers"], k["local_bytes"],
+                print("%-28s REG %3s STACK %s LOCAL %s %6d instructions: %s" % (
+                    k["name"], k["registers"], k["stack_bytes"],
+                    k["local_bytes"],
                     k["instructions"], ", ".join(
                         "%s %d" % kv for kv in top[:args.top])))
                 if args.dump:
