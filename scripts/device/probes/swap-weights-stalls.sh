@@ -24,6 +24,12 @@ for layer in T=300,H=256,I=160,E=4,K=2,B=128,bias=on T=1024,H=1024,I=512,E=8,K=2
   cmp -s <(cat /tmp/o1/* | sha256sum) <(cat /tmp/o2/* | sha256sum) &&
     echo "  bit for bit the default" || echo "  DIFFERS from the default"
 done
+# The inputs come from torch on the GPU, as the benchmark's (with moe-run's
+# own host-made inputs, an ncu run of every kernel did not finish in 150 s
+# on 2026-12-05).
+export PYTHONPATH=$PWD/python
+python3 -m moe_crosscheck torch-gen --config "$L" --seed 1 --out /tmp/in \
+  >/dev/null 2>&1 || { echo "torch-gen $L failed"; exit 1; }
 # Each kernel's time: the default, --swap-weights, and --swap-weights with
 # the slot rows by TMA from an operand kernel's gathered copy instead of
 # rhs_gather's copies (--gathered-lhs-copies): the gather's share.
@@ -35,7 +41,7 @@ for run in "${runs[@]}"; do
   # shellcheck disable=SC2086
   timeout 150 ncu --clock-control $clock --csv --print-units base \
     --metrics gpu__time_duration.sum moe-run --target=sm90a --layer $L \
-    --check none $args >/tmp/ncu.csv 2>/tmp/ncu.err || echo "ncu $args failed"
+    --inputs /tmp/in --check none $args >/tmp/ncu.csv 2>/tmp/ncu.err || echo "ncu $args failed"
   echo "== ${args:-default} (clock-control $clock)"
   grep gpu__time_duration /tmp/ncu.csv |
     awk -F'","' '{ gsub(/[",]/, "", $NF); t = $NF / 1e6; s += t
@@ -52,7 +58,7 @@ for v in "block_matmul_5 p2-swap --swap-weights" "block_matmul_7 p2-default" \
   # shellcheck disable=SC2086
   timeout 150 ncu $sections ${CLOCKS:-} --import-source no --kernel-name "$k" \
     --launch-count 1 -o "/tmp/$name" moe-run --target=sm90a --layer $L \
-    --check none "$@" >"/tmp/$name.log" 2>&1
+    --inputs /tmp/in --check none "$@" >"/tmp/$name.log" 2>&1
   echo "== $name: $k $* (exit status $?)"
   ncu --import "/tmp/$name.ncu-rep" --page details >"$out/$name.txt" 2>&1
   grep -E "SM Frequency|Duration|Issue Slots Busy|Executed Ipc Active|No Eligible|Active Warps Per|Eligible Warps|Compute \(SM\) Throughput|Memory Throughput|Warp Cycles Per Issued|Stall" \
