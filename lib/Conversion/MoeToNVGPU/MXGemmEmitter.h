@@ -416,18 +416,11 @@ private:
   void gatherLhsStage(Value t, Value s);
   /// rhs_gather: gatherLhsStage for the rhs of a block GEMM's transposed
   /// product, the tileN slot rows from n0 (of the tile's second block,
-  /// padding unless secondBlock). Their token ids are read once a tile
-  /// into rhsTokenPairs, two 16-bit ids a register (16 ids of 32 bits
-  /// would not fit beside the ring's state in the producer's 40
-  /// registers), where every id fits (rhsTokensPerTile); else for each K
-  /// tile.
+  /// padding unless secondBlock), through rhsTokens.
   void gatherRhsStage(Value t, Value s);
-  bool rhsTokensPerTile() const;
   /// This thread's rows' token ids of the tile's two blocks (i32, -1:
-  /// padding).
+  /// padding), read once a tile.
   SmallVector<Value> loadRhsTokens();
-  /// loadRhsTokens packed into rhsTokenPairs.
-  void loadRhsTokenPairs();
   /// The copies of gatherLhsStage and gatherRhsStage: this thread's chunks
   /// of K tile `t` of the rows whose token ids are `tokens` (rows tid / L +
   /// gatherRowStep() i) from `rows` (bf16 [`sourceRows`, K]) into the
@@ -789,9 +782,8 @@ private:
   Value rhsRows;
   SmallVector<Value> gatherTokens;
   // rhs_gather: this producer thread's rows' token ids of the current
-  // tile, two a word (ids i and i + 1 in the low and high 16 bits; 0xFFFF:
-  // padding).
-  SmallVector<Value> rhsTokenPairs;
+  // tile (loadRhsTokens).
+  SmallVector<Value> rhsTokens;
   // [dg | du]'s MX values along N and along M (or null).
   Value dGateUpAlongNOut, dGateUpAlongMOut;
   // The epilogue's L2 evict-first policy (i64; null unless

@@ -387,11 +387,6 @@ void KernelEmitter::gatherLhsStage(Value t, Value s) {
   copyTokenRows(t, s, lay.a, cfg.tileM, gatherTokens, lhsRows, p.lhsGatherRows);
 }
 
-bool KernelEmitter::rhsTokensPerTile() const {
-  // (0xFFFF marks padding: every token id is below it.)
-  return p.rhsGatherRows < 0xFFFF;
-}
-
 SmallVector<Value> KernelEmitter::loadRhsTokens() {
   // Rows tid / L + (threads / L) i of the tile's two blocks of slots from
   // n0; the second block's are padding when it is another expert's.
@@ -412,35 +407,8 @@ SmallVector<Value> KernelEmitter::loadRhsTokens() {
   return ids;
 }
 
-void KernelEmitter::loadRhsTokenPairs() {
-  // Two ids a word, 16 bits each (-1's low half is 0xFFFF): the thread's
-  // 16 rows in 8 registers across the tile.
-  SmallVector<Value> ids = loadRhsTokens();
-  rhsTokenPairs.clear();
-  for (size_t i = 0; i + 1 < ids.size(); i += 2) {
-    Value low = andi(ids[i], 0xFFFF);
-    Value high = shl(ids[i + 1], 16);
-    rhsTokenPairs.push_back(ori(low, high));
-  }
-}
-
 void KernelEmitter::gatherRhsStage(Value t, Value s) {
-  if (!rhsTokensPerTile()) {
-    copyTokenRows(t, s, lay.b, cfg.tileN, loadRhsTokens(), rhsRows,
-                  p.rhsGatherRows);
-    return;
-  }
-  SmallVector<Value> ids;
-  for (Value pair : rhsTokenPairs) {
-    Value low = andi(pair, 0xFFFF);
-    Value high = shru(pair, 16);
-    for (Value id : {low, high}) {
-      Value padding = eq(id, 0xFFFF);
-      Value minusOne = i32(-1);
-      ids.push_back(select(padding, minusOne, id));
-    }
-  }
-  copyTokenRows(t, s, lay.b, cfg.tileN, ids, rhsRows, p.rhsGatherRows);
+  copyTokenRows(t, s, lay.b, cfg.tileN, rhsTokens, rhsRows, p.rhsGatherRows);
 }
 
 void KernelEmitter::copyTokenRows(Value t, Value s, int64_t region,
@@ -1223,8 +1191,7 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
   } else if (cfg.rhsGather) {
     b.setInsertionPointToStart(ifOp.elseBlock());
     forEachReceivedTile([&](Value) {
-      if (rhsTokensPerTile())
-        loadRhsTokenPairs();
+      rhsTokens = loadRhsTokens();
       forEachEmptyStage([&](Value t, Value s) { gatherRhsStage(t, s); });
     });
   }
@@ -1252,8 +1219,8 @@ void KernelEmitter::emitPersistentProducerBf16Operands() {
         setRhsRow0();
         if (cfg.lhsGather)
           loadGatherTokens();
-        if (cfg.rhsGather && rhsTokensPerTile())
-          loadRhsTokenPairs();
+        if (cfg.rhsGather)
+          rhsTokens = loadRhsTokens();
         if (roundsOperand())
           emitRoundingStages(/*tma=*/true);
         else

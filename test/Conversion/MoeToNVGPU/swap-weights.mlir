@@ -20,8 +20,8 @@
 // their 256-column rhs: copied from the token rows rounded once
 // (rhs_gather) where the GEMM gathers them (x, dy), by TMA for P2's
 // [dg | du]. The expert GEMMs keep their configs. rhs_gather's producer
-// holds its 16 rows' token ids across the tile, two a register: 56
-// producer registers (kRhsGatherProducerRegisters; none spilled, PTXAS).
+// holds its 16 rows' token ids across the tile: 56 producer registers
+// (kRhsGatherProducerRegisters; none spilled, PTXAS).
 // CONFIG:     moe.block_matmul {{.*}}registers = [56, 224], lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true, rhs_gather = true, tma_store = 2>
 // CONFIG:     moe.block_matmul {{.*}}registers = [56, 224], persistent = true, round_lhs = true, swap_operands = true, rhs_gather = true, tma_store = 2>
 // CONFIG:     moe.block_matmul {{.*}}registers = [40, 232], persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>

@@ -311,9 +311,10 @@ constexpr int64_t kLhsCodesProducerRegisters = 32;
 /// state (ptxas -v: the recompute GEMM spilled 8 bytes at 40, none at 48).
 constexpr int64_t kLhsGatherProducerRegisters = 48;
 /// rhs_gather: the same for the 16 rows a thread copies of a 256-slot
-/// tile, their token ids held across the tile two a register (ptxas -v:
-/// 52-108 bytes spilled at 40, 12-36 at 48, none at 56; the consumers keep
-/// 224, no C7512).
+/// tile, their token ids held across the tile (ptxas -v: none spilled at
+/// 56 at the test layers and the three reference shapes, the consumers
+/// keeping 224 with no C7512; at 40 and 48 even ids packed two a register
+/// spilled 12-108 bytes).
 constexpr int64_t kRhsGatherProducerRegisters = 56;
 /// tma_store: the chunk buffers per consumer warpgroup that
 /// moe-gpu-kernel-config gives a GEMM (the two 8 KB buffers of each that
