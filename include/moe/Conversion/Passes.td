@@ -39,36 +39,11 @@ def ConvertMoeToLinalg : Pass<"convert-moe-to-linalg"> {
   ];
 }
 
-def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
-  let summary = "Choose the kernel configuration of every GPU GEMM";
-  let description = [{
-    Records on every GEMM that convert-moe-to-nvgpu turns into a kernel
-    (`moe.block_matmul`, `moe.expert_matmul` on FP8 codes with scales or
-    bf16 values) the kernel it gets on the chip `chip`, as the discardable
-    attribute `moe.gemm_config` (a `#moe.gemm_config`): MMA path, CTA tile,
-    MMA shape, pipeline stages, warpgroup roles and their registers, from
-    the chip's description (moe/Conversion/MoeToNVGPU/TargetInfo.h). The
-    path is `mma-path` (default: the chip's) for GEMMs of codes of one type
-    on both sides without a bias, `bf16_operands` for every other GEMM; the
-    `fp8` path falls back to `bf16` for a GEMM its kernel cannot compute. A
-    GEMM that has the attribute already keeps it, so a test or a tuner can
-    set any configuration; convert-moe-to-nvgpu builds the kernel it
-    describes and makes the same choice for a GEMM without one.
-
-    ```mlir
-    %r = moe.block_matmul ... {block_size = 128 : i64,
-        moe.gemm_config = #moe.gemm_config<mma = bf16_operands,
-          tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6,
-          warpgroups = [1, 2], registers = [40, 232]>} ...
-    ```
-  }];
-  let options = [
-    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
-           "The NVIDIA chip to choose kernels for (supported: sm_90a, sm_100a, "
-           "sm_120a)">,
-    Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
-           "The MMA path of the GEMMs: fp8, bf16, bf16-operands or "
-           "block-scale (default: the chip's)">,
+// The kernel choices of moe/Pipelines/KernelChoices.def that both
+// moe-gpu-kernel-config and convert-moe-to-nvgpu take (ConfigAndConvert
+// there): each pass reads them into a KernelChoices by name
+// (moe/Conversion/MoeToNVGPU/KernelChoices.h), so they are written once.
+defvar MoeGPUKernelChoiceOptions = [
     Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
            "bf16-operands: the GEMM kernels but the recompute's are "
            "persistent, one CTA per SM taking tiles from a per-launch atomic "
@@ -137,7 +112,39 @@ def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
            "in its epilogue; false: it stores dA, and one memory-bound "
            "kernel computes the activation backward and writes the MX "
            "roundings the GEMMs after it read">
-  ];
+];
+
+def MoeGPUKernelConfig : Pass<"moe-gpu-kernel-config", "::mlir::ModuleOp"> {
+  let summary = "Choose the kernel configuration of every GPU GEMM";
+  let description = [{
+    Records on every GEMM that convert-moe-to-nvgpu turns into a kernel
+    (`moe.block_matmul`, `moe.expert_matmul` on FP8 codes with scales or
+    bf16 values) the kernel it gets on the chip `chip`, as the discardable
+    attribute `moe.gemm_config` (a `#moe.gemm_config`): MMA path, CTA tile,
+    MMA shape, pipeline stages, warpgroup roles and their registers, from
+    the chip's description (moe/Conversion/MoeToNVGPU/TargetInfo.h). The
+    path is `mma-path` (default: the chip's) for GEMMs of codes of one type
+    on both sides without a bias, `bf16_operands` for every other GEMM; the
+    `fp8` path falls back to `bf16` for a GEMM its kernel cannot compute. A
+    GEMM that has the attribute already keeps it, so a test or a tuner can
+    set any configuration; convert-moe-to-nvgpu builds the kernel it
+    describes and makes the same choice for a GEMM without one.
+
+    ```mlir
+    %r = moe.block_matmul ... {block_size = 128 : i64,
+        moe.gemm_config = #moe.gemm_config<mma = bf16_operands,
+          tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6,
+          warpgroups = [1, 2], registers = [40, 232]>} ...
+    ```
+  }];
+  let options = !listconcat([
+    Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
+           "The NVIDIA chip to choose kernels for (supported: sm_90a, sm_100a, "
+           "sm_120a)">,
+    Option<"mmaPath", "mma-path", "std::string", /*default=*/"\"\"",
+           "The MMA path of the GEMMs: fp8, bf16, bf16-operands or "
+           "block-scale (default: the chip's)">],
+    MoeGPUKernelChoiceOptions);
 }
 
 def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
@@ -193,7 +200,7 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
     compute (a block size that is not a multiple of the tile, an operand
     whose contraction axis is not a multiple of 32) is an error.
   }];
-  let options = [
+  let options = !listconcat([
     Option<"chip", "chip", "std::string", /*default=*/"\"sm_90a\"",
            "The NVIDIA chip to generate code for (supported: sm_90a, sm_100a, "
            "sm_120a)">,
@@ -222,76 +229,8 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "round (the same bits; off by default: P1 measured ~6 ms slower "
            "at shape 1 on the H200, 2026-12-02); a kernel of one CTA per "
            "tile only (persistent-gemms=false): beside the ping-pong "
-           "kernel's second accumulator the roundings spill">,
-    Option<"persistentGemms", "persistent-gemms", "bool", /*default=*/"true",
-           "bf16-operands: the GEMM kernels but the recompute's are "
-           "persistent, one CTA per SM taking tiles from a per-launch atomic "
-           "counter, P1's a ping-pong kernel (false: one CTA per tile)">,
-    Option<"clusterGemms", "cluster-gemms", "bool", /*default=*/"false",
-           "bf16-operands: the GEMM kernels of one CTA per tile run in "
-           "clusters of two CTAs along N, the shared lhs tile loaded once by "
-           "TMA multicast (cluster_n = 2), where the N tiles pair up">,
-    Option<"rhsCodes", "rhs-codes", "bool", /*default=*/"false",
-           "bf16-operands: block GEMMs whose rhs is an MX-quantized weight "
-           "with K contiguous read it as FP8 codes and E8M0 scales, "
-           "dequantized by the producer warpgroup (rhs_codes), where the "
-           "kernel fits">,
-    Option<"lhsCodes", "lhs-codes", "bool", /*default=*/"false",
-           "bf16-operands: block GEMMs whose lhs rows are MX-quantized along "
-           "K read them as FP8 codes in wgmma A-fragment order and E8M0 "
-           "scales, decoded by the consumer warpgroups into the registers of "
-           "a register-A wgmma (lhs_codes), where the kernel fits">,
-    Option<"lhsGather", "lhs-gather", "bool", /*default=*/"true",
-           "bf16-operands: block GEMMs whose lhs rows are gathered from "
-           "token rows and MX-quantized along K (x, dy) read the token rows "
-           "rounded once, the producer warpgroup copying each row of a tile "
-           "through the token ids (lhs_gather), where the kernel fits">,
-    Option<"roundLhs", "round-lhs", "bool", /*default=*/"false",
-           "bf16-operands: expert GEMMs whose lhs is rows gathered from "
-           "token rows and MX-quantized along the slots (x of P3) gather and "
-           "round it themselves, the producer warpgroup copying each slot "
-           "row through the token ids, the consumers rounding it in their "
-           "registers (round_lhs), where the kernel fits">,
-    Option<"roundRhs", "round-rhs", "bool", /*default=*/"false",
-           "bf16-operands: expert GEMMs whose rhs is rows gathered from "
-           "token rows and MX-quantized along the slots (dy of P4) gather and "
-           "round it themselves, the producer warpgroup copying each slot "
-           "row through the token ids and rounding it in shared memory "
-           "(round_rhs), where the kernel fits">,
-    Option<"roundReuse", "round-reuse", "int64_t", /*default=*/"3",
-           "bf16-operands: an expert GEMM whose slot-gathered operand (x of "
-           "P3, dy of P4) it would round at most this many times, once per "
-           "tile along its other dimension, rounds it in its consumers' "
-           "registers (P3: round_lhs; P4: swap_operands with round_lhs, "
-           "with tma-store), where the kernel fits; 0: only where round-lhs "
-           "or swap-rounded-rhs ask">,
-    Option<"swapRoundedRhs", "swap-rounded-rhs", "bool", /*default=*/"false",
-           "bf16-operands, with tma-store: an expert GEMM whose rhs is rows "
-           "gathered from token rows and MX-quantized along the slots (dy "
-           "of P4) computes the transposed product, that rhs its lhs "
-           "gathered and rounded in the consumers' registers (swap_operands, "
-           "round_lhs), each result tile stored transposed, where the "
-           "kernel fits (before round-rhs)">,
-    Option<"swapWeights", "swap-weights", "bool", /*default=*/"false",
-           "bf16-operands, with tma-store and persistent-gemms: a block "
-           "GEMM whose rhs is a bf16 weight MX-quantized along K (the "
-           "recompute, P1 and P2) computes the transposed product, the raw "
-           "weight of the tile's expert its lhs rounded in the consumers' "
-           "registers (swap_operands, round_lhs), its rhs the slot rows of "
-           "two blocks of that expert (rhs_gather: copied through the token "
-           "ids with lhs-gather), each result tile stored transposed, where "
-           "the kernel fits">,
-    Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
-           "bf16-operands: GEMMs with a plain epilogue stage their f32 "
-           "result tile through shared memory in 32-column chunks, each "
-           "stored by TMA (tma_store), where the kernel fits">,
-    Option<"activationEpilogue", "act-epilogue", "bool", /*default=*/"false",
-           "P1's GEMM computes the activation backward of its moe.fused "
-           "region (dg, du, h, a * h, the affinity gradient's partial sums) "
-           "in its epilogue; false: it stores dA, and one memory-bound "
-           "kernel computes the activation backward and writes the MX "
-           "roundings the GEMMs after it read">
-  ];
+           "kernel's second accumulator the roundings spill">],
+    MoeGPUKernelChoiceOptions);
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",

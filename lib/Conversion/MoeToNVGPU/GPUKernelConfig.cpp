@@ -36,8 +36,13 @@ struct MoeGPUKernelConfigPass
     : moe::impl::MoeGPUKernelConfigBase<MoeGPUKernelConfigPass> {
   using MoeGPUKernelConfigBase::MoeGPUKernelConfigBase;
 
+  friend KernelChoices moe::kernelChoicesOf<kernel_choice_passes::Config>(
+      const MoeGPUKernelConfigPass &pass);
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    KernelChoices choices =
+        kernelChoicesOf<kernel_choice_passes::Config>(*this);
     FailureOr<GemmTargetChoice> choice =
         resolveGemmTarget(module, chip, mmaPath);
     if (failed(choice))
@@ -46,10 +51,7 @@ struct MoeGPUKernelConfigPass
       if (!isGPUGemm(op) || op->hasAttr(kGemmConfigAttrName))
         return WalkResult::advance();
       GemmConfigAttr config =
-          selectGemmConfig(op, choice->target, choice->preferred,
-                           {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-                            activationEpilogue, lhsGather, roundLhs, roundRhs,
-                            swapRoundedRhs, roundReuse, tmaStore, swapWeights});
+          selectGemmConfig(op, choice->target, choice->preferred, choices);
       if (!config) {
         op->emitOpError() << noKernelMessage(choice->target);
         return WalkResult::interrupt();

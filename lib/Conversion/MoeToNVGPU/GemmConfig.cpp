@@ -106,7 +106,7 @@ moe::matchGatedActEpilogue(BlockMatmulOp gemm, const KernelGroup &group) {
 
 GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
                                      MXMmaPath preferred,
-                                     const GemmChoices &choices,
+                                     const KernelChoices &choices,
                                      const KernelGroup *group) {
   // The MX paths take codes of one type on both sides; every other GEMM
   // runs on bf16 operands.
@@ -143,7 +143,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     for (const GemmTableEntry &entry : target.getBf16OperandsTable()) {
       if (problem.n >= entry.minN &&
           (entry.activationEpilogue || !activation) &&
-          (!entry.config.pingpong || (activation && choices.persistent)) &&
+          (!entry.config.pingpong || (activation && choices.persistentGemms)) &&
           fitsMXGemm(problem, entry.config, target)) {
         c = entry.config;
         break;
@@ -183,13 +183,12 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   //   starts) it took 4.15 ms at shape 1 against 4.10 for one CTA per tile
   //   (ncu, H200, docs/results/2026-12-02-p1-tile-variants.md);
   // - a shape of several CTAs per SM.
-  c.persistent = choices.persistent && path == MXMmaPath::Bf16Operands &&
-                 c.ctasPerSM == 1 &&
-                 !(isa<BlockMatmulOp>(op) && c.rhsNMajor) &&
+  c.persistent = choices.persistentGemms && path == MXMmaPath::Bf16Operands &&
+                 c.ctasPerSM == 1 && !(isa<BlockMatmulOp>(op) && c.rhsNMajor) &&
                  (!activation || c.pingpong);
   // Clusters of one CTA per tile, where the GEMM's N tiles pair up.
-  if (choices.cluster && path == MXMmaPath::Bf16Operands && !c.persistent &&
-      c.ctasPerSM == 1) {
+  if (choices.clusterGemms && path == MXMmaPath::Bf16Operands &&
+      !c.persistent && c.ctasPerSM == 1) {
     c.clusterN = 2;
     if (!fitsMXGemm(getMXGemmProblem(op, path), c, target))
       c.clusterN = 1;
@@ -334,9 +333,9 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // counted by every CTA. The weight read as stored: M-major for the
   // recompute's [E, H, 2I], K-major for P1's and P2's.
   if (auto block = dyn_cast<BlockMatmulOp>(op);
-      block && choices.swapWeights && choices.tmaStore && choices.persistent &&
-      path == MXMmaPath::Bf16Operands && !activation &&
-      weightRoundedQuantize(block)) {
+      block && choices.swapWeights && choices.tmaStore &&
+      choices.persistentGemms && path == MXMmaPath::Bf16Operands &&
+      !activation && weightRoundedQuantize(block)) {
     MXGemmConfig swap = target.getBf16OperandsTable().front().config;
     swap.persistent = true;
     swap.swapOperands = swap.roundLhs = true;

@@ -293,15 +293,11 @@ public:
     bool keepF32 = false;
   };
 
-  GemmLowering(OpBuilder &b, gpu::GPUModuleOp kernels,
-               const TargetInfo &target,
+  GemmLowering(OpBuilder &b, gpu::GPUModuleOp kernels, const TargetInfo &target,
                const DenseMap<Operation *, GemmConfigAttr> &configs,
-               bool bothAxes, bool checkpointEpilogue, bool dGateUpEpilogue,
-               bool activationEpilogue)
+               const KernelChoices &choices)
       : b(b), kernels(kernels), target(target), configs(configs),
-        bothAxes(bothAxes), checkpointEpilogue(checkpointEpilogue),
-        dGateUpEpilogue(dGateUpEpilogue),
-        activationEpilogue(activationEpilogue) {}
+        choices(choices) {}
 
   /// A fresh kernel name `prefix`<n>.
   std::string freshName(StringRef prefix) {
@@ -353,8 +349,8 @@ private:
   /// a lhs_codes block GEMM as the kernel reads them: FP8 codes in
   /// A-fragment order and their E8M0 scale bytes in the TMA layout
   /// (MXOperandProblem::codesOut), from an operand kernel that rounds the
-  /// mx_quantize's input (and, with bothAxes, also its rounding along the
-  /// rows for another GEMM).
+  /// mx_quantize's input (and, with operandsBothAxes, also its rounding along
+  /// the rows for another GEMM).
   FailureOr<std::pair<Value, Value>> prepareLhsCodes(Operation *op,
                                                      Value codes,
                                                      Value scales);
@@ -380,8 +376,8 @@ private:
                                          const MXGemmProblem &problem,
                                          Block *block);
 
-  /// With bothAxes: the other request of the values `quantize` rounds, when
-  /// one of the two is along the columns and the other along the rows in
+  /// With operandsBothAxes: the other request of the values `quantize` rounds,
+  /// when one of the two is along the columns and the other along the rows in
   /// place (`self` is this one's): an mx_quantize of the same values (or of
   /// rows gathered from the same source through the same ids) along the
   /// other axis, with the same quantization, read by a GEMM of the same
@@ -393,13 +389,9 @@ private:
   gpu::GPUModuleOp kernels;
   const TargetInfo &target;
   const DenseMap<Operation *, GemmConfigAttr> &configs;
-  bool bothAxes;
-  /// P1's epilogue reads the bf16 gate/up checkpoint itself.
-  bool checkpointEpilogue;
-  /// P1's epilogue writes the MX roundings of [dg | du] that GEMMs read.
-  bool dGateUpEpilogue;
-  /// P1's GEMM computes the activation backward of its region.
-  bool activationEpilogue;
+  /// The pass's kernel choices (KernelChoices.def): those of the operand
+  /// kernels and of P1's epilogue are read here, the GEMMs' are in configs.
+  KernelChoices choices;
   unsigned next = 0;
   /// Operands made, by (data, scales, K axis, transposed or 2 for codes);
   /// the scale bytes of codes by their codes.
@@ -673,7 +665,7 @@ FailureOr<Value> GemmLowering::prepare(Value data, Value scales,
   // Both roundings of the values in one kernel, when another GEMM of the
   // block takes them along the other axis in place.
   std::optional<std::pair<MXQuantizeOp, OperandRequest>> partner;
-  if (bothAxes && quantize && !request.tokenRows &&
+  if (choices.operandsBothAxes && quantize && !request.tokenRows &&
       canRoundBothAxes(problem)) {
     partner = bothAxesPartner(quantize, request);
     problem.bothAxes = partner.has_value();
@@ -791,7 +783,7 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
   // operand kernel of the GEMMs after it (actOperands).
   std::optional<GatedActEpilogue> actOperands;
   if (auto gemm = dyn_cast<BlockMatmulOp>(op); gemm && group) {
-    if (activationEpilogue)
+    if (choices.activationEpilogue)
       epi = matchGatedActEpilogue(gemm, *group);
     else
       actOperands = matchGatedActEpilogue(gemm, *group);
@@ -807,14 +799,14 @@ LogicalResult GemmLowering::lowerBf16Operands(Operation *op,
     for (Operation *user : epi->act.getH().getUsers())
       if (user != epi->scaled && user != epi->grad)
         e.writeH = true;
-    if (checkpointEpilogue)
+    if (choices.checkpointEpilogue)
       checkpoint = matchCheckpointGateUp(epi->act, *group, problem.blockSize);
     e.gateUpCheckpoint = checkpoint.has_value();
     // The epilogue rounds 32 columns (four column pairs of each lane) at a
     // time; not beside a ping-pong warpgroup's second accumulator (528
     // bytes spilled at I = 128, ptxas -v), where [dg | du] stays f32 for
     // the operand kernel.
-    if (dGateUpEpilogue && cfg.mmaN % 32 == 0 && !cfg.pingpong) {
+    if (choices.dGateUpEpilogue && cfg.mmaN % 32 == 0 && !cfg.pingpong) {
       roundings = matchDGateUpRoundings(epi->act, problem, op->getBlock());
       if (roundings.alongN)
         e.dGateUpAlongN = roundings.alongN.getQuant();
@@ -977,7 +969,7 @@ LogicalResult GemmLowering::lowerActBwdOperands(Operation *gemm,
   p.activation = act.getActivation();
   p.clamp = act.getClampAttr();
   std::optional<CheckpointGateUp> checkpoint;
-  if (checkpointEpilogue)
+  if (choices.checkpointEpilogue)
     checkpoint = matchCheckpointGateUp(act, group, gp.blockSize);
   p.checkpoint = checkpoint.has_value();
   p.blockSize = gp.blockSize;
@@ -1207,8 +1199,13 @@ struct ConvertMoeToNVGPUPass
     : moe::impl::ConvertMoeToNVGPUBase<ConvertMoeToNVGPUPass> {
   using ConvertMoeToNVGPUBase::ConvertMoeToNVGPUBase;
 
+  friend KernelChoices moe::kernelChoicesOf<kernel_choice_passes::Convert>(
+      const ConvertMoeToNVGPUPass &pass);
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    KernelChoices choices =
+        kernelChoicesOf<kernel_choice_passes::Convert>(*this);
     FailureOr<GemmTargetChoice> choice =
         resolveGemmTarget(module, chip, mmaPath);
     if (failed(choice))
@@ -1250,12 +1247,8 @@ struct ConvertMoeToNVGPUPass
           return signalPassFailure();
         }
       } else {
-        config =
-            selectGemmConfig(op, choice->target, choice->preferred,
-                             {persistentGemms, clusterGemms, rhsCodes, lhsCodes,
-                              activationEpilogue, lhsGather, roundLhs, roundRhs,
-                              swapRoundedRhs, roundReuse, tmaStore, swapWeights},
-                             groupOf.lookup(op));
+        config = selectGemmConfig(op, choice->target, choice->preferred,
+                                  choices, groupOf.lookup(op));
         if (!config) {
           op->emitOpError() << noKernelMessage(choice->target);
           return signalPassFailure();
@@ -1264,10 +1257,8 @@ struct ConvertMoeToNVGPUPass
       configs[op] = config;
     }
     OpBuilder b(&getContext());
-    GemmLowering lowering(b, getOrCreateKernelModule(b, module),
-                          choice->target, configs, operandsBothAxes,
-                          checkpointEpilogue, dGateUpEpilogue,
-                          activationEpilogue);
+    GemmLowering lowering(b, getOrCreateKernelModule(b, module), choice->target,
+                          configs, choices);
     for (Operation *op : gemms) {
       GemmConfigAttr config = configs.lookup(op);
       if (failed(config.getMma() == MXMmaPath::Bf16Operands
