@@ -3,10 +3,10 @@
 //
 // mxThresholdPair and mxRoundPairBits (MXRounding.h) are the kernels' MX
 // rounding of bf16 pairs without scale bytes or FP8 codes. Here they run on
-// integers, with fma.rn.bf16x2 modelled lane by lane (the exact product by
-// +-1 and sum in fp64, rounded once to bf16), and every result is compared
-// with lib/Reference's quantizeBlock + decodeFP8 * decodeE8M0 of the same
-// block: every amax exponent with the fractions around elem_max's, every
+// integers, with fma.rn.bf16x2 modelled lane by lane (the exact product by a
+// power of two and sum in fp64, rounded once to bf16), and every result is
+// compared with lib/Reference's quantizeBlock + decodeFP8 * decodeE8M0 of the
+// same block: every amax exponent with the fractions around elem_max's, every
 // element within 40 binades below the amax (and every bf16 subnormal), both
 // signs, both element types.
 //
@@ -47,6 +47,7 @@ struct CpuOps {
   uint32_t add(uint32_t x, uint32_t y) { return x + y; }
   uint32_t band(uint32_t x, uint32_t y) { return x & y; }
   uint32_t bor(uint32_t x, uint32_t y) { return x | y; }
+  uint32_t andOr(uint32_t x, uint32_t y, uint32_t z) { return (x & y) | z; }
   uint32_t max16x2(uint32_t x, uint32_t y) {
     return std::max(x & 0xFFFF, y & 0xFFFF) | std::max(x >> 16, y >> 16) << 16;
   }
@@ -83,8 +84,8 @@ struct CpuOps {
     uint32_t out = 0;
     for (int lane = 0; lane < 2; ++lane) {
       auto at = [&](uint32_t w) { return (w >> (16 * lane)) & 0xFFFF; };
-      // x * +-1 is exact; the sum is exact in fp64 unless |x| is below
-      // 2^-45 |z|, far from a bf16 tie of z.
+      // x * y is exact (y a power of two); the sum is exact in fp64 unless
+      // the smaller term is below 2^-45 of the larger, far from a bf16 tie.
       double v = static_cast<double>(floatOfBf16(at(x))) *
                      static_cast<double>(floatOfBf16(at(y))) +
                  static_cast<double>(floatOfBf16(at(z)));

@@ -151,6 +151,11 @@ struct IRWordOps {
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value band(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
   Value bor(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+  // lop3 (0xEA: a & b | c): ptxas keeps two immediates' and-or as two
+  // LOP3s, one LOP3 with the second constant in a register here.
+  Value andOr(Value x, Value y, Value z) {
+    return wordPtx(b, loc, {x, y, z}, "lop3.b32 $0, $1, $2, $3, 0xEA;");
+  }
   Value max16x2(Value x, Value y) { return buildMaxU16x2(b, loc, x, y); }
   Value fmaBf16x2(Value x, Value y, Value z) {
     return wordPtx(b, loc, {x, y, z}, "fma.rn.bf16x2 $0, $1, $2, $3;");

@@ -82,26 +82,27 @@
 // CHECK:         "prmt.b32 $0, $1, $2, 0x1010;"
 // CHECK:         "prmt.b32 $0, $1, $2, 0x3232;"
 // CHECK:         "max.xorsign.abs.bf16x2 $0, $1, $2;"
-// CHECK:         %c37749312_i32 = arith.constant 37749312 : i32
+// CHECK:         %c4194368_i32 = arith.constant 4194368 : i32
 // CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
-// CHECK-SAME:      %c1065369472_i32
+// CHECK-SAME:      %c1098924416_i32
 // CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
-// CHECK-SAME:      %c-1082081408_i32
+// CHECK-SAME:      %c-1048526464_i32
 // CHECK:         wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 // CHECK:       gpu.func @expert_matmul_9(
 // The element type's constants (MXBitRounding): the misfit bound
-// (smallest - 1: 0x760 for e4m3, 0xEE0 for e5m2) and C's exponent step and
-// fraction 0x40 (4 << 7 | 0x40 in both lanes: 0x02400240; 5 << 7 | 0x40:
-// 0x02C002C0).
+// (smallest - 1: 0x760 for e4m3, 0xEE0 for e5m2) and the step 2^(7 - f)
+// that scales M to C (bf16 16.0 in both lanes: 0x41804180, and -16.0 for
+// the second fma; 32.0: 0x42004200).
 // E5M2-LABEL:  gpu.func @expert_matmul_8(
 // E5M2:          %c3808_i32 = arith.constant 3808 : i32
 // E5M2:          nvvm.vote.sync any
 // E5M2:          } else {
-// E5M2:          %c46138048_i32 = arith.constant 46138048 : i32
+// E5M2:          %c1107313152_i32 = arith.constant 1107313152 : i32
 // E5M2:          "fma.rn.bf16x2 $0, $1, $2, $3;"
+// E5M2-SAME:       %c1107313152_i32
 // E5M2-LABEL:  gpu.func @expert_matmul_9(
 // E5M2:          %c3808_i32 = arith.constant 3808 : i32
-// E5M2:          %c46138048_i32 = arith.constant 46138048 : i32
+// E5M2:          %c1107313152_i32 = arith.constant 1107313152 : i32
 
 // P4: the producer warpgroup rounds dy: this thread's copies landed, the
 // warpgroup's barrier (not .aligned), the rounding (a column pair's two

@@ -83,10 +83,12 @@ Value buildLaneAmax(OpBuilder &b, Location loc, Value amax,
 /// max(s + minExp, 1), the bf16 exponent field where the normal range
 /// starts, both are the bf16 ulp of C = 1.5 * 2^(max(e_x, T) + 7 - f - 127)
 /// (C's binade holds x + C: |x| < C / 12), so x rounds as (x + C) - C, two
-/// fma.rn.bf16x2 of the pair (exact for the second), and x's sign goes back
-/// on a zero. Checked for every bf16 element of blocks of every amax
+/// fma.rn.bf16x2 of the pair that take C as M * 2^(7 - f), M = 1.5 *
+/// 2^(max(e_x, T) - 127) (an exact product; the second fma is exact too),
+/// and x's sign goes back on a zero. Checked for every bf16 element of blocks of every amax
 /// against lib/Reference (unittests/Conversion/MXBitRoundingTest.cpp).
-/// `Ops` makes i32 words: c(u32), add, band, bor, max16x2, absMax(a, b)
+/// `Ops` makes i32 words: c(u32), add, band, bor, andOr(a, b, c) (a & b |
+/// c, one instruction), max16x2, absMax(a, b)
 /// (max.xorsign.abs.bf16x2: max(|a|, |b|) by value with the signs' xor,
 /// lane by lane) and fmaBf16x2(a, b, c) (a * b + c on both bf16 lanes,
 /// rounded once).
@@ -94,8 +96,8 @@ struct MXBitRounding {
   /// emax - minExp of the element: T = max(e_amax + c - offset, 1), c = 1
   /// where the amax's fraction exceeds elem_max's (1.75, 0x60).
   uint32_t offset;
-  /// (7 - f) << 7: C's exponent over max(e_x, T), in place.
-  uint32_t magic;
+  /// The bf16 bits of 2^(7 - f), C / M.
+  uint32_t step;
 };
 
 /// Whether blocks of `rule` round on the bits: RCEIL's scale keeps every
@@ -105,10 +107,11 @@ inline bool hasMXBitRounding(ScaleRule rule) {
   return rule == ScaleRule::rceil;
 }
 
-/// The constants of `element` (e4m3: offset 14, fraction 3; e5m2: 29, 2).
+/// The constants of `element` (e4m3: offset 14, fraction 3, step 2^4;
+/// e5m2: 29, 2, 2^5).
 inline MXBitRounding getMXBitRounding(MXElement element) {
-  return element == MXElement::f8E4M3FN ? MXBitRounding{14, 4u << 7}
-                                        : MXBitRounding{29, 5u << 7};
+  return element == MXElement::f8E4M3FN ? MXBitRounding{14, (127u + 4) << 7}
+                                        : MXBitRounding{29, (127u + 5) << 7};
 }
 
 /// Whether a block with amax magnitude bits `amax` (bf16, 0..0x7FFF) rounds
@@ -162,19 +165,21 @@ V mxThresholdPair(Ops &o, V amaxPair, MXBitRounding r) {
 template <typename Ops, typename V>
 V mxRoundPairBits(Ops &o, V word, V bound, MXBitRounding r) {
   using namespace mxbits;
-  // max(e_x, T) << 7 plus the magic exponent, fraction 0x40 (1.5): the
-  // bf16 max of |x| and the bound (a positive bf16 of exponent T, all
-  // fraction bits set) orders as the magnitudes' bits; x's sign on it and
-  // the fraction go with the mask, and one add sets the magic exponent and
-  // the fraction (no lane carries: the exponent field stays <= 254 in
-  // blocks that fit, mxBitsBlockFits).
+  // M: max(e_x, T) << 7, fraction 0x40 (1.5). The bf16 max of |x| and
+  // the bound (a positive bf16 of exponent T, all fraction bits set)
+  // orders as the magnitudes' bits; x's sign on it and the fraction go
+  // with the mask, the or sets the fraction (one lop3). The fmas scale M
+  // to C by the step, exactly (C stays finite in blocks that fit,
+  // mxBitsBlockFits): one instruction less than adding C's exponent to
+  // M's bits.
   V top = o.absMax(word, bound);
-  V exponent = andK(o, top, 0x7F807F80);
-  V magic = addK(o, exponent, lanes(r.magic | 0x40));
-  V one = o.c(0x3F803F80);
-  V sum = o.fmaBf16x2(word, one, magic); // x * 1 + C
-  V minusOne = o.c(0xBF80BF80);
-  V value = o.fmaBf16x2(magic, minusOne, sum); // -C + (x + C)
+  V mask = o.c(0x7F807F80);
+  V fraction = o.c(0x00400040);
+  V m = o.andOr(top, mask, fraction);
+  V step = o.c(lanes(r.step));
+  V sum = o.fmaBf16x2(m, step, word); // M * 2^(7 - f) + x
+  V minusStep = o.c(lanes(r.step | 0x8000));
+  V value = o.fmaBf16x2(m, minusStep, sum); // -C + (x + C)
   V sign = andK(o, word, 0x80008000);
   return o.bor(value, sign);
 }
