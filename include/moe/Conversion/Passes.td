@@ -102,6 +102,14 @@ defvar MoeGPUKernelChoiceOptions = [
            "two blocks of that expert (rhs_gather: copied through the token "
            "ids with lhs-gather), each result tile stored transposed, where "
            "the kernel fits">,
+    Option<"weightReuse", "weight-reuse", "int64_t", /*default=*/"0",
+           "bf16-operands, with tma-store and persistent-gemms: the block "
+           "GEMMs whose rhs is a bf16 weight MX-quantized along K compute "
+           "their transposed products as with swap-weights where each "
+           "element of the weight would be rounded at most this many times, "
+           "once per two blocks of slots of its expert (the slots per "
+           "expert estimated as the data blocks over the experts, plus one "
+           "block); 0: only where swap-weights asks">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "

@@ -331,11 +331,30 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // weight serves 256 slots), copied from the token rows with lhs-gather
   // (rhs_gather). Persistent: the tiles are the experts' pairs of blocks,
   // counted by every CTA. The weight read as stored: M-major for the
-  // recompute's [E, H, 2I], K-major for P1's and P2's.
+  // recompute's [E, H, 2I], K-major for P1's and P2's. Taken where
+  // swap-weights asks, and where each weight element would be rounded at
+  // most weightReuse times: once per tile of two blocks of its expert, an
+  // expert's slots estimated as the routing layout's data blocks (all but
+  // the E - 1 spare ones) over the experts, plus one block for its last,
+  // partial one (KernelChoices.def).
+  auto fewWeightRoundings = [&](BlockMatmulOp block) {
+    if (choices.weightReuse <= 0)
+      return false;
+    MXGemmProblem problem = getMXGemmProblem(block, path);
+    int64_t experts = problem.numExperts;
+    int64_t dataBlocks = std::max<int64_t>(problem.numBlocks - (experts - 1),
+                                           experts);
+    int64_t slotsPerTile = 2 * problem.blockSize;
+    int64_t slots = problem.blockSize * (dataBlocks + experts);
+    int64_t perExpert = (slots + experts - 1) / experts;
+    return (perExpert + slotsPerTile - 1) / slotsPerTile <=
+           choices.weightReuse;
+  };
   if (auto block = dyn_cast<BlockMatmulOp>(op);
-      block && choices.swapWeights && choices.tmaStore &&
-      choices.persistentGemms && path == MXMmaPath::Bf16Operands &&
-      !activation && weightRoundedQuantize(block)) {
+      block && choices.tmaStore && choices.persistentGemms &&
+      path == MXMmaPath::Bf16Operands && !activation &&
+      weightRoundedQuantize(block) &&
+      (choices.swapWeights || fewWeightRoundings(block))) {
     MXGemmConfig swap = target.getBf16OperandsTable().front().config;
     swap.persistent = true;
     swap.swapOperands = swap.roundLhs = true;
