@@ -342,8 +342,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       return false;
     MXGemmProblem problem = getMXGemmProblem(block, path);
     int64_t experts = problem.numExperts;
-    int64_t dataBlocks = std::max<int64_t>(problem.numBlocks - (experts - 1),
-                                           experts);
+    int64_t dataBlocks =
+        std::max<int64_t>(problem.numBlocks - (experts - 1), 1);
     int64_t slotsPerTile = 2 * problem.blockSize;
     int64_t slots = problem.blockSize * (dataBlocks + experts);
     int64_t perExpert = (slots + experts - 1) / experts;
