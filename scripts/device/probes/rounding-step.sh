@@ -18,12 +18,13 @@ record() { rows+=("$(printf '%-76s %s' "$1" "$2")"); }
 digest() { if ls "$1"/* >/dev/null 2>&1; then cat "$1"/* | sha256sum; else echo "none $1"; fi; }
 # (partial tiles, a bias, e5m2 with the affinity on H, FLOOR_ALT (the
 # conversions, not the bit rounding), a checkpoint with a bias, more
-# blocks per expert.)
+# blocks per expert, and about two blocks an expert: the layers that
+# --weight-reuse=2 swaps, as shape 3.)
 for layer in T=1024,H=512,I=256,E=8,K=2,B=128 T=300,H=256,I=160,E=4,K=2,B=128,bias=on \
     T=512,H=384,I=384,E=4,K=2,B=128,quant=e5m2,affinity=on_h \
     T=2048,H=768,I=256,E=16,K=4,B=128,rule=floor_alt \
     T=600,H=256,I=96,E=4,K=2,B=128,checkpoint=bf16,bias=on \
-    T=4096,H=1536,I=256,E=32,K=8,B=128; do
+    T=4096,H=1536,I=256,E=32,K=8,B=128 T=2048,H=768,I=256,E=64,K=4,B=128; do
   rm -rf "$tmp/default" "$tmp/swapweights" "$tmp/plain"
   for variant in "default" "--swap-weights"; do
     args=${variant#default} name=${variant//-/}
