@@ -85,12 +85,12 @@ Value buildLaneAmax(OpBuilder &b, Location loc, Value amax,
 /// (C's binade holds x + C: |x| < C / 12), so x rounds as (x + C) - C, two
 /// fma.rn.bf16x2 of the pair that take C as M * 2^(7 - f), M = 1.5 *
 /// 2^(max(e_x, T) - 127) (an exact product; the second fma is exact too),
-/// and x's sign goes back on a zero. Checked for every bf16 element of blocks of every amax
-/// against lib/Reference (unittests/Conversion/MXBitRoundingTest.cpp).
-/// `Ops` makes i32 words: c(u32), add, band, bor, andOr(a, b, c) (a & b |
-/// c, one instruction), max16x2, absMax(a, b)
-/// (max.xorsign.abs.bf16x2: max(|a|, |b|) by value with the signs' xor,
-/// lane by lane) and fmaBf16x2(a, b, c) (a * b + c on both bf16 lanes,
+/// and x's sign goes back on a zero. Checked for every bf16 element of blocks
+/// of every amax against lib/Reference
+/// (unittests/Conversion/MXBitRoundingTest.cpp). `Ops` makes i32 words: c(u32),
+/// add, band, bor, andOr(a, b, c) (a & b | c, one instruction), max16x2,
+/// absMax(a, b) (max.xorsign.abs.bf16x2: max(|a|, |b|) by value with the signs'
+/// xor, lane by lane) and fmaBf16x2(a, b, c) (a * b + c on both bf16 lanes,
 /// rounded once).
 struct MXBitRounding {
   /// emax - minExp of the element: T = max(e_amax + c - offset, 1), c = 1
