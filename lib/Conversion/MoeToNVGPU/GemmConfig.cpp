@@ -347,8 +347,7 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     int64_t slotsPerTile = 2 * problem.blockSize;
     int64_t slots = problem.blockSize * (dataBlocks + experts);
     int64_t perExpert = (slots + experts - 1) / experts;
-    return (perExpert + slotsPerTile - 1) / slotsPerTile <=
-           choices.weightReuse;
+    return (perExpert + slotsPerTile - 1) / slotsPerTile <= choices.weightReuse;
   };
   if (auto block = dyn_cast<BlockMatmulOp>(op);
       block && choices.tmaStore && choices.persistentGemms &&
