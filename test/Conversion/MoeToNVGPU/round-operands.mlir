@@ -50,7 +50,8 @@
 // `col` layout), take each row's 32-slot amax over the lane quad (packed
 // max.NaN.xorsign.abs.bf16x2 chains, then max.u16x2 and shfl.xor 1 and 2).
 // An RCEIL block rounds on its bits
-// (mxRoundPairBits: the bound from the amax, two fma.rn.bf16x2 a word)
+// (mxRoundPairBits: the bound from the amax, M's bits by one lop3, two
+// fma.rn.bf16x2 a word)
 // unless the warp votes that a block does not fit (mxBitsBlockFits: an
 // amax from 0x7D00 up, or tiny and nonzero); such a warp shares the quad's
 // four scale bytes (one shared-builder scale byte per lane, gathered by
@@ -83,6 +84,7 @@
 // CHECK:         "prmt.b32 $0, $1, $2, 0x3232;"
 // CHECK:         "max.xorsign.abs.bf16x2 $0, $1, $2;"
 // CHECK:         %c4194368_i32 = arith.constant 4194368 : i32
+// CHECK:         "lop3.b32 $0, $1, $2, $3, 0xEA;"
 // CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
 // CHECK-SAME:      %c1098924416_i32
 // CHECK:         "fma.rn.bf16x2 $0, $1, $2, $3;"
