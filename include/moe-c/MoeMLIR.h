@@ -76,6 +76,11 @@ typedef struct MoeCompileOptions {
   const char *gpuMode;
   /** Buffer name in diagnostics. */
   const char *sourceName;
+  /** GPU targets: kernel choices as comma-separated OPTION=value pairs of
+   *  moe/Pipelines/KernelChoices.def ("weight-reuse=2,swap-weights=true");
+   *  NULL: the defaults. An unknown option or a bad value fails the
+   *  compile (moe::jit::setKernelChoices). */
+  const char *kernelChoices;
 } MoeCompileOptions;
 
 /** One caller-owned buffer: data, element type and shape (rank dims). */

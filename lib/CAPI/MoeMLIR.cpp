@@ -56,7 +56,7 @@ int32_t report(const Status &status) {
   return 1;
 }
 
-CompileOptions toCompileOptions(const MoeCompileOptions *options) {
+Expected<CompileOptions> toCompileOptions(const MoeCompileOptions *options) {
   CompileOptions out;
   if (!options)
     return out;
@@ -71,6 +71,9 @@ CompileOptions toCompileOptions(const MoeCompileOptions *options) {
     out.gpuMode = options->gpuMode;
   if (options->sourceName)
     out.sourceName = options->sourceName;
+  if (options->kernelChoices)
+    if (Status status = setKernelChoices(out, options->kernelChoices); !status)
+      return status;
   return out;
 }
 
@@ -177,6 +180,7 @@ void moeCompileOptionsInit(MoeCompileOptions *options) {
   options->mmaPath = nullptr;
   options->gpuMode = nullptr;
   options->sourceName = nullptr;
+  options->kernelChoices = nullptr;
 }
 
 MoeCompiler *moeCompilerCreate(const char *cacheDir) {
@@ -201,8 +205,12 @@ MoeExecutable *moeCompileLayer(MoeCompiler *compiler, const char *layerSpec,
     fail(layer.message());
     return nullptr;
   }
-  return wrap(compiler->compiler.compileLayer(*layer,
-                                              toCompileOptions(options)));
+  Expected<CompileOptions> compileOptions = toCompileOptions(options);
+  if (!compileOptions) {
+    fail(compileOptions.message());
+    return nullptr;
+  }
+  return wrap(compiler->compiler.compileLayer(*layer, *compileOptions));
 }
 
 MoeExecutable *moeCompileModule(MoeCompiler *compiler, const char *mlirText,
@@ -213,7 +221,12 @@ MoeExecutable *moeCompileModule(MoeCompiler *compiler, const char *mlirText,
   }
   if (!validOptions(options))
     return nullptr;
-  return wrap(compiler->compiler.compile(mlirText, toCompileOptions(options)));
+  Expected<CompileOptions> compileOptions = toCompileOptions(options);
+  if (!compileOptions) {
+    fail(compileOptions.message());
+    return nullptr;
+  }
+  return wrap(compiler->compiler.compile(mlirText, *compileOptions));
 }
 
 void moeExecutableDestroy(MoeExecutable *executable) { delete executable; }

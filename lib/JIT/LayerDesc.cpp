@@ -7,11 +7,13 @@
 //===----------------------------------------------------------------------===//
 #include "moe/JIT/MoeJIT.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <sstream>
 #include <iterator>
+#include <optional>
+#include <sstream>
 #include <string>
 
 using namespace moe::jit;
@@ -107,6 +109,71 @@ const char *moe::jit::toString(CompileInfo::Source source) {
     return "disk cache";
   }
   return "?";
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel choices
+//===----------------------------------------------------------------------===//
+
+Status moe::jit::setKernelChoices(CompileOptions &options,
+                                  std::string_view text) {
+  auto error = [](const std::string &message) {
+    return Status::error("kernel choices: " + message);
+  };
+  // A decimal integer in [min, max] (no sign; at most 18 digits, so no
+  // overflow before the range check).
+  auto integer = [](std::string_view value, int64_t min,
+                    int64_t max) -> std::optional<int64_t> {
+    if (value.empty() || value.size() > 18 ||
+        value.find_first_not_of("0123456789") != std::string_view::npos)
+      return std::nullopt;
+    int64_t n = std::stoll(std::string(value));
+    if (n < min || n > max)
+      return std::nullopt;
+    return n;
+  };
+  CompileOptions out = options;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = std::min(text.find(',', pos), text.size());
+    std::string pair(text.substr(pos, end - pos));
+    pos = end + 1;
+    size_t eq = pair.find('=');
+    if (eq == std::string::npos)
+      return error("'" + pair + "' is not OPTION=value");
+    std::string name = pair.substr(0, eq), value = pair.substr(eq + 1);
+    bool known = false;
+#define MOE_KERNEL_CHOICE_BOOL(FIELD, OPTION, DEFAULT, PASSES, FLAG,           \
+                               FLAG_SETS, DESC)                                \
+  if (name == OPTION) {                                                        \
+    known = true;                                                              \
+    if (value != "true" && value != "false")                                   \
+      return error("invalid value '" + value +                                 \
+                   "' for " OPTION " (expected true or false)");               \
+    out.FIELD = value == "true";                                               \
+  }
+#define MOE_KERNEL_CHOICE_INT(FIELD, OPTION, DEFAULT, PASSES, FLAG, MIN, MAX,  \
+                              DESC)                                            \
+  if (name == OPTION) {                                                        \
+    known = true;                                                              \
+    std::optional<int64_t> n = integer(value, MIN, MAX);                       \
+    if (!n)                                                                    \
+      return error("invalid value '" + value +                                 \
+                   "' for " OPTION " (expected an integer in [" #MIN ", " #MAX \
+                   "])");                                                      \
+    out.FIELD = *n;                                                            \
+  }
+#include "moe/Pipelines/KernelChoices.def"
+    if (!known) {
+      std::string accepted;
+#define MOE_KERNEL_CHOICE(FIELD, TYPE, OPTION, DEFAULT, PASSES, DESC)          \
+  accepted += accepted.empty() ? OPTION : ", " OPTION;
+#include "moe/Pipelines/KernelChoices.def"
+      return error("unknown option '" + name + "' (expected one of " +
+                   accepted + ")");
+    }
+  }
+  options = out;
+  return Status();
 }
 
 //===----------------------------------------------------------------------===//

@@ -287,7 +287,12 @@ class Compiler:
 
     def compile(self, source, target="host", *, module=False, opt_level=2,
                 fuse=True, mma_path=None, gpu_mode=None, entry=None,
-                source_name=None):
+                source_name=None, kernel_choices=None):
+        """``kernel_choices`` (GPU targets): the kernel choices of
+        include/moe/Pipelines/KernelChoices.def as a mapping of option
+        names to values, ``{"weight-reuse": 2, "swap-weights": True}``, or
+        as text, ``"weight-reuse=2,swap-weights=true"``; an unknown option
+        or a bad value raises MoeMLIRError before anything compiles."""
         if target not in _TARGETS:
             raise ValueError("target %r: expected one of %s" %
                              (target, ", ".join(sorted(_TARGETS))))
@@ -301,12 +306,32 @@ class Compiler:
         options.gpuMode = encode(gpu_mode)
         options.entry = encode(entry)
         options.sourceName = encode(source_name)
+        options.kernelChoices = encode(_kernel_choices_text(kernel_choices))
         build = (self._lib.moeCompileModule if module
                  else self._lib.moeCompileLayer)
         handle = build(self._handle, source.encode(), ctypes.byref(options))
         if not handle:
             raise MoeMLIRError(_capi.last_error())
         return Kernel(handle)
+
+
+def _kernel_choices_text(choices):
+    """The C API's text of ``kernel_choices``: a mapping of the options of
+    KernelChoices.def to values (``{"weight-reuse": 2, "swap-weights":
+    True}``) or that text itself (``"weight-reuse=2,swap-weights=true"``);
+    the library checks the names and values."""
+    if choices is None or isinstance(choices, str):
+        return choices
+    if not hasattr(choices, "items"):
+        raise TypeError("kernel_choices: expected a mapping of option names "
+                        "to values or a string, got %s" %
+                        type(choices).__name__)
+    pairs = []
+    for name, value in choices.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        pairs.append("%s=%s" % (name, value))
+    return ",".join(pairs)
 
 
 _default = None

@@ -9,7 +9,8 @@ class CompileOptions(ctypes.Structure):
     _fields_ = [("target", ctypes.c_int), ("fuse", ctypes.c_int32),
                 ("optLevel", ctypes.c_int32), ("entry", ctypes.c_char_p),
                 ("mmaPath", ctypes.c_char_p), ("gpuMode", ctypes.c_char_p),
-                ("sourceName", ctypes.c_char_p)]
+                ("sourceName", ctypes.c_char_p),
+                ("kernelChoices", ctypes.c_char_p)]
 
 
 class Tensor(ctypes.Structure):

@@ -73,6 +73,7 @@ TEST(MoeCAPI, OptionsDefaults) {
   EXPECT_EQ(options.mmaPath, nullptr);
   EXPECT_EQ(options.gpuMode, nullptr);
   EXPECT_EQ(options.sourceName, nullptr);
+  EXPECT_EQ(options.kernelChoices, nullptr);
 }
 
 TEST(MoeCAPI, CompileDescribeRunMatchesTheCppAPI) {
@@ -151,6 +152,17 @@ TEST(MoeCAPI, ErrorsComeBackWithTheirMessage) {
   EXPECT_STREQ(moeGetLastError(), "compile: unknown target 7 "
                                   "(MOE_TARGET_HOST, MOE_TARGET_SM90A, MOE_TARGET_SM100A or "
                                   "MOE_TARGET_SM120A)");
+  options = fast();
+  // Kernel choices: checked before anything is compiled, on every target.
+  options.kernelChoices = "weight-reuse=65";
+  EXPECT_EQ(moeCompileLayer(compiler, kLayer, &options), nullptr);
+  EXPECT_STREQ(moeGetLastError(), "kernel choices: invalid value '65' for "
+                                  "weight-reuse (expected an integer in [0, "
+                                  "64])");
+  options.kernelChoices = "swap-weights";
+  EXPECT_EQ(moeCompileModule(compiler, "module {}", &options), nullptr);
+  EXPECT_STREQ(moeGetLastError(),
+               "kernel choices: 'swap-weights' is not OPTION=value");
   options = fast();
 
   MoeExecutable *exe = moeCompileLayer(compiler, kLayer, &options);

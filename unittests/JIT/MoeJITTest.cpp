@@ -290,6 +290,55 @@ TEST(MoeJIT, TargetsParseAndNameTheirChips) {
             "unknown target 'sm80' (expected host, sm90a, sm100a or sm120a)");
 }
 
+/// setKernelChoices: the text of KernelChoices.def's options, every error
+/// with its message and nothing set on error.
+TEST(MoeJIT, KernelChoicesFromText) {
+  CompileOptions options;
+  ASSERT_TRUE(setKernelChoices(options, ""));
+  EXPECT_EQ(options.weightReuse, 0);
+  Status status = setKernelChoices(options, "weight-reuse=2,swap-weights=true,"
+                                            "tma-store=false,round-reuse=0");
+  ASSERT_TRUE(status) << status.message();
+  EXPECT_EQ(options.weightReuse, 2);
+  EXPECT_TRUE(options.swapWeights);
+  EXPECT_FALSE(options.tmaStore);
+  EXPECT_EQ(options.roundReuse, 0);
+
+  CompileOptions before = options;
+  auto rejects = [&](const char *text, const std::string &message) {
+    Status bad = setKernelChoices(options, text);
+    ASSERT_FALSE(bad) << text;
+    EXPECT_EQ(bad.message(), message);
+    // Nothing set, not even the pairs before the bad one.
+    EXPECT_EQ(options.roundReuse, before.roundReuse);
+    EXPECT_EQ(options.weightReuse, before.weightReuse);
+    EXPECT_EQ(options.lhsGather, before.lhsGather);
+  };
+  rejects("round-reuse=5,weight-reuse=-1",
+          "kernel choices: invalid value '-1' for weight-reuse (expected an "
+          "integer in [0, 64])");
+  rejects("round-reuse=5,weight-reuse=65",
+          "kernel choices: invalid value '65' for weight-reuse (expected an "
+          "integer in [0, 64])");
+  rejects("round-reuse=99999999999999999999",
+          "kernel choices: invalid value '99999999999999999999' for "
+          "round-reuse (expected an integer in [0, 64])");
+  rejects("lhs-gather=false,swap-weights=1",
+          "kernel choices: invalid value '1' for swap-weights (expected true "
+          "or false)");
+  rejects("round-reuse=5,swap-weight",
+          "kernel choices: 'swap-weight' is not OPTION=value");
+  Status unknown = setKernelChoices(options, "swapWeights=true");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.message().rfind(
+                "kernel choices: unknown option 'swapWeights' (expected one "
+                "of operands-both-axes, ",
+                0),
+            0u)
+      << unknown.message();
+  EXPECT_NE(unknown.message().find(", weight-reuse, "), std::string::npos);
+}
+
 /// Buffers of the add function; `out` starts poisoned.
 struct AddBuffers {
   std::vector<float> a, b, out;

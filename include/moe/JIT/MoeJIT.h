@@ -348,6 +348,16 @@ struct CompileOptions {
   std::string sourceName = "<input>";
 };
 
+/// Sets kernel choices of `options` from their text: comma-separated
+/// `OPTION=value` pairs, OPTION the option of an entry of
+/// moe/Pipelines/KernelChoices.def ("weight-reuse=2,swap-weights=true"; the
+/// names of the pipelines' options, which moe-run's flags set too), a bool's
+/// value `true` or `false`, an int's a decimal integer in the entry's range.
+/// Empty text sets nothing. An unknown option, a bad value or a pair without
+/// `=` is an error, and then nothing is set.
+MOE_JIT_EXPORT Status setKernelChoices(CompileOptions &options,
+                                       std::string_view text);
+
 /// How an Executable was obtained, and what it cost.
 struct CompileInfo {
   enum class Source { Compiled, MemoryCache, DiskCache };

@@ -88,6 +88,23 @@ def main():
         failed += 1
     except moe_mlir.MoeMLIRError as err:
         print("PASS: %s" % err)
+    # Kernel choices, as a mapping or as text: checked by the library
+    # before anything compiles (so on the host target too).
+    small = "T=40,H=64,I=32,E=4,K=2,B=128"
+    kernel_choices = moe_mlir.compile(
+        small, opt_level=0,
+        kernel_choices={"weight-reuse": 2, "swap-weights": True})
+    print("PASS: kernel choices accepted: %d inputs" %
+          len(kernel_choices.inputs))
+    for choices, error in (({"weight-reuse": 65}, moe_mlir.MoeMLIRError),
+                           ("swap-weights=yes", moe_mlir.MoeMLIRError),
+                           (["weight-reuse=2"], TypeError)):
+        try:
+            moe_mlir.compile(small, kernel_choices=choices)
+            print("FAIL: no error for kernel_choices=%r" % (choices,))
+            failed += 1
+        except error as err:
+            print("PASS: %s" % err)
     # The routing helpers against the independent numpy builder, on
     # selections with experts left empty and uneven loads.
     rng = np.random.default_rng(5)
