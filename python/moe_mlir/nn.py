@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import MoeMLIRError, _capi, build_routing, compile as _compile
-from . import masked_affinities
+from . import _kernel_choices_text, masked_affinities
 
 __all__ = ["MoEMLP", "moe_mlp", "mlp_forward", "mlp_backward", "route"]
 
@@ -120,14 +120,16 @@ def _forward(x, topk_idx, topk_scores, wgu, wd, activation, block_size=128):
 # hold them whole (fullgraph): the forward's routing is data-dependent and
 # the backward calls the compiled kernel, so both are opaque to tracing,
 # with fake implementations that give the output shapes. The layer is
-# passed as its spelling (moe-run --layer) plus the target.
+# passed as its spelling (moe-run --layer) plus the target and the kernel
+# choices' text ("" for the defaults).
 _KERNELS = {}
 
 
-def _kernel(layer, target):
-    key = (layer, target)
+def _kernel(layer, target, kernel_choices=""):
+    key = (layer, target, kernel_choices)
     if key not in _KERNELS:
-        _KERNELS[key] = _compile(layer, target)
+        _KERNELS[key] = _compile(layer, target,
+                                 kernel_choices=kernel_choices or None)
     return _KERNELS[key]
 
 
@@ -142,8 +144,10 @@ def _layer_field(layer, name):
 @torch.library.custom_op("moe_mlir::mlp_forward", mutates_args=())
 def mlp_forward(x: torch.Tensor, topk_idx: torch.Tensor,
                 topk_scores: torch.Tensor, wgu: torch.Tensor,
-                wd: torch.Tensor, layer: str, target: str) -> torch.Tensor:
-    """The routed gated MLP's forward in torch (bf16 GEMMs per expert)."""
+                wd: torch.Tensor, layer: str, target: str,
+                kernel_choices: str) -> torch.Tensor:
+    """The routed gated MLP's forward in torch (bf16 GEMMs per expert);
+    `kernel_choices` is the backward's."""
     with torch.no_grad():
         return _forward(x, topk_idx, topk_scores, wgu, wd,
                         _layer_field(layer, "act"),
@@ -151,18 +155,20 @@ def mlp_forward(x: torch.Tensor, topk_idx: torch.Tensor,
 
 
 @mlp_forward.register_fake
-def _(x, topk_idx, topk_scores, wgu, wd, layer, target):
+def _(x, topk_idx, topk_scores, wgu, wd, layer, target, kernel_choices):
     return torch.empty_like(x)
 
 
 @torch.library.custom_op("moe_mlir::mlp_backward", mutates_args=())
 def mlp_backward(x: torch.Tensor, dy: torch.Tensor, topk_idx: torch.Tensor,
                  topk_scores: torch.Tensor, wgu: torch.Tensor,
-                 wd: torch.Tensor, layer: str, target: str
+                 wd: torch.Tensor, layer: str, target: str,
+                 kernel_choices: str
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                             torch.Tensor]:
     """dx, d_scores [T, K], dWgu, dWd from the compiled MXFP8 backward
-    (dx in x's dtype, the others f32)."""
+    (dx in x's dtype, the others f32), compiled with the kernel choices'
+    text `kernel_choices` ("" for the defaults)."""
     T, E = x.shape[0], int(_layer_field(layer, "E"))
     B = int(_layer_field(layer, "B"))
     bf16 = lambda t: t.detach().to(torch.bfloat16).contiguous()  # noqa: E731
@@ -177,14 +183,14 @@ def mlp_backward(x: torch.Tensor, dy: torch.Tensor, topk_idx: torch.Tensor,
         scores = topk_scores.detach().to(torch.float32).numpy()
         tok, blk = (torch.from_numpy(a) for a in build_routing(idx, E, B))
         aff = torch.from_numpy(masked_affinities(idx, scores, E))
-    dx, da, dwgu, dwd = _kernel(layer, target)(
+    dx, da, dwgu, dwd = _kernel(layer, target, kernel_choices)(
         bf16(x), bf16(dy), aff, bf16(wgu), bf16(wd), tok, blk)
     d_scores = da.view(T, E).gather(1, topk_idx.long())
     return dx.to(x.dtype), d_scores, dwgu, dwd
 
 
 @mlp_backward.register_fake
-def _(x, dy, topk_idx, topk_scores, wgu, wd, layer, target):
+def _(x, dy, topk_idx, topk_scores, wgu, wd, layer, target, kernel_choices):
     f32 = torch.float32
     return (torch.empty_like(x), topk_scores.new_empty(topk_scores.shape,
                                                        dtype=f32),
@@ -193,17 +199,19 @@ def _(x, dy, topk_idx, topk_scores, wgu, wd, layer, target):
 
 
 def _setup_context(ctx, inputs, output):
-    x, topk_idx, topk_scores, wgu, wd, layer, target = inputs
+    x, topk_idx, topk_scores, wgu, wd, layer, target, kernel_choices = inputs
     ctx.save_for_backward(x, topk_idx, topk_scores, wgu, wd)
     ctx.layer, ctx.target = layer, target
+    ctx.kernel_choices = kernel_choices
 
 
 def _backward(ctx, dy):
     x, topk_idx, topk_scores, wgu, wd = ctx.saved_tensors
     dx, d_scores, dwgu, dwd = mlp_backward(x, dy, topk_idx, topk_scores, wgu,
-                                           wd, ctx.layer, ctx.target)
+                                           wd, ctx.layer, ctx.target,
+                                           ctx.kernel_choices)
     return (dx, None, d_scores.to(topk_scores.dtype), dwgu.to(wgu.dtype),
-            dwd.to(wd.dtype), None, None)
+            dwd.to(wd.dtype), None, None, None)
 
 
 torch.library.register_autograd("moe_mlir::mlp_forward", _backward,
@@ -213,7 +221,8 @@ torch.library.register_autograd("moe_mlir::mlp_forward", _backward,
 def moe_mlp(x, topk_idx, topk_scores, wgu, wd, mlp):
     """The function MoEMLP.forward applies (for weights held elsewhere)."""
     return mlp_forward(x, topk_idx, topk_scores, wgu, wd,
-                       mlp.layer_spec(x.shape[0]), mlp.target)
+                       mlp.layer_spec(x.shape[0]), mlp.target,
+                       mlp.kernel_choices)
 
 
 class MoEMLP(torch.nn.Module):
@@ -223,8 +232,11 @@ class MoEMLP(torch.nn.Module):
 
     def __init__(self, hidden, intermediate, experts, top_k, *,
                  block_size=128, activation="swiglu", quant="e4m3",
-                 rule="rceil", target="host", dtype=torch.bfloat16,
-                 device=None):
+                 rule="rceil", target="host", kernel_choices=None,
+                 dtype=torch.bfloat16, device=None):
+        """kernel_choices: the backward's GPU kernel choices, as
+        moe_mlir.compile takes them (a dict of option names to values, or
+        their text), checked when the backward is first compiled."""
         super().__init__()
         if activation not in ("swiglu", "geglu"):
             raise ValueError("activation %r: expected swiglu or geglu" %
@@ -233,6 +245,7 @@ class MoEMLP(torch.nn.Module):
         self.experts, self.top_k, self.block_size = experts, top_k, block_size
         self.activation, self.quant, self.rule = activation, quant, rule
         self.target = target
+        self.kernel_choices = _kernel_choices_text(kernel_choices) or ""
         self.wgu = torch.nn.Parameter(
             (torch.randn(experts, hidden, 2, intermediate, device=device) /
              np.sqrt(hidden)).to(dtype))
@@ -247,7 +260,8 @@ class MoEMLP(torch.nn.Module):
 
     def kernel(self, tokens):
         """The compiled backward for `tokens` tokens (cached per process)."""
-        return _kernel(self.layer_spec(tokens), self.target)
+        return _kernel(self.layer_spec(tokens), self.target,
+                       self.kernel_choices)
 
     def forward(self, x, topk_idx, topk_scores):
         if x.dim() != 2 or x.shape[1] != self.hidden:

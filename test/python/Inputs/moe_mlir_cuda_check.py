@@ -202,7 +202,8 @@ def main():
     layer = mlp.layer_spec(T)
     kernel_s, c_s, op_s = timed(
         [lambda: kernel(*tensors, out=out), c_entry,
-         lambda: mlp_backward(x, dy, idx, scores, wgu, wd, layer, target)],
+         lambda: mlp_backward(x, dy, idx, scores, wgu, wd, layer, target,
+                              mlp.kernel_choices)],
         a.repeat)
     del keep_in, keep_out
     overhead = kernel_s[0] / c_s[0] - 1

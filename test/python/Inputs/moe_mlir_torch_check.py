@@ -170,6 +170,17 @@ def main():
         failed += not ok
         print("%-8s rel(R_mx) %.3e %s" % (name, err, "PASS" if ok else "FAIL"))
 
+    # Kernel choices reach the compiled backward: bad ones raise when it is
+    # compiled, with the library's message.
+    bad = MoEMLP(H, I, E, K, block_size=B, dtype=torch.float32,
+                 kernel_choices={"weight-reuse": 65})
+    try:
+        bad.kernel(T)
+        print("FAIL: no error for kernel_choices weight-reuse=65")
+        failed += 1
+    except moe_mlir.MoeMLIRError as err:
+        print("PASS: MoEMLP %s" % err)
+
     # 3. Training: fit a fixed random target for 30 SGD steps.
     torch.manual_seed(1)
     student = MoEMLP(H, I, E, K, block_size=B, dtype=torch.float32)
@@ -193,9 +204,10 @@ def main():
     dyt = torch.from_numpy(dy.astype(np.float32)).to(torch.bfloat16)
     for name, op, args in (
             ("mlp_forward", mlp_forward,
-             (xt.detach(), it, st.detach()) + w + (spec, "host")),
+             (xt.detach(), it, st.detach()) + w + (spec, "host", "")),
             ("mlp_backward", mlp_backward,
-             (xt.detach(), dyt, it, st.detach()) + w + (spec, "host"))):
+             (xt.detach(), dyt, it, st.detach()) + w +
+             (spec, "host", "weight-reuse=2"))):
         result = torch.library.opcheck(op, args)
         ok = all(v == "SUCCESS" for v in result.values())
         failed += not ok
