@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the libFuzzer harnesses (tools/moe-fuzzers)
 from the tests: every `// -----` split of the .mlir files under test/ (ir),
-every --layer and --gemm spelling in the tests and examples (layer), and small .npy
+every --layer and --gemm spelling and the GPU passes' kernel choices in the tests
+and examples (layer), and small .npy
 files of each dtype and version the reader takes, plus damaged variants
 (npy). Files are named by content hash, as libFuzzer names them, so a
 re-run adds only what is new. Usage: make-corpus.py [OUT] (default:
@@ -35,10 +36,17 @@ for path in sorted((ROOT / "test").rglob("*.mlir")):
             put("ir", body.encode() + b"\n")
 
 spec = re.compile(r"--(?:layer|gemm)[= ]['\"]?((?:[A-Za-z_]+=[A-Za-z0-9_.:-]*,?)+)")
+# The kernel choices' text (setKernelChoices, which the layer harness also
+# fuzzes): the GPU passes' options in the tests, spaces made commas.
+choices = re.compile(r"(?:moe-gpu-kernel-config|convert-moe-to-nvgpu)="
+                     r"\"((?:[a-z-]+=[a-z0-9]+ ?)+)\"")
 for path in sorted(list((ROOT / "test").rglob("*")) + list((ROOT / "examples").rglob("*"))):
     if path.is_file() and path.suffix in (".mlir", ".test", ".py", ".sh", ".cpp", ".c"):
-        for m in spec.finditer(path.read_text(errors="replace")):
+        text = path.read_text(errors="replace")
+        for m in spec.finditer(text):
             put("layer", m.group(1).rstrip(",").encode())
+        for m in choices.finditer(text):
+            put("layer", ",".join(m.group(1).split()).encode())
 
 
 def npy(descr, shape, payload, version=1, fortran=False):

@@ -1,12 +1,15 @@
 //===- moe-layer-fuzzer.cpp - libFuzzer harness of the layer spec ---------===//
 //
 // Fuzzes parseLayerDesc, the "T=..,H=..,act=.." spelling that moe-run
-// --layer, the C API and the Python package accept, and parseGemmDesc, the
-// "M=..,N=..,K=.." spelling of moe-run --gemm, on every input. Beyond not
-// crashing (ASan and UBSan watch the integer arithmetic of the block count
-// and of the operand sizes), a spec that parses must print back to a
-// spelling that parses to the same layer or GEMM, and a layer must either
-// build its MLIR module or say why not.
+// --layer, the C API and the Python package accept, parseGemmDesc, the
+// "M=..,N=..,K=.." spelling of moe-run --gemm, and setKernelChoices, the
+// "round-reuse=3,tma-store=true" text of the C API's kernelChoices and
+// Python's kernel_choices, on every input. Beyond not crashing (ASan and
+// UBSan watch the integer arithmetic of the block count and of the operand
+// sizes), a spec that parses must print back to a spelling that parses to
+// the same layer or GEMM, and a layer must either build its MLIR module or
+// say why not; kernel choices that parse print back to text that sets the
+// same choices, and text that does not sets nothing and says why.
 //
 //===----------------------------------------------------------------------===//
 #include "Gemm.h"
@@ -40,6 +43,43 @@ void fuzzGemm(const std::string &spec) {
   }
 }
 
+/// Every kernel choice of `options` as setKernelChoices's text.
+std::string kernelChoicesText(const moe::jit::CompileOptions &options) {
+  std::string text;
+#define MOE_KERNEL_CHOICE_BOOL(FIELD, OPTION, DEFAULT, PASSES, FLAG,           \
+                               FLAG_SETS, DESC)                                \
+  text += std::string(text.empty() ? "" : ",") + OPTION "=" +                  \
+          (options.FIELD ? "true" : "false");
+#define MOE_KERNEL_CHOICE_INT(FIELD, OPTION, DEFAULT, PASSES, FLAG, MIN, MAX,  \
+                              DESC)                                            \
+  text += std::string(text.empty() ? "" : ",") + OPTION "=" +                  \
+          std::to_string(options.FIELD);
+#include "moe/Pipelines/KernelChoices.def"
+  return text;
+}
+
+void fuzzKernelChoices(const std::string &text) {
+  moe::jit::CompileOptions defaults, options;
+  std::string before = kernelChoicesText(options);
+  moe::jit::Status status = moe::jit::setKernelChoices(options, text);
+  if (!status) {
+    if (status.message().empty() || kernelChoicesText(options) != before) {
+      std::fprintf(stderr, "setKernelChoices('%s') failed without a message "
+                   "or set a choice\n", text.c_str());
+      std::abort();
+    }
+    return;
+  }
+  std::string printed = kernelChoicesText(options);
+  moe::jit::CompileOptions reparsed = defaults;
+  if (!moe::jit::setKernelChoices(reparsed, printed) ||
+      kernelChoicesText(reparsed) != printed) {
+    std::fprintf(stderr, "kernel choices round trip broke: '%s' printed as "
+                 "'%s'\n", text.c_str(), printed.c_str());
+    std::abort();
+  }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -48,6 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return -1;
   std::string spec(reinterpret_cast<const char *>(data), size);
   fuzzGemm(spec);
+  fuzzKernelChoices(spec);
   moe::jit::Expected<moe::jit::LayerDesc> layer =
       moe::jit::parseLayerDesc(spec);
   if (!layer) {
