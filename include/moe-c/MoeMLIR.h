@@ -100,6 +100,11 @@ MOE_C_EXPORT const char *moeGetLastError(void);
 /** The defaults of moe::jit::CompileOptions: host, fuse, optLevel 2. */
 MOE_C_EXPORT void moeCompileOptionsInit(MoeCompileOptions *options);
 
+/** Checks kernel choices' text (MoeCompileOptions.kernelChoices) without
+ *  compiling: 0 when moe::jit::setKernelChoices takes it, else non-zero
+ *  with the reason in moeGetLastError(). */
+MOE_C_EXPORT int32_t moeCheckKernelChoices(const char *kernelChoices);
+
 /** A compiler with an in-memory cache and a disk cache in `cacheDir`:
  *  NULL for moe::jit::defaultCacheDir() ($MOE_MLIR_CACHE_DIR, else
  *  ~/.cache/moe-mlir), "" for none. */

@@ -183,6 +183,15 @@ void moeCompileOptionsInit(MoeCompileOptions *options) {
   options->kernelChoices = nullptr;
 }
 
+int32_t moeCheckKernelChoices(const char *kernelChoices) {
+  if (!kernelChoices) {
+    fail("moeCheckKernelChoices: null text");
+    return 1;
+  }
+  CompileOptions options;
+  return report(setKernelChoices(options, kernelChoices));
+}
+
 MoeCompiler *moeCompilerCreate(const char *cacheDir) {
   CompilerOptions options; // defaultCacheDir() unless given
   if (cacheDir)

@@ -30,7 +30,8 @@ import numpy as np
 from . import _capi
 
 __all__ = ["compile", "Kernel", "TensorSpec", "MoeMLIRError",
-           "build_routing", "masked_affinities", "quantize_mx"]
+           "build_routing", "masked_affinities", "quantize_mx",
+           "check_kernel_choices"]
 
 _DTYPES = {0: ml_dtypes.bfloat16, 1: np.float32, 2: np.int32,
            3: ml_dtypes.float8_e4m3fn, 4: ml_dtypes.float8_e5m2,
@@ -313,6 +314,17 @@ class Compiler:
         if not handle:
             raise MoeMLIRError(_capi.last_error())
         return Kernel(handle)
+
+
+def check_kernel_choices(choices):
+    """Raises MoeMLIRError (or TypeError) unless ``compile`` would take
+    ``choices`` as its ``kernel_choices``; returns their text. Nothing is
+    compiled."""
+    text = _kernel_choices_text(choices)
+    if text is not None and _capi.lib().moeCheckKernelChoices(
+            text.encode()) != 0:
+        raise MoeMLIRError(_capi.last_error())
+    return text
 
 
 def _kernel_choices_text(choices):

@@ -48,6 +48,7 @@ def lib():
     sigs = {
         "moeGetLastError": (ctypes.c_char_p, []),
         "moeCompileOptionsInit": (None, [ctypes.POINTER(CompileOptions)]),
+        "moeCheckKernelChoices": (i32, [ctypes.c_char_p]),
         "moeCompilerCreate": (p, [ctypes.c_char_p]),
         "moeCompilerDestroy": (None, [p]),
         "moeCompileLayer": (p, [p, ctypes.c_char_p,

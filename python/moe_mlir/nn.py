@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import MoeMLIRError, _capi, build_routing, compile as _compile
-from . import _kernel_choices_text, masked_affinities
+from . import check_kernel_choices, masked_affinities
 
 __all__ = ["MoEMLP", "moe_mlp", "mlp_forward", "mlp_backward", "route"]
 
@@ -236,7 +236,8 @@ class MoEMLP(torch.nn.Module):
                  dtype=torch.bfloat16, device=None):
         """kernel_choices: the backward's GPU kernel choices, as
         moe_mlir.compile takes them (a dict of option names to values, or
-        their text), checked when the backward is first compiled."""
+        their text), checked here (MoeMLIRError) rather than at the first
+        backward."""
         super().__init__()
         if activation not in ("swiglu", "geglu"):
             raise ValueError("activation %r: expected swiglu or geglu" %
@@ -245,7 +246,7 @@ class MoEMLP(torch.nn.Module):
         self.experts, self.top_k, self.block_size = experts, top_k, block_size
         self.activation, self.quant, self.rule = activation, quant, rule
         self.target = target
-        self.kernel_choices = _kernel_choices_text(kernel_choices) or ""
+        self.kernel_choices = check_kernel_choices(kernel_choices) or ""
         self.wgu = torch.nn.Parameter(
             (torch.randn(experts, hidden, 2, intermediate, device=device) /
              np.sqrt(hidden)).to(dtype))

@@ -163,6 +163,13 @@ TEST(MoeCAPI, ErrorsComeBackWithTheirMessage) {
   EXPECT_EQ(moeCompileModule(compiler, "module {}", &options), nullptr);
   EXPECT_STREQ(moeGetLastError(),
                "kernel choices: 'swap-weights' is not OPTION=value");
+  // The same check without a compile.
+  EXPECT_EQ(moeCheckKernelChoices("weight-reuse=2,swap-weights=true"), 0);
+  EXPECT_NE(moeCheckKernelChoices("tma-store=no"), 0);
+  EXPECT_STREQ(moeGetLastError(), "kernel choices: invalid value 'no' for "
+                                  "tma-store (expected true or false)");
+  EXPECT_NE(moeCheckKernelChoices(nullptr), 0);
+  EXPECT_STREQ(moeGetLastError(), "moeCheckKernelChoices: null text");
   options = fast();
 
   MoeExecutable *exe = moeCompileLayer(compiler, kLayer, &options);

@@ -96,6 +96,12 @@ def main():
         kernel_choices={"weight-reuse": 2, "swap-weights": True})
     print("PASS: kernel choices accepted: %d inputs" %
           len(kernel_choices.inputs))
+    text = moe_mlir.check_kernel_choices({"round-reuse": 0,
+                                          "swap-weights": False})
+    print("%s: check_kernel_choices gives %r" %
+          ("PASS" if text == "round-reuse=0,swap-weights=false" else "FAIL",
+           text))
+    failed += text != "round-reuse=0,swap-weights=false"
     for choices, error in (({"weight-reuse": 65}, moe_mlir.MoeMLIRError),
                            ("swap-weights=yes", moe_mlir.MoeMLIRError),
                            (["weight-reuse=2"], TypeError)):

@@ -170,16 +170,22 @@ def main():
         failed += not ok
         print("%-8s rel(R_mx) %.3e %s" % (name, err, "PASS" if ok else "FAIL"))
 
-    # Kernel choices reach the compiled backward: bad ones raise when it is
-    # compiled, with the library's message.
-    bad = MoEMLP(H, I, E, K, block_size=B, dtype=torch.float32,
-                 kernel_choices={"weight-reuse": 65})
+    # Kernel choices reach the compiled backward; bad ones raise when the
+    # module is made, with the library's message.
     try:
-        bad.kernel(T)
+        MoEMLP(H, I, E, K, block_size=B, dtype=torch.float32,
+               kernel_choices={"weight-reuse": 65})
         print("FAIL: no error for kernel_choices weight-reuse=65")
         failed += 1
     except moe_mlir.MoeMLIRError as err:
         print("PASS: MoEMLP %s" % err)
+    chosen = MoEMLP(H, I, E, K, block_size=B, dtype=torch.float32,
+                    kernel_choices={"weight-reuse": 2, "tma-store": False})
+    ok = chosen.kernel_choices == "weight-reuse=2,tma-store=false" and len(
+        chosen.kernel(T).inputs) == 7
+    failed += not ok
+    print("%s: MoEMLP kernel choices %r compile" %
+          ("PASS" if ok else "FAIL", chosen.kernel_choices))
 
     # 3. Training: fit a fixed random target for 30 SGD steps.
     torch.manual_seed(1)
