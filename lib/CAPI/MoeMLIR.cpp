@@ -56,10 +56,24 @@ int32_t report(const Status &status) {
   return 1;
 }
 
-Expected<CompileOptions> toCompileOptions(const MoeCompileOptions *options) {
-  CompileOptions out;
+/// The C++ options of `options` (the defaults for NULL), or false with the
+/// last error set. First the C-only part the C++ API cannot see (an enum
+/// value out of range would be undefined behaviour after the cast), then
+/// the kernel choices' text.
+bool toCompileOptions(const MoeCompileOptions *options, CompileOptions &out) {
+  out = CompileOptions();
   if (!options)
-    return out;
+    return true;
+  if (options->target != MOE_TARGET_HOST &&
+      options->target != MOE_TARGET_SM90A &&
+      options->target != MOE_TARGET_SM100A &&
+      options->target != MOE_TARGET_SM120A) {
+    fail("compile: unknown target " +
+         std::to_string(static_cast<int>(options->target)) +
+         " (MOE_TARGET_HOST, MOE_TARGET_SM90A, MOE_TARGET_SM100A or "
+         "MOE_TARGET_SM120A)");
+    return false;
+  }
   out.target = static_cast<Target>(options->target);
   out.fuse = options->fuse != 0;
   out.optLevel = options->optLevel;
@@ -72,24 +86,7 @@ Expected<CompileOptions> toCompileOptions(const MoeCompileOptions *options) {
   if (options->sourceName)
     out.sourceName = options->sourceName;
   if (options->kernelChoices)
-    if (Status status = setKernelChoices(out, options->kernelChoices); !status)
-      return status;
-  return out;
-}
-
-/// Checks the C-only parts of the options that the C++ API cannot see: an
-/// enum value out of range would be undefined behaviour after the cast.
-bool validOptions(const MoeCompileOptions *options) {
-  if (options && options->target != MOE_TARGET_HOST &&
-      options->target != MOE_TARGET_SM90A &&
-      options->target != MOE_TARGET_SM100A &&
-      options->target != MOE_TARGET_SM120A) {
-    fail("compile: unknown target " +
-         std::to_string(static_cast<int>(options->target)) +
-         " (MOE_TARGET_HOST, MOE_TARGET_SM90A, MOE_TARGET_SM100A or "
-         "MOE_TARGET_SM120A)");
-    return false;
-  }
+    return report(setKernelChoices(out, options->kernelChoices)) == 0;
   return true;
 }
 
@@ -207,19 +204,15 @@ MoeExecutable *moeCompileLayer(MoeCompiler *compiler, const char *layerSpec,
     fail("moeCompileLayer: null compiler or layer spec");
     return nullptr;
   }
-  if (!validOptions(options))
+  CompileOptions compileOptions;
+  if (!toCompileOptions(options, compileOptions))
     return nullptr;
   Expected<LayerDesc> layer = parseLayerDesc(layerSpec);
   if (!layer) {
     fail(layer.message());
     return nullptr;
   }
-  Expected<CompileOptions> compileOptions = toCompileOptions(options);
-  if (!compileOptions) {
-    fail(compileOptions.message());
-    return nullptr;
-  }
-  return wrap(compiler->compiler.compileLayer(*layer, *compileOptions));
+  return wrap(compiler->compiler.compileLayer(*layer, compileOptions));
 }
 
 MoeExecutable *moeCompileModule(MoeCompiler *compiler, const char *mlirText,
@@ -228,14 +221,10 @@ MoeExecutable *moeCompileModule(MoeCompiler *compiler, const char *mlirText,
     fail("moeCompileModule: null compiler or module text");
     return nullptr;
   }
-  if (!validOptions(options))
+  CompileOptions compileOptions;
+  if (!toCompileOptions(options, compileOptions))
     return nullptr;
-  Expected<CompileOptions> compileOptions = toCompileOptions(options);
-  if (!compileOptions) {
-    fail(compileOptions.message());
-    return nullptr;
-  }
-  return wrap(compiler->compiler.compile(mlirText, *compileOptions));
+  return wrap(compiler->compiler.compile(mlirText, compileOptions));
 }
 
 void moeExecutableDestroy(MoeExecutable *executable) { delete executable; }

@@ -176,6 +176,21 @@ Status moe::jit::setKernelChoices(CompileOptions &options,
   return Status();
 }
 
+std::string moe::jit::kernelChoicesToString(const CompileOptions &options) {
+  std::string text;
+  auto append = [&](const char *option, const std::string &value) {
+    text += (text.empty() ? "" : ",") + std::string(option) + "=" + value;
+  };
+#define MOE_KERNEL_CHOICE_BOOL(FIELD, OPTION, DEFAULT, PASSES, FLAG,           \
+                               FLAG_SETS, DESC)                                \
+  append(OPTION, options.FIELD ? "true" : "false");
+#define MOE_KERNEL_CHOICE_INT(FIELD, OPTION, DEFAULT, PASSES, FLAG, MIN, MAX,  \
+                              DESC)                                            \
+  append(OPTION, std::to_string(options.FIELD));
+#include "moe/Pipelines/KernelChoices.def"
+  return text;
+}
+
 //===----------------------------------------------------------------------===//
 // Layer descriptions
 //===----------------------------------------------------------------------===//

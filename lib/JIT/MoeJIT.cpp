@@ -455,10 +455,7 @@ std::string cacheKey(const std::string &text, const CompileOptions &options,
   add(options.gpuMode);
   // Every kernel choice as `OPTION=value`: named by the option, no two
   // settings of the choices share a key, whatever their defaults.
-#define MOE_KERNEL_CHOICE(FIELD, TYPE, OPTION, DEFAULT, PASSES, DESC)          \
-  add(std::string(OPTION "=") +                                                \
-      std::to_string(static_cast<int64_t>(options.FIELD)));
-#include "moe/Pipelines/KernelChoices.def"
+  add(kernelChoicesToString(options));
   for (const auto &[index, config] : options.gemmConfigs)
     add("gemm-config " + std::to_string(index) + " " + config);
   add(gpuFormat);

@@ -43,37 +43,23 @@ void fuzzGemm(const std::string &spec) {
   }
 }
 
-/// Every kernel choice of `options` as setKernelChoices's text.
-std::string kernelChoicesText(const moe::jit::CompileOptions &options) {
-  std::string text;
-#define MOE_KERNEL_CHOICE_BOOL(FIELD, OPTION, DEFAULT, PASSES, FLAG,           \
-                               FLAG_SETS, DESC)                                \
-  text += std::string(text.empty() ? "" : ",") + OPTION "=" +                  \
-          (options.FIELD ? "true" : "false");
-#define MOE_KERNEL_CHOICE_INT(FIELD, OPTION, DEFAULT, PASSES, FLAG, MIN, MAX,  \
-                              DESC)                                            \
-  text += std::string(text.empty() ? "" : ",") + OPTION "=" +                  \
-          std::to_string(options.FIELD);
-#include "moe/Pipelines/KernelChoices.def"
-  return text;
-}
-
 void fuzzKernelChoices(const std::string &text) {
   moe::jit::CompileOptions defaults, options;
-  std::string before = kernelChoicesText(options);
+  std::string before = moe::jit::kernelChoicesToString(options);
   moe::jit::Status status = moe::jit::setKernelChoices(options, text);
   if (!status) {
-    if (status.message().empty() || kernelChoicesText(options) != before) {
+    if (status.message().empty() ||
+        moe::jit::kernelChoicesToString(options) != before) {
       std::fprintf(stderr, "setKernelChoices('%s') failed without a message "
                    "or set a choice\n", text.c_str());
       std::abort();
     }
     return;
   }
-  std::string printed = kernelChoicesText(options);
+  std::string printed = moe::jit::kernelChoicesToString(options);
   moe::jit::CompileOptions reparsed = defaults;
   if (!moe::jit::setKernelChoices(reparsed, printed) ||
-      kernelChoicesText(reparsed) != printed) {
+      moe::jit::kernelChoicesToString(reparsed) != printed) {
     std::fprintf(stderr, "kernel choices round trip broke: '%s' printed as "
                  "'%s'\n", text.c_str(), printed.c_str());
     std::abort();

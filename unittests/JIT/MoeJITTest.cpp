@@ -303,6 +303,13 @@ TEST(MoeJIT, KernelChoicesFromText) {
   EXPECT_TRUE(options.swapWeights);
   EXPECT_FALSE(options.tmaStore);
   EXPECT_EQ(options.roundReuse, 0);
+  // Printed back, the choices set the same choices.
+  std::string printed = kernelChoicesToString(options);
+  EXPECT_EQ(printed.rfind("operands-both-axes=true,", 0), 0u) << printed;
+  EXPECT_NE(printed.find(",round-reuse=0,"), std::string::npos) << printed;
+  CompileOptions fresh;
+  ASSERT_TRUE(setKernelChoices(fresh, printed));
+  EXPECT_EQ(kernelChoicesToString(fresh), printed);
 
   CompileOptions before = options;
   auto rejects = [&](const char *text, const std::string &message) {
@@ -313,6 +320,7 @@ TEST(MoeJIT, KernelChoicesFromText) {
     EXPECT_EQ(options.roundReuse, before.roundReuse);
     EXPECT_EQ(options.weightReuse, before.weightReuse);
     EXPECT_EQ(options.lhsGather, before.lhsGather);
+    EXPECT_EQ(kernelChoicesToString(options), kernelChoicesToString(before));
   };
   rejects("round-reuse=5,weight-reuse=-1",
           "kernel choices: invalid value '-1' for weight-reuse (expected an "

@@ -357,6 +357,10 @@ struct CompileOptions {
 /// `=` is an error, and then nothing is set.
 MOE_JIT_EXPORT Status setKernelChoices(CompileOptions &options,
                                        std::string_view text);
+/// Every kernel choice of `options` as setKernelChoices's text, in the
+/// table's order ("operands-both-axes=true,...,round-reuse=3,..."):
+/// setKernelChoices of it sets the same choices.
+MOE_JIT_EXPORT std::string kernelChoicesToString(const CompileOptions &options);
 
 /// How an Executable was obtained, and what it cost.
 struct CompileInfo {

@@ -34,6 +34,13 @@ static void powerOfTwoStages(MXGemmConfig &c) {
     --c.stages;
 }
 
+/// Whether a GEMM that rounds an operand once per tile of `tile` along an
+/// extent of `extent` rounds each element at most `limit` times (the
+/// round-reuse and weight-reuse bounds; a limit of 0 never holds).
+static bool atMostRoundings(int64_t extent, int64_t tile, int64_t limit) {
+  return limit > 0 && (extent + tile - 1) / tile <= limit;
+}
+
 FailureOr<MXMmaPath>
 moe::getPreferredMmaPath(const TargetInfo &target, StringRef option,
                          function_ref<InFlightDiagnostic()> emitError) {
@@ -288,13 +295,11 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     powerOfTwoStages(swap);
     // (The lhs is rounded once per N tile; the transposed product's lhs,
     // the rhs, once per N tile of that product, which are the M rows.)
-    auto fewRoundings = [&](int64_t columns, int64_t tileN) {
-      return choices.roundReuse > 0 &&
-             (columns + tileN - 1) / tileN <= choices.roundReuse;
-    };
-    bool roundLhs = choices.roundLhs || fewRoundings(problem.n, c.tileN);
+    bool roundLhs = choices.roundLhs ||
+                    atMostRoundings(problem.n, c.tileN, choices.roundReuse);
     bool swapRoundedRhs =
-        choices.swapRoundedRhs || fewRoundings(problem.m, swap.tileN);
+        choices.swapRoundedRhs ||
+        atMostRoundings(problem.m, swap.tileN, choices.roundReuse);
     MXGemmConfig rounded = c;
     rounded.roundLhs =
         roundLhs && c.lhsMMajor && !c.lhsCodes && problem.roundLhs;
@@ -338,16 +343,14 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // the E - 1 spare ones) over the experts, plus one block for its last,
   // partial one (KernelChoices.def).
   auto fewWeightRoundings = [&](BlockMatmulOp block) {
-    if (choices.weightReuse <= 0)
-      return false;
     MXGemmProblem problem = getMXGemmProblem(block, path);
     int64_t experts = problem.numExperts;
     int64_t dataBlocks =
         std::max<int64_t>(problem.numBlocks - (experts - 1), 1);
-    int64_t slotsPerTile = 2 * problem.blockSize;
     int64_t slots = problem.blockSize * (dataBlocks + experts);
     int64_t perExpert = (slots + experts - 1) / experts;
-    return (perExpert + slotsPerTile - 1) / slotsPerTile <= choices.weightReuse;
+    return atMostRoundings(perExpert, 2 * problem.blockSize,
+                           choices.weightReuse);
   };
   if (auto block = dyn_cast<BlockMatmulOp>(op);
       block && choices.tmaStore && choices.persistentGemms &&
