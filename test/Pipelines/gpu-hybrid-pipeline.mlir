@@ -10,10 +10,10 @@
 // and the activation backward of its moe.fused region is a kernel that
 // writes what P2, P3 and P4 read (no host exp).
 // REQUIRES: ptxas
-// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="toolkit=%cuda_root mma-path=bf16 round-reuse=0" | FileCheck %s --implicit-check-not=moe.
-// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa mma-path=bf16 round-reuse=0" | FileCheck %s --check-prefix=PTX
-// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa round-reuse=0" | FileCheck %s --check-prefix=OPS --implicit-check-not=moe.
-// RUN: not moe-opt %s -moe-gpu-hybrid-pipeline="chip=sm_80 round-reuse=0" 2>&1 | FileCheck %s --check-prefix=CHIP
+// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="toolkit=%cuda_root mma-path=bf16 round-reuse=0 weight-reuse=0" | FileCheck %s --implicit-check-not=moe.
+// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa mma-path=bf16 round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=PTX
+// RUN: moe-opt %s -moe-gpu-hybrid-pipeline="format=isa round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=OPS --implicit-check-not=moe.
+// RUN: not moe-opt %s -moe-gpu-hybrid-pipeline="chip=sm_80 round-reuse=0 weight-reuse=0" 2>&1 | FileCheck %s --check-prefix=CHIP
 
 // CHECK-LABEL: llvm.func @moe_layer_bwd(
 // CHECK:         llvm.call @mx_block_matmul_0_launch(

@@ -99,10 +99,11 @@ defvar MoeGPUKernelChoiceOptions = [
            "recompute, P1 and P2) computes the transposed product, the raw "
            "weight of the tile's expert its lhs rounded in the consumers' "
            "registers (swap_operands, round_lhs), its rhs the slot rows of "
-           "two blocks of that expert (rhs_gather: copied through the token "
-           "ids with lhs-gather), each result tile stored transposed, where "
-           "the kernel fits">,
-    Option<"weightReuse", "weight-reuse", "int64_t", /*default=*/"0",
+           "two blocks of that expert (read as an operand kernel rounded "
+           "them, or with swap-gather copied through the token ids: "
+           "rhs_gather), each result tile stored transposed, where the "
+           "kernel fits">,
+    Option<"weightReuse", "weight-reuse", "int64_t", /*default=*/"3",
            "bf16-operands, with tma-store and persistent-gemms: the block "
            "GEMMs whose rhs is a bf16 weight MX-quantized along K compute "
            "their transposed products as with swap-weights where each "
@@ -110,6 +111,11 @@ defvar MoeGPUKernelChoiceOptions = [
            "once per two blocks of slots of its expert (the slots per "
            "expert estimated as the data blocks over the experts, plus one "
            "block); 0: only where swap-weights asks">,
+    Option<"swapGather", "swap-gather", "bool", /*default=*/"false",
+           "bf16-operands, with lhs-gather: the transposed block GEMMs "
+           "(swap-weights, weight-reuse) copy their slot rows of x or dy "
+           "from the token rows through the token ids (rhs_gather); false: "
+           "they read the gathered rows an operand kernel rounds">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "

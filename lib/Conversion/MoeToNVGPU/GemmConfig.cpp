@@ -361,7 +361,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
     swap.persistent = true;
     swap.swapOperands = swap.roundLhs = true;
     swap.lhsMMajor = block.getTransposeRhs();
-    swap.rhsGather = choices.lhsGather && gatheredLhsQuantize(block);
+    swap.rhsGather =
+        choices.swapGather && choices.lhsGather && gatheredLhsQuantize(block);
     swap.tmaStore = kDefaultStoreBuffers;
     powerOfTwoStages(swap);
     MXGemmProblem problem = getMXGemmProblem(op, path, /*swapOperands=*/true);

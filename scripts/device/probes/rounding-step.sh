@@ -13,7 +13,8 @@ set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 tmp=$(mktemp -d)
 rows=()
-record() { rows+=("$(printf '%-76s %s' "$1" "$2")"); }
+# (Each row printed as it comes too: a call cut short keeps what it ran.)
+record() { rows+=("$(printf '%-76s %s' "$1" "$2")"); echo "${rows[-1]}"; }
 # (A run that wrote nothing digests as its own name: never equal.)
 digest() { if ls "$1"/* >/dev/null 2>&1; then cat "$1"/* | sha256sum; else echo "none $1"; fi; }
 # (partial tiles, a bias, e5m2 with the affinity on H, FLOOR_ALT (the
@@ -48,4 +49,5 @@ timeout 240 compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 4
   moe-run --target=sm90a --swap-weights --layer T=512,H=256,I=128,E=4,K=2,B=128,bias=on \
   --empty-experts 1 --check none >"$tmp/log" 2>&1 || { status=FAIL; head -c 1500 "$tmp/log"; }
 record "compute-sanitizer memcheck --swap-weights T=512,H=256,I=128,E=4,K=2,B=128,bias=on" "$status"
+echo "== summary"
 printf '%s\n' "${rows[@]}"

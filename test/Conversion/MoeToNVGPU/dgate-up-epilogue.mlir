@@ -15,15 +15,15 @@
 // ping-pong kernel (the default) keeps f32 [dg | du], as beside its second
 // accumulator the roundings would spill.
 // The example layer: S = 896 slots, I = 128, [dg | du] 896 x 256.
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="persistent-gemms=false act-epilogue=true lhs-gather=false" --convert-moe-to-nvgpu="dgate-up-epilogue=true act-epilogue=true lhs-gather=false" | FileCheck %s
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="persistent-gemms=false act-epilogue=true lhs-gather=false" --convert-moe-to-nvgpu="act-epilogue=true lhs-gather=false" | FileCheck %s --check-prefix=OFF
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false" --convert-moe-to-nvgpu="dgate-up-epilogue=true act-epilogue=true lhs-gather=false" | FileCheck %s --check-prefix=PINGPONG
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="persistent-gemms=false act-epilogue=true lhs-gather=false weight-reuse=0" --convert-moe-to-nvgpu="dgate-up-epilogue=true act-epilogue=true lhs-gather=false weight-reuse=0" | FileCheck %s
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="persistent-gemms=false act-epilogue=true lhs-gather=false weight-reuse=0" --convert-moe-to-nvgpu="act-epilogue=true lhs-gather=false weight-reuse=0" | FileCheck %s --check-prefix=OFF
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false weight-reuse=0" --convert-moe-to-nvgpu="dgate-up-epilogue=true act-epilogue=true lhs-gather=false weight-reuse=0" | FileCheck %s --check-prefix=PINGPONG
 // With biases the gate/up bias gradient sums the f32 [dg | du] over the
 // slots (moe.expert_sum): the kernel writes it too, beside the roundings.
 // RUN: %moe_obj/bin/moe-run --layer T=64,H=64,I=32,E=4,K=2,B=128,bias=on --print-layer-ir > %t.bias.mlir
-// RUN: moe-opt %t.bias.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="persistent-gemms=false act-epilogue=true lhs-gather=false" --convert-moe-to-nvgpu="dgate-up-epilogue=true act-epilogue=true lhs-gather=false" | FileCheck %s --check-prefix=BIAS
+// RUN: moe-opt %t.bias.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="persistent-gemms=false act-epilogue=true lhs-gather=false weight-reuse=0" --convert-moe-to-nvgpu="dgate-up-epilogue=true act-epilogue=true lhs-gather=false weight-reuse=0" | FileCheck %s --check-prefix=BIAS
 // REQUIRES: ptxas
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root dgate-up-epilogue=true persistent-gemms=false act-epilogue=true lhs-gather=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root dgate-up-epilogue=true persistent-gemms=false act-epilogue=true lhs-gather=false weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: FileCheck %s --check-prefix=CVT < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS

@@ -7,13 +7,13 @@
 // operands one rounding each (rows and transposed columns, bf16 and f32
 // sources).
 // REQUIRES: ptxas
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=fp8 round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.fp8.ptx
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=fp8 round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.fp8.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.fp8.ptx -o %t.fp8.cubin 2>&1 | FileCheck %s --check-prefix=CHECK
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=bf16 round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.bf16.ptx
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa mma-path=bf16 round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.bf16.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.bf16.ptx -o %t.bf16.cubin 2>&1 | FileCheck %s --check-prefix=CHECK
-// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.ops.ptx
+// RUN: moe-opt %S/Inputs/mx-block-matmul.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.ops.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ops.ptx -o %t.ops.cubin 2>&1 | FileCheck %s --check-prefix=OPS
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa operands-both-axes=false round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa operands-both-axes=false round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin > %t.layer.log 2>&1
 // RUN: FileCheck %s --check-prefix=LAYER < %t.layer.log
 // RUN: FileCheck %s --check-prefix=SPILLS < %t.layer.log
@@ -23,7 +23,7 @@
 // the host lowering evaluates it, libdevice's expf and the IEEE reciprocal,
 // the quad's butterfly sums of <dA, h>, [dg | du] and a * h stored as f32
 // pairs), with no spills.
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root operands-both-axes=false act-epilogue=true round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.fused.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root operands-both-axes=false act-epilogue=true round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.fused.ptx
 // RUN: FileCheck %s --check-prefix=FUSED-PTX < %t.fused.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.fused.ptx -o %t.fused.cubin 2>&1 | FileCheck %s --check-prefix=FUSED
 
@@ -34,7 +34,7 @@
 // lhs-gather.mlir, and along the slots by kernels of their own; P1 a plain
 // GEMM, the activation backward's kernel writing [dg|du]'s two roundings,
 // act-bwd-operands.mlir): twelve kernels, no spills, no warning.
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.both.ptx
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.both.ptx
 // RUN: FileCheck %s --check-prefix=BOTH-PTX < %t.both.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.both.ptx -o %t.both.cubin > %t.both.log 2>&1
 // RUN: FileCheck %s --check-prefix=BOTH < %t.both.log
@@ -51,7 +51,7 @@
 
 // A 128x256 tile (moe-run --gemm with its --gemm-config): two consumer
 // warpgroups of m64n256k16 wgmma, no spills.
-// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=512,G=2 --print-layer-ir --gemm-config "#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>" | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.wide.ptx
+// RUN: %moe_obj/bin/moe-run --gemm M=512,N=512,K=512,G=2 --print-layer-ir --gemm-config "#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>" | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.wide.ptx
 // RUN: FileCheck %s --check-prefix=WIDE-PTX < %t.wide.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.wide.ptx -o %t.wide.cubin 2>&1 | FileCheck %s --check-prefix=WIDE
 // WIDE-PTX-LABEL: .entry block_matmul_2(
@@ -64,7 +64,7 @@
 // The expert GEMM that reads both slot-major operands as stored
 // (lhs_m_major, rhs_n_major; Inputs/expert-mn-major.mlir): transposed-A and
 // transposed-B wgmma (imm-trans-a = imm-trans-b = 1), no spills.
-// RUN: moe-opt %S/Inputs/expert-mn-major.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.mn.ptx
+// RUN: moe-opt %S/Inputs/expert-mn-major.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.mn.ptx
 // RUN: FileCheck %s --check-prefix=MN-PTX < %t.mn.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.mn.ptx -o %t.mn.cubin 2>&1 | FileCheck %s --check-prefix=MN
 // MN-PTX-LABEL: .entry expert_matmul_2(

@@ -1,8 +1,8 @@
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="lhs-gather=true round-reuse=0" > %t.config.mlir
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="lhs-gather=true round-reuse=0 weight-reuse=0" > %t.config.mlir
 // RUN: FileCheck %s --check-prefix=CONFIG < %t.config.mlir
-// RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="lhs-gather=true round-reuse=0" | FileCheck %s
+// RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="lhs-gather=true round-reuse=0 weight-reuse=0" | FileCheck %s
 // REQUIRES: ptxas
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-gather=true round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root lhs-gather=true round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.layer.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 

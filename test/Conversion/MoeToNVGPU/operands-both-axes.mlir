@@ -1,5 +1,5 @@
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false round-reuse=0" --convert-moe-to-nvgpu="act-epilogue=true lhs-gather=false round-reuse=0" | FileCheck %s
-// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false round-reuse=0" --convert-moe-to-nvgpu="operands-both-axes=false act-epilogue=true lhs-gather=false round-reuse=0" | FileCheck %s --check-prefix=SINGLE
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false round-reuse=0 weight-reuse=0" --convert-moe-to-nvgpu="act-epilogue=true lhs-gather=false round-reuse=0 weight-reuse=0" | FileCheck %s
+// RUN: moe-opt %S/../../../examples/blockwise_bwd.mlir --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-kernel-config="act-epilogue=true lhs-gather=false round-reuse=0 weight-reuse=0" --convert-moe-to-nvgpu="operands-both-axes=false act-epilogue=true lhs-gather=false round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=SINGLE
 // (lhs-gather=false: x and dy reach their GEMMs as slot rows that the
 // operand kernels gather and round, the launches these checks spell out;
 // lhs-gather.mlir checks the default's.)

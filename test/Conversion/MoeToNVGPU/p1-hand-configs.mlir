@@ -9,7 +9,7 @@
 // pairs at a time, so next to the 128 accumulator registers of m64n256 the
 // kernel does not spill.
 // RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | sed -e 's/{block_size = 128 : i64} -> tensor<640x256xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232]>} -> tensor<640x256xf32>/' > %t.wide.mlir
-// RUN: moe-opt %t.wide.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.wide.ptx
+// RUN: moe-opt %t.wide.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.wide.ptx
 // RUN: FileCheck %s --check-prefix=WIDE < %t.wide.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.wide.ptx -o %t.wide.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 //
@@ -17,7 +17,7 @@
 // by the 256 consumer threads as the tile starts (row r by consumer thread
 // r, two prefetches each), not by the producer thread.
 // RUN: moe-opt %t.mlir --moe-decompose-bwd --moe-fuse | sed -e 's/{block_size = 128 : i64} -> tensor<640x256xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true>} -> tensor<640x256xf32>/' > %t.persistent.mlir
-// RUN: moe-opt %t.persistent.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true" | %python %S/Inputs/extract-ptx.py > %t.persistent.ptx
+// RUN: moe-opt %t.persistent.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=true weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.persistent.ptx
 // RUN: FileCheck %s --check-prefix=PERSISTENT < %t.persistent.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.persistent.ptx -o %t.persistent.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 

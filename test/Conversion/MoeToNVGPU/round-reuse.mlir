@@ -1,13 +1,13 @@
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse > %t.small.mlir
-// RUN: moe-opt %t.small.mlir --moe-gpu-kernel-config | FileCheck %s --check-prefix=SMALL
-// RUN: moe-opt %t.small.mlir --moe-gpu-kernel-config="round-reuse=0" | FileCheck %s --check-prefix=OFF
-// RUN: moe-opt %t.small.mlir --moe-gpu-kernel-config | moe-opt -convert-moe-to-nvgpu | FileCheck %s
+// RUN: moe-opt %t.small.mlir --moe-gpu-kernel-config="weight-reuse=0" | FileCheck %s --check-prefix=SMALL
+// RUN: moe-opt %t.small.mlir --moe-gpu-kernel-config="round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=OFF
+// RUN: moe-opt %t.small.mlir --moe-gpu-kernel-config="weight-reuse=0" | moe-opt -convert-moe-to-nvgpu="weight-reuse=0" | FileCheck %s
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=512,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse > %t.wide.mlir
-// RUN: moe-opt %t.wide.mlir --moe-gpu-kernel-config | FileCheck %s --check-prefix=WIDE
-// RUN: moe-opt %t.wide.mlir --moe-gpu-kernel-config="round-reuse=4" | FileCheck %s --check-prefix=WIDE4
+// RUN: moe-opt %t.wide.mlir --moe-gpu-kernel-config="weight-reuse=0" | FileCheck %s --check-prefix=WIDE
+// RUN: moe-opt %t.wide.mlir --moe-gpu-kernel-config="round-reuse=4 weight-reuse=0" | FileCheck %s --check-prefix=WIDE4
 // RUN: not %moe_obj/bin/moe-run --target=sm90a --layer T=256,H=256,I=128,E=2,K=2,B=128 --compile-only --round-reuse=65 2>&1 | FileCheck %s --check-prefix=FLAG
 // REQUIRES: ptxas
-// RUN: moe-opt %t.small.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root" | %python %S/Inputs/extract-ptx.py > %t.small.ptx
+// RUN: moe-opt %t.small.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.small.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.small.ptx -o %t.small.cubin > %t.small.log 2>&1
 // RUN: FileCheck %s --check-prefix=PTXAS < %t.small.log
 // RUN: FileCheck %s --check-prefix=CLEAN < %t.small.log

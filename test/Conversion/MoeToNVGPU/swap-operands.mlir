@@ -1,9 +1,9 @@
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="swap-rounded-rhs=true round-reuse=0" > %t.config.mlir
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="swap-rounded-rhs=true round-reuse=0 weight-reuse=0" > %t.config.mlir
 // RUN: FileCheck %s --check-prefix=CONFIG < %t.config.mlir
-// RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="round-reuse=0" | FileCheck %s
+// RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="round-reuse=0 weight-reuse=0" | FileCheck %s
 // RUN: not %moe_obj/bin/moe-run --target=sm90a --layer T=256,H=256,I=128,E=2,K=2,B=128 --compile-only --gemm-config-at '2=#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], rhs_n_major = true, lhs_m_major = true, persistent = true, swap_operands = true, tma_store = 2>' 2>&1 | FileCheck %s --check-prefix=BLOCK
 // REQUIRES: ptxas
-// RUN: moe-opt %t.config.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root swap-rounded-rhs=true round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
+// RUN: moe-opt %t.config.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root swap-rounded-rhs=true round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.layer.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.layer.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 

@@ -1,23 +1,23 @@
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse > %t.fused.mlir
-// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="round-reuse=0" | FileCheck %s --check-prefix=CONFIG
-// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="tma-store=false round-reuse=0" | FileCheck %s --check-prefix=OFF
-// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="act-epilogue=true round-reuse=0" | FileCheck %s --check-prefix=EPI
-// RUN: moe-opt %t.fused.mlir -convert-moe-to-nvgpu="round-reuse=0" | FileCheck %s
-// RUN: moe-opt %t.fused.mlir -moe-gpu-pipeline="format=isa round-reuse=0" | FileCheck %s --check-prefix=HOST
+// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=CONFIG
+// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="tma-store=false round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=OFF
+// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="act-epilogue=true round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=EPI
+// RUN: moe-opt %t.fused.mlir -convert-moe-to-nvgpu="round-reuse=0 weight-reuse=0" | FileCheck %s
+// RUN: moe-opt %t.fused.mlir -moe-gpu-pipeline="format=isa round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=HOST
 // REQUIRES: ptxas
-// RUN: moe-opt %t.fused.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.ptx
+// RUN: moe-opt %t.fused.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: sed -e 's/{block_size = 128 : i64} -> tensor<384x128xf32>/{block_size = 128 : i64, moe.gemm_config = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, tma_store = 2>} -> tensor<384x128xf32>/' %t.fused.mlir > %t.p1.mlir
-// RUN: not moe-opt %t.p1.mlir -convert-moe-to-nvgpu="act-epilogue=true round-reuse=0" 2>&1 | FileCheck %s --check-prefix=ERR
-// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="round-reuse=0" | sed -e 's/tma_store = 2>/tma_store = 4, store_columns = 16>/' > %t.c16.mlir
-// RUN: moe-opt %t.c16.mlir -convert-moe-to-nvgpu="round-reuse=0" | FileCheck %s --check-prefix=C16
-// RUN: moe-opt %t.c16.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.c16.ptx
+// RUN: not moe-opt %t.p1.mlir -convert-moe-to-nvgpu="act-epilogue=true round-reuse=0 weight-reuse=0" 2>&1 | FileCheck %s --check-prefix=ERR
+// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="round-reuse=0 weight-reuse=0" | sed -e 's/tma_store = 2>/tma_store = 4, store_columns = 16>/' > %t.c16.mlir
+// RUN: moe-opt %t.c16.mlir -convert-moe-to-nvgpu="round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=C16
+// RUN: moe-opt %t.c16.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.c16.ptx
 // RUN: FileCheck %s --check-prefix=PTX16 < %t.c16.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.c16.ptx -o %t.c16.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="round-reuse=0" | sed -e 's/tma_store = 2>/tma_store = 8, store_columns = 8>/' > %t.c8.mlir
-// RUN: moe-opt %t.c8.mlir -convert-moe-to-nvgpu="round-reuse=0" | FileCheck %s --check-prefix=C8
-// RUN: moe-opt %t.c8.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.c8.ptx
+// RUN: moe-opt %t.fused.mlir --moe-gpu-kernel-config="round-reuse=0 weight-reuse=0" | sed -e 's/tma_store = 2>/tma_store = 8, store_columns = 8>/' > %t.c8.mlir
+// RUN: moe-opt %t.c8.mlir -convert-moe-to-nvgpu="round-reuse=0 weight-reuse=0" | FileCheck %s --check-prefix=C8
+// RUN: moe-opt %t.c8.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root round-reuse=0 weight-reuse=0" | %python %S/Inputs/extract-ptx.py > %t.c8.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.c8.ptx -o %t.c8.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // #moe.gemm_config tma_store (moe-gpu-kernel-config tma-store, on by
