@@ -10,11 +10,10 @@
 # (docs/sm90a-kernels.md). One device call with the bundle on PATH:
 #   bash .bundle/run-on-device.sh bash scripts/device/probes/swap-stages.sh
 set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD/python
+source "$(dirname "$0")/common.sh"
 L=${LAYER:-T=8192,H=4096,I=1536,E=128,K=8,B=128}
 tmp=$(mktemp -d)
-python3 -m moe_crosscheck torch-gen --config "$L" --seed 1 --out "$tmp/in" \
-  >/dev/null 2>&1 || { echo "torch-gen $L failed"; exit 1; }
+probe_inputs "$L" "$tmp/in" || exit 1
 common='mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = STAGES, warpgroups = [1, 2]'
 swap='persistent = true, round_lhs = true, swap_operands = true'
 configs() {
@@ -39,10 +38,7 @@ for variant in default swap4 swap3 swap2 swap4-copies; do
     --inputs "$tmp/in" --check none "${args[@]}" >"$tmp/ncu.csv" 2>"$tmp/ncu.err" ||
     { rows+=("$(printf '%-14s ncu FAILED: %s' "$variant" "$(tail -1 "$tmp/ncu.err")")"); continue; }
   echo "== $variant"
-  grep gpu__time_duration "$tmp/ncu.csv" |
-    awk -F'","' -v v="$variant" '{ gsub(/[",]/, "", $NF); t = $NF / 1e6; s += t
-                   if ($5 ~ /matmul/) g += t; if (t > 0.05) printf "  %s %.3f\n", $5, t }
-                 END { printf "%-14s total %.3f ms, GEMMs %.3f ms (%.1f%%)\n", v, s, g, 100 * g / s }' >"$tmp/times"
+  kernel_times "$variant" "$tmp/ncu.csv" >"$tmp/times"
   head -n -1 "$tmp/times"
   rows+=("$(tail -1 "$tmp/times")")
 done

@@ -7,7 +7,7 @@
 # source pages (CSV) into OUT, the top stalled instructions printed:
 #   bash .bundle/run-on-device.sh bash scripts/device/probes/swap-weights-stalls.sh
 set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH
+source "$(dirname "$0")/common.sh"
 out=${1:-$OUT}
 L=${LAYER:-T=8192,H=4096,I=1536,E=128,K=8,B=128}
 # First the swapped kernels' outputs: against R_mx and bit for bit against
@@ -27,9 +27,7 @@ done
 # The inputs come from torch on the GPU, as the benchmark's (with moe-run's
 # own host-made inputs, an ncu run of every kernel did not finish in 150 s
 # on 2026-12-05).
-export PYTHONPATH=$PWD/python
-python3 -m moe_crosscheck torch-gen --config "$L" --seed 1 --out /tmp/in \
-  >/dev/null 2>&1 || { echo "torch-gen $L failed"; exit 1; }
+probe_inputs "$L" /tmp/in || exit 1
 # Each kernel's time: the default, --swap-weights, and --swap-weights with
 # the slot rows by TMA from an operand kernel's gathered copy instead of
 # rhs_gather's copies (--gathered-lhs-copies): the gather's share.
@@ -43,10 +41,7 @@ for run in "${runs[@]}"; do
     --metrics gpu__time_duration.sum moe-run --target=sm90a --layer $L \
     --inputs /tmp/in --check none $args >/tmp/ncu.csv 2>/tmp/ncu.err || echo "ncu $args failed"
   echo "== ${args:-default} (clock-control $clock)"
-  grep gpu__time_duration /tmp/ncu.csv |
-    awk -F'","' '{ gsub(/[",]/, "", $NF); t = $NF / 1e6; s += t
-                   if ($5 ~ /matmul/) g += t; if (t > 0.05) printf "  %s %.3f\n", $5, t }
-                 END { printf "  total %.3f ms, GEMMs %.3f ms\n", s, g }'
+  kernel_times "${args:-default}" /tmp/ncu.csv
 done
 [ -n "${TIMES_ONLY:-}" ] && exit 0
 sections="--section SpeedOfLight --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis --section SourceCounters"

@@ -10,7 +10,7 @@
 # bundle on PATH (CHECKS_ONLY=1 or NCU_ONLY=1 split it in two):
 #   bash .bundle/run-on-device.sh bash scripts/device/probes/swap-weights.sh
 set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD/python
+source "$(dirname "$0")/common.sh"
 out=$(mktemp -d)
 rows=()
 record() { rows+=("$(printf '%-86s %s' "$1" "$2")"); }
@@ -79,8 +79,7 @@ if [ -z "${NCU_ONLY:-}" ]; then
 fi
 if [ -z "${CHECKS_ONLY:-}" ]; then
   for shape in T=24576,H=1536,I=256,E=128,K=8,B=128 T=16384,H=4096,I=1536,E=128,K=8,B=128; do
-    python3 -m moe_crosscheck torch-gen --config "$shape" --seed 1 \
-      --out "$out/in" >/dev/null 2>&1 || { record "torch-gen $shape" FAIL; continue; }
+    probe_inputs "$shape" "$out/in" || { record "torch-gen $shape" FAIL; continue; }
     for args in "" --swap-weights "$ALL"; do
       # shellcheck disable=SC2086
       timeout 300 ncu --clock-control none \
@@ -88,10 +87,7 @@ if [ -z "${CHECKS_ONLY:-}" ]; then
         moe-run --target=sm90a --layer "$shape" --inputs "$out/in" --check none \
         $args >"$out/ncu.csv" 2>"$out/ncu.err" || { record "ncu $shape $args" FAIL; continue; }
       echo "== ${shape%%,H*} ${args:-default}"
-      grep gpu__time_duration "$out/ncu.csv" |
-        awk -F'","' '{ gsub(/[",]/, "", $NF); t = $NF / 1e6; s += t
-                       if ($5 ~ /matmul/) g += t; printf "  %s %.3f\n", $5, t }
-                     END { printf "  total %.3f ms, GEMMs %.3f ms (%.1f%%)\n", s, g, 100 * g / s }'
+      kernel_times "${args:-default}" "$out/ncu.csv" 0
     done
     rm -rf "$out/in"
   done
