@@ -1386,11 +1386,14 @@ extern "C" void moeCudaRuntimeSetCallStream(void *stream) {
   EntryScope scope("moeCudaRuntimeSetCallStream", EntryScope::Kind::Release);
   if (!scope)
     return;
-  for (const auto &[context, device] : released)
-    inContextOf(scope, context, [&] {
+  for (const auto &entry : released) {
+    // (A lambda captures no structured binding before C++20.)
+    CUdeviceptr device = entry.second;
+    inContextOf(scope, entry.first, [&] {
       scope.check(scope.api().cuMemFreeAsync(device, ended),
                   MOE_CU_SYMBOL(cuMemFreeAsync), "tensor map");
     });
+  }
 }
 
 extern "C" void moeCudaRuntimeReset() { Runtime::get().reset(); }

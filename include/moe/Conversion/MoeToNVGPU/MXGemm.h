@@ -135,7 +135,7 @@ struct MXGemmProblem {
   /// round_lhs / round_rhs (MXGemmConfig::roundLhs, roundRhs) gather and
   /// round in the kernel. Slot k of the operand is token row tokens[k], a
   /// padding slot (-1) zeros.
-  MXQuantAttr roundLhs, roundRhs;
+  MXQuantAttr roundLhs = {}, roundRhs = {};
   /// swap_operands: the kernel's lhs is the op's rhs and its rhs the op's
   /// lhs (m and n are the op's n and m), and the kernel stores its m x n
   /// result tile transposed into the op's [E, n, m] (Expert) or [n, m]
