@@ -3273,10 +3273,12 @@ void KernelEmitter::emit(gpu::GPUFuncOp func) {
   for (auto [i, arg] : llvm::enumerate(mxGemmKernelArgs(p, cfg))) {
     Value v = entry.getArgument(i);
     // An operand, its scales or the result: a tensor map (seen as `type`,
-    // the result's as it is) or a global pointer.
+    // the result's as it is) or a global pointer. (The lambda takes a copy
+    // of the flag: it captures no structured binding before C++20.)
+    bool tensorMap = arg.tensorMap;
     auto mapOrPointer = [&](Value &map, nvgpu::TensorMapDescriptorType type,
                             Value &pointer) {
-      if (!arg.tensorMap)
+      if (!tensorMap)
         pointer = v;
       else
         map = type ? UnrealizedConversionCastOp::create(b, loc, type, v)
