@@ -16,6 +16,11 @@
 #              outputs compared bit for bit
 #   layers     larger layers on sm90a with every MMA path (bf16-operands,
 #              bf16, fp8)
+#   weight-reuse  the default (weight-reuse=3: the transposed block GEMMs
+#              where each weight element is rounded at most 3 times, which
+#              takes most of the matrix's small layers) against
+#              --weight-reuse=0 on every layer of the matrix, outputs
+#              compared bit for bit, then racecheck on a swapped layer
 #   both-axes  the default (one operand kernel for both roundings of a
 #              value) against --operands-one-axis, outputs compared bit
 #              for bit
@@ -217,7 +222,7 @@ layer_kernel_times() {  # LABEL NAME LAYER INPUTS ARGS...
 
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] &&
-  parts=(smoke matrix resident both-axes checkpoint-epilogue dgate-up persistent overlap layers sanitize
+  parts=(smoke matrix weight-reuse resident both-axes checkpoint-epilogue dgate-up persistent overlap layers sanitize
          determinism kernels sass)
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 want() { printf '%s\n' "${parts[@]}" | grep -qx "$1"; }
@@ -818,6 +823,21 @@ if want dgate-up; then
       --check none
   done
   base=()
+fi
+
+if want weight-reuse; then
+  # The transposed block GEMMs compute the same values in the same k16
+  # order as the kernels that read the operand kernels' rounded weights,
+  # so every output is compared bit for bit, on every layer of the host
+  # matrix (with an empty expert each).
+  mapfile -t matrix_layers < <(grep -ho "RUN: moe-run --layer [^ ]*" \
+      test/Integration/Host/matrix-*.test | sed -e 's/.*--layer //' | sort -u)
+  bitwise_against --weight-reuse=0 "weight-reuse=3 == weight-reuse=0" \
+    "${matrix_layers[@]}"
+  run "compute-sanitizer racecheck (weight-reuse=3, swapped)" timeout 300 \
+    compute-sanitizer --tool racecheck --error-exitcode 1 moe-run \
+    --target=sm90a --layer T=512,H=256,I=128,E=4,K=2,B=128,bias=on \
+    --empty-experts 1 --check none
 fi
 
 if want both-axes; then
