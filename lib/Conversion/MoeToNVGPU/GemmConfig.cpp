@@ -335,10 +335,9 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
   // rows of two blocks of the expert its 256-column rhs (a tile's rounded
   // weight serves 256 slots), read as an operand kernel rounded them, or
   // copied from the token rows by the producer warpgroup with swap-gather
-  // and lhs-gather (rhs_gather: 0.63 ms slower in the GEMMs at T=8192
-  // H=4096 I=1536 E=128 K=8, the copies 0.32 ms more than the slot
-  // roundings alone; H200, 2026-12-05). Persistent: the tiles are the experts' pairs of blocks,
-  // counted by every CTA. The weight read as stored: M-major for the
+  // and lhs-gather (rhs_gather, measured slower: KernelChoices.def).
+  // Persistent: the tiles are the experts' pairs of blocks, counted by
+  // every CTA. The weight read as stored: M-major for the
   // recompute's [E, H, 2I], K-major for P1's and P2's. Taken where
   // swap-weights asks, and where each weight element would be rounded at
   // most weightReuse times: once per tile of two blocks of its expert, an
