@@ -16,7 +16,11 @@
 //   RS  the worked registers are the wgmmas' A operand (round_lhs's form)
 //   SS  the wgmmas read A from shared memory; the worked registers go to
 //       a sink (the ALU work beside shared-memory wgmmas)
-// It prints the cycles a K tile takes for each W in both modes (the MMAs
+//   SSW the worked registers go back where ldmatrix read them (stmatrix,
+//       two A tiles alternating), fence.proxy.async, a barrier of the
+//       warpgroup, then shared-memory wgmmas on them: a tile rounded in
+//       place, which two warpgroups could share
+// It prints the cycles a K tile takes for each W in each mode (the MMAs
 // alone: 1024 at the tensor cores' bf16 rate).
 //
 // Build here (no GPU needed), run on the device with .bundle carried:
@@ -96,6 +100,15 @@ __device__ inline void pin(uint32_t &x) {
   asm volatile("" : "+r"(x)::"memory");
 }
 
+__device__ inline void stmatrix4(const uint32_t (&r)[16], int step,
+                                 uint32_t addr) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, "
+               "%4};" ::"r"(addr),
+               "r"(r[4 * step]), "r"(r[4 * step + 1]), "r"(r[4 * step + 2]),
+               "r"(r[4 * step + 3])
+               : "memory");
+}
+
 __device__ inline void ldmatrix4(uint32_t (&r)[16], int step, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
                "[%4];"
@@ -117,13 +130,16 @@ __device__ inline void work(uint32_t (&x)[16], uint32_t m, uint32_t c,
   }
 }
 
-template <bool RS, int W>
+enum Mode { RS, SS, SSW };
+
+template <Mode M, int W>
 __global__ void __launch_bounds__(kThreads, 1)
     overlap(int tiles, uint32_t m, uint32_t c, uint32_t key,
             unsigned long long *cycles, float *sink) {
   extern __shared__ __align__(1024) unsigned char raw[];
-  unsigned char *a = raw, *b = raw + kARows * kRowBytes;
-  for (int i = threadIdx.x; i < (kARows + kBRows) * kRowBytes / 4;
+  // Two A tiles (SSW alternates them), then B.
+  unsigned char *a = raw, *b = raw + 2 * kARows * kRowBytes;
+  for (int i = threadIdx.x; i < (2 * kARows + kBRows) * kRowBytes / 4;
        i += kThreads)
     reinterpret_cast<uint32_t *>(raw)[i] = 0x3c003c00u ^ (i & 0x00070007u);
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -135,6 +151,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   int row = group * 64 + (warp % 4) * 16 + lane % 16;
   uint32_t rowAddr = smemAddr(a) + row * kRowBytes;
   uint64_t descA = descriptor(smemAddr(a) + group * 64 * kRowBytes);
+  // A tile 1's descriptor is 16 KB further (1024 in its 16-byte units).
+  const uint64_t tileA = kARows * kRowBytes / 16;
   uint64_t descB = descriptor(smemAddr(b));
   // No initial value: the first wgmma's scale-d 0 starts the accumulators
   // (an instruction that wrote them would serialize the wgmmas, C7515).
@@ -147,13 +165,24 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       uint32_t(&x)[16] = regs[u];
+      uint32_t tileAddr = rowAddr + (M == SSW ? u * kARows * kRowBytes : 0);
 #pragma unroll
       for (int step = 0; step < 4; ++step) {
         int chunk = (2 * step + lane / 16) ^ (row % 8);
-        ldmatrix4(x, step, rowAddr + chunk * 16);
+        ldmatrix4(x, step, tileAddr + chunk * 16);
       }
       work<W>(x, m, c, key);
-      if (!RS) {
+      if (M == SSW) {
+        // Tile u's last wgmmas (two K tiles back) are complete: the
+        // wait_group 1 of the K tile before this one.
+#pragma unroll
+        for (int step = 0; step < 4; ++step) {
+          int chunk = (2 * step + lane / 16) ^ (row % 8);
+          stmatrix4(x, step, tileAddr + chunk * 16);
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + group) : "memory");
+      } else if (M == SS) {
 #pragma unroll
         for (int j = 0; j < 16; ++j)
           keep ^= x[j];
@@ -166,11 +195,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int step = 0; step < 4; ++step) {
         int scale = t + u + step > 0;
         // A k16 step is 32 bytes along the row: 2 in the descriptor's units.
-        if (RS)
+        if (M == RS)
           wgmmaRS(d, x[4 * step], x[4 * step + 1], x[4 * step + 2],
                   x[4 * step + 3], descB + 2 * step, scale);
         else
-          wgmmaSS(d, descA + 2 * step, descB + 2 * step, scale);
+          wgmmaSS(d, descA + (M == SSW ? u * tileA : 0) + 2 * step,
+                  descB + 2 * step, scale);
       }
       commit();
       waitGroup<1>();
@@ -200,9 +230,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 using Kernel = void (*)(int, uint32_t, uint32_t, uint32_t,
                         unsigned long long *, float *);
 
-template <bool RS, int... Ws>
+template <Mode M, int... Ws>
 void table(std::vector<Kernel> &out, std::integer_sequence<int, Ws...>) {
-  (out.push_back(&overlap<RS, Ws>), ...);
+  (out.push_back(&overlap<M, Ws>), ...);
 }
 
 } // namespace
@@ -210,9 +240,10 @@ void table(std::vector<Kernel> &out, std::integer_sequence<int, Ws...>) {
 int main() {
   using Steps = std::integer_sequence<int, 0, 2, 4, 6, 8, 10, 12, 16, 20>;
   const int steps[] = {0, 2, 4, 6, 8, 10, 12, 16, 20};
-  std::vector<Kernel> rs, ss;
-  table<true>(rs, Steps{});
-  table<false>(ss, Steps{});
+  std::vector<Kernel> rs, ss, ssw;
+  table<RS>(rs, Steps{});
+  table<SS>(ss, Steps{});
+  table<SSW>(ssw, Steps{});
   int sms = 0;
   CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   unsigned long long *cycles;
@@ -242,10 +273,13 @@ int main() {
   };
   std::printf("cycles a 128x256x64 K tile takes (MMAs alone: 1024), %d CTAs\n",
               sms);
-  std::printf("%6s %14s %10s %10s\n", "steps", "ALU instr/thr", "RS", "SS");
-  for (size_t i = 0; i < rs.size(); ++i)
-    std::printf("%6d %14d %10.0f %10.0f\n", steps[i], 32 * steps[i],
-                run(rs[i]), run(ss[i]));
+  std::printf("%6s %14s %10s %10s %10s\n", "steps", "ALU instr/thr", "RS",
+              "SS", "SSW");
+  for (size_t i = 0; i < rs.size(); ++i) {
+    std::printf("%6d %14d %10.0f %10.0f %10.0f\n", steps[i], 32 * steps[i],
+                run(rs[i]), run(ss[i]), run(ssw[i]));
+    std::fflush(stdout);
+  }
   std::vector<float> host(sms * kThreads);
   CHECK_RT(cudaMemcpy(host.data(), sink, host.size() * sizeof(float),
                       cudaMemcpyDeviceToHost));
