@@ -262,16 +262,27 @@ PY
 # bit for bit.
 # Both runs also take the flags of the array `base` (empty by default).
 base=()
+# The flag that leaves LAYER's last expert without tokens where moe-run
+# allows it (more experts than top_k, not dense), nothing otherwise.
+empty_expert() {  # LAYER
+  local e k
+  e=$(sed -n 's/.*\bE=\([0-9]*\).*/\1/p' <<<"$1")
+  k=$(sed -n 's/.*\bK=\([0-9]*\).*/\1/p' <<<"$1")
+  if [[ $1 != *dense=on* && -n $e && -n $k && $e -gt $k ]]; then
+    echo --empty-experts 1
+  fi
+}
 bitwise_against() {  # FLAG LABEL LAYER...
-  local flag=$1 label=$2 layer
+  local flag=$1 label=$2 layer empty
   shift 2
   for layer in "$@"; do
+    read -r -a empty <<<"$(empty_expert "$layer")"
     # (Under a time limit: a ring stage that never fills would hang.)
     run "sm90a resident $flag ${base[*]} $layer" timeout 300 moe-run \
-      --target=sm90a "$flag" "${base[@]}" --layer "$layer" --empty-experts 1 \
+      --target=sm90a "$flag" "${base[@]}" --layer "$layer" "${empty[@]}" \
       --outputs "$out/single"
     run "sm90a resident ${base[*]} $layer" timeout 300 moe-run --target=sm90a \
-      "${base[@]}" --layer "$layer" --empty-experts 1 --outputs "$out/both"
+      "${base[@]}" --layer "$layer" "${empty[@]}" --outputs "$out/both"
     compare "$out/single" "$out/both" "$label, bitwise: $layer"
     rm -rf "$out/single" "$out/both"
   done
