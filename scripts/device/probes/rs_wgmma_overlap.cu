@@ -16,6 +16,10 @@
 //   RS  the worked registers are the wgmmas' A operand (round_lhs's form)
 //   SS  the wgmmas read A from shared memory; the worked registers go to
 //       a sink (the ALU work beside shared-memory wgmmas)
+//   RSO RS with the warpgroups taking turns at the tensor cores each K
+//       tile (named barriers, CUTLASS's ping-pong order within one tile):
+//       warpgroup 1 issues its wgmmas after warpgroup 0's, so each
+//       warpgroup's work runs beside the other's MMAs, not both at once
 //   SSW the worked registers go back where ldmatrix read them (stmatrix,
 //       two A tiles alternating), fence.proxy.async, a barrier of the
 //       warpgroup, then shared-memory wgmmas on them: a tile rounded in
@@ -130,7 +134,7 @@ __device__ inline void work(uint32_t (&x)[16], uint32_t m, uint32_t c,
   }
 }
 
-enum Mode { RS, SS, SSW };
+enum Mode { RS, SS, SSW, RSO };
 
 template <Mode M, int W>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -187,6 +191,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int j = 0; j < 16; ++j)
           keep ^= x[j];
       }
+      // RSO: warpgroup g waits for its turn (barrier 3 + g), warpgroup 0's
+      // first K tile excepted.
+      if (M == RSO && (group == 1 || t + u > 0))
+        asm volatile("bar.sync %0, 256;" ::"r"(3 + group) : "memory");
       fence();
 #pragma unroll
       for (int i = 0; i < 128; ++i)
@@ -195,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int step = 0; step < 4; ++step) {
         int scale = t + u + step > 0;
         // A k16 step is 32 bytes along the row: 2 in the descriptor's units.
-        if (M == RS)
+        if (M == RS || M == RSO)
           wgmmaRS(d, x[4 * step], x[4 * step + 1], x[4 * step + 2],
                   x[4 * step + 3], descB + 2 * step, scale);
         else
@@ -203,6 +211,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                   descB + 2 * step, scale);
       }
       commit();
+      if (M == RSO) // the other warpgroup's turn
+        asm volatile("bar.arrive %0, 256;" ::"r"(4 - group) : "memory");
       waitGroup<1>();
 #pragma unroll
       for (int i = 0; i < 128; ++i)
@@ -213,6 +223,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         pin(regs[1 - u][j]);
     }
   }
+  // RSO: warpgroup 0 takes warpgroup 1's last turn (every arrive met).
+  if (M == RSO && group == 0)
+    asm volatile("bar.sync 3, 256;" ::: "memory");
   waitGroup<0>();
 #pragma unroll
   for (int i = 0; i < 128; ++i)
@@ -240,10 +253,11 @@ void table(std::vector<Kernel> &out, std::integer_sequence<int, Ws...>) {
 int main() {
   using Steps = std::integer_sequence<int, 0, 2, 4, 6, 8, 10, 12, 16, 20>;
   const int steps[] = {0, 2, 4, 6, 8, 10, 12, 16, 20};
-  std::vector<Kernel> rs, ss, ssw;
+  std::vector<Kernel> rs, ss, ssw, rso;
   table<RS>(rs, Steps{});
   table<SS>(ss, Steps{});
   table<SSW>(ssw, Steps{});
+  table<RSO>(rso, Steps{});
   int sms = 0;
   CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   unsigned long long *cycles;
@@ -273,11 +287,12 @@ int main() {
   };
   std::printf("cycles a 128x256x64 K tile takes (MMAs alone: 1024), %d CTAs\n",
               sms);
-  std::printf("%6s %14s %10s %10s %10s\n", "steps", "ALU instr/thr", "RS",
-              "SS", "SSW");
+  std::printf("%6s %14s %10s %10s %10s %10s\n", "steps", "ALU instr/thr",
+              "RS", "SS", "SSW", "RSO");
   for (size_t i = 0; i < rs.size(); ++i) {
-    std::printf("%6d %14d %10.0f %10.0f %10.0f\n", steps[i], 32 * steps[i],
-                run(rs[i]), run(ss[i]), run(ssw[i]));
+    std::printf("%6d %14d %10.0f %10.0f %10.0f %10.0f\n", steps[i],
+                32 * steps[i], run(rs[i]), run(ss[i]), run(ssw[i]),
+                run(rso[i]));
     std::fflush(stdout);
   }
   std::vector<float> host(sms * kThreads);
