@@ -25,7 +25,13 @@
 //       warpgroup, then shared-memory wgmmas on them: a tile rounded in
 //       place, which two warpgroups could share
 // It prints the cycles a K tile takes for each W in each mode (the MMAs
-// alone: 1024 at the tensor cores' bf16 rate).
+// alone: 1024 at the tensor cores' bf16 rate), then for the rounding
+// `round_lhs` does instead of the W steps: the same instructions in the
+// same dependent chain (lib/Conversion/MoeToNVGPU/MXRounding.h, e4m3,
+// RCEIL): each block's amax (max.NaN.xorsign.abs down its 4 words, the
+// lanes paired, two quad shuffles), the misfit test and its warp vote
+// (a branch to a slow path no block here takes), the threshold, and the
+// five instructions a bf16 pair.
 //
 // Build here (no GPU needed), run on the device with .bundle carried:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O2 -std=c++17 \
@@ -134,6 +140,96 @@ __device__ inline void work(uint32_t (&x)[16], uint32_t m, uint32_t c,
   }
 }
 
+#define MOE_OP2(name, text)                                                    \
+  __device__ inline uint32_t name(uint32_t a, uint32_t b) {                   \
+    uint32_t r;                                                                \
+    asm(text : "=r"(r) : "r"(a), "r"(b));                                      \
+    return r;                                                                  \
+  }
+MOE_OP2(absMaxNaN, "max.NaN.xorsign.abs.bf16x2 %0, %1, %2;")
+MOE_OP2(absMax, "max.xorsign.abs.bf16x2 %0, %1, %2;")
+MOE_OP2(maxU16x2, "max.u16x2 %0, %1, %2;")
+MOE_OP2(minU16x2, "min.u16x2 %0, %1, %2;")
+#undef MOE_OP2
+__device__ inline uint32_t fmaBf16x2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+__device__ inline uint32_t andOr(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+__device__ inline uint32_t permute(uint32_t a, uint32_t b, uint32_t sel) {
+  return __byte_perm(a, b, sel);
+}
+
+// e4m3: offset 14, step 2^4 (getMXBitRounding).
+constexpr uint32_t kOffset = 14, kStep = (127u + 4) << 7;
+__host__ __device__ constexpr uint32_t lanes(uint32_t lane) { return lane << 16 | lane; }
+
+// mxThresholdPair.
+__device__ inline uint32_t threshold(uint32_t amax) {
+  uint32_t exponent = amax & 0x7F807F80u;
+  uint32_t above = ((amax & 0x007F007Fu) + 0x001F001Fu) & 0x00800080u;
+  uint32_t biased = maxU16x2(exponent + above, lanes((kOffset + 1) << 7));
+  return biased + (~lanes((kOffset << 7) - 0x7F) + 1);
+}
+
+// mxRoundPairBits.
+__device__ inline uint32_t roundPair(uint32_t word, uint32_t bound) {
+  uint32_t m = andOr(absMax(word, bound), 0x7F807F80u, 0x00400040u);
+  uint32_t sum = fmaBf16x2(m, lanes(kStep), word);
+  uint32_t value = fmaBf16x2(m, lanes(kStep | 0x8000), sum);
+  return value | (word & 0x80008000u);
+}
+
+// The rounding of a K tile's A fragments (words 4 s + i of k16 step s:
+// i = 0, 2 row g, 1, 3 row g + 8; steps 0-1 block 0, 2-3 block 1): the
+// instructions round_lhs's consumers run, in their order.
+__device__ inline void roundTile(uint32_t (&x)[16], uint32_t one,
+                                 uint32_t zero) {
+  uint32_t amax[2];
+  for (int blk = 0; blk < 2; ++blk) {
+    uint32_t g = x[8 * blk], g8 = x[8 * blk + 1];
+    for (int w : {2, 4, 6}) {
+      g = absMaxNaN(g, x[8 * blk + w]);
+      g8 = absMaxNaN(g8, x[8 * blk + w + 1]);
+    }
+    g &= 0x7FFF7FFFu;
+    g8 &= 0x7FFF7FFFu;
+    // Lane 0 row g's block, lane 1 row g + 8's, each the larger half.
+    uint32_t pair = maxU16x2(permute(g, g8, 0x5410), permute(g, g8, 0x7632));
+    pair = maxU16x2(pair, __shfl_xor_sync(0xFFFFFFFFu, pair, 1));
+    amax[blk] = maxU16x2(pair, __shfl_xor_sync(0xFFFFFFFFu, pair, 2));
+  }
+  // mxBitsMisfit and the warp's vote.
+  auto lessOne = [](uint32_t p) {
+    return ((p | 0x80008000u) - 0x00010001u) & 0x7FFF7FFFu;
+  };
+  uint32_t largest = maxU16x2(amax[0], amax[1]);
+  uint32_t lowest = minU16x2(lessOne(amax[0]), lessOne(amax[1]));
+  lowest = minU16x2(lowest, permute(lowest, lowest, 0x1032)) & 0xFFFFu;
+  bool misfit = ((largest + 0x03000300u) & 0x80008000u) != 0 ||
+                lowest < ((kOffset << 7) | 0x61) - 1;
+  if (__any_sync(0xFFFFFFFFu, misfit)) {
+    // (The slow path: no block of the probe's data takes it.)
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      x[j] = fmaBf16x2(x[j], one, zero);
+    return;
+  }
+  for (int blk = 0; blk < 2; ++blk) {
+    uint32_t bound = threshold(amax[blk]);
+    uint32_t rows[2] = {permute(bound, bound, 0x1010),
+                        permute(bound, bound, 0x3232)};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      x[8 * blk + i] = roundPair(x[8 * blk + i], rows[i % 2]);
+  }
+}
+
 enum Mode { RS, SS, SSW, RSO };
 
 template <Mode M, int W>
@@ -175,7 +271,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         int chunk = (2 * step + lane / 16) ^ (row % 8);
         ldmatrix4(x, step, tileAddr + chunk * 16);
       }
-      work<W>(x, m, c, key);
+      if (W < 0)
+        roundTile(x, m, c);
+      else
+        work<(W < 0 ? 0 : W)>(x, m, c, key);
       if (M == SSW) {
         // Tile u's last wgmmas (two K tiles back) are complete: the
         // wait_group 1 of the K tile before this one.
@@ -251,8 +350,9 @@ void table(std::vector<Kernel> &out, std::integer_sequence<int, Ws...>) {
 } // namespace
 
 int main() {
-  using Steps = std::integer_sequence<int, 0, 2, 4, 6, 8, 10, 12, 16, 20>;
-  const int steps[] = {0, 2, 4, 6, 8, 10, 12, 16, 20};
+  // (-1: the rounding, not W steps.)
+  using Steps = std::integer_sequence<int, 0, 2, 4, 6, 8, 10, 12, 16, 20, -1>;
+  const int steps[] = {0, 2, 4, 6, 8, 10, 12, 16, 20, -1};
   std::vector<Kernel> rs, ss, ssw, rso;
   table<RS>(rs, Steps{});
   table<SS>(ss, Steps{});
@@ -290,9 +390,12 @@ int main() {
   std::printf("%6s %14s %10s %10s %10s %10s\n", "steps", "ALU instr/thr",
               "RS", "SS", "SSW", "RSO");
   for (size_t i = 0; i < rs.size(); ++i) {
-    std::printf("%6d %14d %10.0f %10.0f %10.0f %10.0f\n", steps[i],
-                32 * steps[i], run(rs[i]), run(ss[i]), run(ssw[i]),
-                run(rso[i]));
+    if (steps[i] < 0)
+      std::printf("%21s", "the rounding");
+    else
+      std::printf("%6d %14d", steps[i], 32 * steps[i]);
+    std::printf(" %10.0f %10.0f %10.0f %10.0f\n", run(rs[i]), run(ss[i]),
+                run(ssw[i]), run(rso[i]));
     std::fflush(stdout);
   }
   std::vector<float> host(sms * kThreads);
