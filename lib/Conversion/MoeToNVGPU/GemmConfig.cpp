@@ -409,7 +409,8 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
       {c.producerRegisters, c.consumerRegisters}, c.rhsNMajor, c.lhsMMajor,
       c.persistent, c.ctasPerSM, c.pingpong, c.clusterN, c.rasterM,
       c.evictFirstOutputs, c.rhsCodes, c.lhsCodes, c.lhsGather, c.roundLhs,
-      c.roundRhs, c.swapOperands, c.rhsGather, c.tmaStore, c.storeColumns);
+      c.roundRhs, c.swapOperands, c.rhsGather, c.tmaStore, c.storeColumns,
+      c.kTurns);
 }
 
 std::string moe::noKernelMessage(const TargetInfo &target) {
@@ -452,5 +453,6 @@ MXGemmConfig moe::getMXGemmConfig(GemmConfigAttr config,
   c.rhsGather = config.getRhsGather();
   c.tmaStore = config.getTmaStore();
   c.storeColumns = config.getStoreColumns();
+  c.kTurns = config.getKTurns();
   return c;
 }

@@ -41,7 +41,8 @@ constexpr int64_t kRoundBitsBatch = 4;
 constexpr int64_t kTileSlots = 2;
 /// The named barrier of the producer warpgroup's threads.
 constexpr int64_t kProducerBarrier = 1;
-/// The named barriers of a ping-pong kernel's turns at the tensor cores:
+/// The named barriers of the consumer warpgroups' turns at the tensor cores
+/// (a ping-pong kernel's over tiles, k_turns' over K tiles):
 /// warpgroup w waits on kTurnBarrier + w (0 is the CTA's, 1 the producer
 /// warpgroup's, 2.. the consumer warp pairs').
 constexpr int64_t kTurnBarrier = 8;

@@ -2990,6 +2990,20 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       cfg.pingpong ? i64(0) : mul(toI64(lane.warpgroup), rowsBytes);
   auto shape = NVVM::MMAShapeAttr::get(ctx, cfg.mmaM, cfg.mmaN, cfg.mmaK);
   int64_t steps = mSteps();
+  // k_turns: warpgroup 0 takes the first K tile's turn (its own arrival
+  // and its wait make the barrier's 256), and after its last K tile the
+  // turn warpgroup 1 passed it back, so that every arrival is met (a CTA
+  // without K tiles: the first arrival and the last wait).
+  auto turnOfWarpgroup0 = [&](bool wait) {
+    if (!cfg.kTurns)
+      return;
+    OpBuilder::InsertionGuard g(b);
+    auto first = scf::IfOp::create(b, loc, eq(lane.warpgroup, 0),
+                                   /*withElseRegion=*/false);
+    b.setInsertionPointToStart(first.thenBlock());
+    turnBarrier(lane.warpgroup, wait);
+  };
+  turnOfWarpgroup0(/*wait=*/false);
 
   // The `panels` panels x 4 k16 steps of K tile t into the accumulators
   // (one per M step); the first wgmma of the first tile starts each
@@ -3029,6 +3043,10 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       fragments = decodeLhsStage(d64, lane);
     else if (cfg.roundLhs)
       fragments = roundLhsStage(boxesA);
+    // k_turns: this warpgroup's turn at the tensor cores (the other one
+    // issued its MMAs of the K tile before).
+    if (cfg.kTurns)
+      turnBarrier(lane.warpgroup, /*wait=*/true);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // An N-major rhs: its boxes are tileK rows of 128 bytes apart, and a
     // k16 step is 16 rows on (2048 bytes, 128 units of 16 bytes).
@@ -3076,6 +3094,8 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       }
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    if (cfg.kTurns)
+      turnBarrier(xori(lane.warpgroup, i32(1)), /*wait=*/false);
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
     if (!first) {
       // Tile t - 1's wgmmas are complete: hand its bf16 buffer back.
@@ -3219,6 +3239,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   };
   if (!cfg.persistent) {
     outputTile();
+    turnOfWarpgroup0(/*wait=*/true);
     if (cfg.tmaStore)
       finishTmaStores(lane);
     return;
@@ -3261,6 +3282,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     b.setInsertionPointToStart(mine.thenBlock());
     computeTile();
   });
+  turnOfWarpgroup0(/*wait=*/true);
   if (cfg.tmaStore)
     finishTmaStores(lane);
 }

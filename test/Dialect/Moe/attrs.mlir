@@ -30,6 +30,7 @@
 // CHECK-SAME: moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, tma_store = 2>
 // CHECK-SAME: moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, tma_store = 4, store_columns = 16>
 // CHECK-SAME: moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], persistent = true, round_lhs = true, swap_operands = true, rhs_gather = true, tma_store = 2>
+// CHECK-SAME: moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true, tma_store = 2, k_turns = true>
 // CHECK-SAME: moe.gpu_launch<kernel = @moe_kernels::@block_matmul_2, grid = [2, 4, 1], block = [384, 1, 1], dynamic_shared_memory = 197744, tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>, 1 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>], pointers = [3, 2]>
 // CHECK-SAME: moe.gpu_launch<kernel = @moe_kernels::@mx_operand_0, grid = [64, 1, 1], block = [256, 1, 1], pointers = [0, 1, 2]>
 // CHECK-SAME: moe.gpu_launch<kernel = @moe_kernels::@block_matmul_2, grid = [132, 1, 1], block = [384, 1, 1], counters = 1, pointers = [3, 2], results = 2>
@@ -109,6 +110,12 @@ func.func @attrs() attributes {
                           warpgroups = [1, 2], registers = [40, 232],
                           persistent = true, tma_store = 2, rhs_gather = true,
                           swap_operands = true, round_lhs = true>,
+    ff = #moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64],
+                          mma_shape = [64, 256, 16], stages = 4,
+                          warpgroups = [1, 2], registers = [40, 232],
+                          k_turns = true, persistent = true,
+                          tma_store = 2, round_lhs = true,
+                          swap_operands = true, lhs_m_major = true>,
     g0 = #moe.gpu_launch<kernel = @moe_kernels::@block_matmul_2,
                          grid = [2, 4, 1], block = [384, 1, 1],
                          dynamic_shared_memory = 197744,

@@ -817,6 +817,27 @@ func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128
 
 // -----
 
+// expected-error @+1 {{k_turns needs the bf16_operands MMA path, 2 consumer warpgroups and no pingpong}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, pingpong = true, k_turns = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{k_turns needs the bf16_operands MMA path, 2 consumer warpgroups and no pingpong}}
+func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [64, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 1], registers = [40, 232], k_turns = true>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{k_turns needs the bf16_operands MMA path, 2 consumer warpgroups and no pingpong}}
+func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128], mma_shape = [64, 128, 32], stages = 5, warpgroups = [1, 2], registers = [40, 232], k_turns = true>} {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{pingpong tile M 96 is not a multiple of mma_shape M 64}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [96, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], persistent = true, pingpong = true>} {
   return
@@ -922,7 +943,7 @@ func.func @f() attributes {g = #moe.gemm_config<mma = fp8, tile = [128, 128, 128
 
 // -----
 
-// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs, round_rhs, swap_operands, rhs_gather, tma_store or store_columns, got 'mn_major'}}
+// expected-error @+1 {{expected rhs_n_major, lhs_m_major, persistent, pingpong, ctas_per_sm, cluster_n, raster_m, evict_first_outputs, rhs_codes, lhs_codes, lhs_gather, round_lhs, round_rhs, swap_operands, rhs_gather, tma_store, store_columns or k_turns, got 'mn_major'}}
 func.func @f() attributes {g = #moe.gemm_config<mma = bf16_operands, tile = [128, 128, 64], mma_shape = [64, 128, 16], stages = 6, warpgroups = [1, 2], registers = [40, 232], mn_major = true>} {
   return
 }

@@ -133,6 +133,9 @@ struct MXGemmConfig {
   /// (0).
   int64_t tmaStore = 0;
   int64_t storeColumns = 32;
+  /// Two consumer warpgroups of one tile take turns at the tensor cores each
+  /// K tile (#moe.gemm_config k_turns).
+  bool kTurns = false;
   /// tma_store: bytes of a chunk buffer's row (the TMA box's inner size and
   /// the width of its swizzle).
   int64_t storeRowBytes() const { return storeColumns * 4; }

@@ -24,8 +24,8 @@ using namespace mlir::moe;
 /// `, persistent = true`, `, pingpong = true` and
 /// `, evict_first_outputs = true`, `, rhs_codes = true` and
 /// `, lhs_codes = true`, `, lhs_gather = true`, `, round_lhs = true`,
-/// `, round_rhs = true`, `, swap_operands = true` and `, rhs_gather = true`,
-/// each present when set,
+/// `, round_rhs = true`, `, swap_operands = true`, `, rhs_gather = true` and
+/// `, k_turns = true`, each present when set,
 /// and `, ctas_per_sm = N`, `, cluster_n = N`, `, raster_m = N`,
 /// `, tma_store = N` and `, store_columns = N`, in any order.
 static ParseResult
@@ -34,10 +34,11 @@ parseKernelFlags(AsmParser &parser, bool &rhsNMajor, bool &lhsMMajor,
                  int64_t &clusterN, int64_t &rasterM, bool &evictFirstOutputs,
                  bool &rhsCodes, bool &lhsCodes, bool &lhsGather,
                  bool &roundLhs, bool &roundRhs, bool &swapOperands,
-                 bool &rhsGather, int64_t &tmaStore, int64_t &storeColumns) {
+                 bool &rhsGather, int64_t &tmaStore, int64_t &storeColumns,
+                 bool &kTurns) {
   rhsNMajor = lhsMMajor = persistent = pingpong = evictFirstOutputs = rhsCodes =
       lhsCodes = lhsGather = roundLhs = roundRhs = swapOperands = rhsGather =
-          false;
+          kTurns = false;
   ctasPerSm = clusterN = rasterM = 1;
   tmaStore = 0;
   storeColumns = 32;
@@ -69,6 +70,7 @@ parseKernelFlags(AsmParser &parser, bool &rhsNMajor, bool &lhsMMajor,
                  : key == "round_rhs"           ? &roundRhs
                  : key == "swap_operands"       ? &swapOperands
                  : key == "rhs_gather"          ? &rhsGather
+                 : key == "k_turns"             ? &kTurns
                                                 : nullptr;
     if (!flag)
       return parser.emitError(at, "expected rhs_n_major, lhs_m_major, "
@@ -77,7 +79,8 @@ parseKernelFlags(AsmParser &parser, bool &rhsNMajor, bool &lhsMMajor,
                                   "evict_first_outputs, rhs_codes, "
                                   "lhs_codes, lhs_gather, round_lhs, "
                                   "round_rhs, swap_operands, rhs_gather, "
-                                  "tma_store or store_columns, got '")
+                                  "tma_store, store_columns or k_turns, "
+                                  "got '")
              << key << "'";
     if (succeeded(parser.parseOptionalKeyword("true")))
       *flag = true;
@@ -93,7 +96,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
                              bool evictFirstOutputs, bool rhsCodes,
                              bool lhsCodes, bool lhsGather, bool roundLhs,
                              bool roundRhs, bool swapOperands, bool rhsGather,
-                             int64_t tmaStore, int64_t storeColumns) {
+                             int64_t tmaStore, int64_t storeColumns,
+                             bool kTurns) {
   if (rhsNMajor)
     printer << ", rhs_n_major = true";
   if (lhsMMajor)
@@ -128,6 +132,8 @@ static void printKernelFlags(AsmPrinter &printer, bool rhsNMajor,
     printer << ", tma_store = " << tmaStore;
   if (storeColumns != 32)
     printer << ", store_columns = " << storeColumns;
+  if (kTurns)
+    printer << ", k_turns = true";
 }
 
 #define GET_ATTRDEF_CLASSES
@@ -259,7 +265,7 @@ LogicalResult GemmConfigAttr::verify(
     bool persistent, int64_t ctasPerSm, bool pingpong, int64_t clusterN,
     int64_t rasterM, bool evictFirstOutputs, bool rhsCodes, bool lhsCodes,
     bool lhsGather, bool roundLhs, bool roundRhs, bool swapOperands,
-    bool rhsGather, int64_t tmaStore, int64_t storeColumns) {
+    bool rhsGather, int64_t tmaStore, int64_t storeColumns, bool kTurns) {
   if (failed(
           verifyPositiveList(emitError, "tile", tile, 3, "sizes [M, N, K]")) ||
       failed(verifyPositiveList(emitError, "mma_shape", mmaShape, 3,
@@ -435,6 +441,12 @@ LogicalResult GemmConfigAttr::verify(
   if (pingpong && (!persistent || warpgroups[1] != 2))
     return emitError() << "pingpong needs a persistent kernel with 2 consumer "
                           "warpgroups";
+  // Two consumer warpgroups of one tile take turns each K tile (the
+  // bf16_operands mainloop; pingpong's turns are whole tiles).
+  if (kTurns &&
+      (mma != MXMmaPath::Bf16Operands || warpgroups[1] != 2 || pingpong))
+    return emitError() << "k_turns needs the bf16_operands MMA path, 2 "
+                          "consumer warpgroups and no pingpong";
   // The range and granularity setmaxnreg accepts.
   for (int64_t count : registers)
     if (count < 24 || count > 256 || count % 8)

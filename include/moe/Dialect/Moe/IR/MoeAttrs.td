@@ -265,7 +265,12 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     default 32: rows of 32, 64 or 128 bytes in the TMA swizzle of that
     width; n >= 2, the tile's columns a whole number of rounds of them),
     and one of its threads stores each chunk by TMA, instead of st.global
-    from the accumulator registers.
+    from the accumulator registers, and (`bf16_operands` only, two consumer
+    warpgroups, no `pingpong`) `k_turns`: the two warpgroups take turns at
+    the tensor cores each K tile (named barriers: the second issues its
+    K tile's MMAs after the first's), so that one warpgroup's work on its
+    next K tile (`round_lhs`'s rounding, `lhs_codes`' decode) runs beside
+    the other's MMAs instead of both at the same moment.
     `moe-gpu-kernel-config` chooses it from the chip's description
     and records it as the discardable attribute `moe.gemm_config` of the
     GEMM; `convert-moe-to-nvgpu` builds the kernel from it and rejects what
@@ -328,7 +333,8 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
     DefaultValuedParameter<"bool", "false">:$swapOperands,
     DefaultValuedParameter<"bool", "false">:$rhsGather,
     DefaultValuedParameter<"int64_t", "0">:$tmaStore,
-    DefaultValuedParameter<"int64_t", "32">:$storeColumns
+    DefaultValuedParameter<"int64_t", "32">:$storeColumns,
+    DefaultValuedParameter<"bool", "false">:$kTurns
   );
   let assemblyFormat = [{
     `<` `mma` `=` $mma `,` `tile` `=` `[` $tile `]` `,`
@@ -341,7 +347,7 @@ def Moe_GemmConfigAttr : Moe_Attr<"GemmConfig", "gemm_config"> {
                           $evictFirstOutputs, $rhsCodes, $lhsCodes,
                           $lhsGather, $roundLhs, $roundRhs, $swapOperands,
                           $rhsGather, $tmaStore,
-                          $storeColumns)
+                          $storeColumns, $kTurns)
     `` `>`
   }];
   let genVerifyDecl = 1;
