@@ -116,6 +116,10 @@ defvar MoeGPUKernelChoiceOptions = [
            "(swap-weights, weight-reuse) copy their slot rows of x or dy "
            "from the token rows through the token ids (rhs_gather); false: "
            "they read the gathered rows an operand kernel rounds">,
+    Option<"kTurns", "k-turns", "bool", /*default=*/"false",
+           "bf16-operands: the two consumer warpgroups of a GEMM that "
+           "rounds its lhs in their registers (round_lhs) take turns at the "
+           "tensor cores each K tile (k_turns)">,
     Option<"tmaStore", "tma-store", "bool", /*default=*/"true",
            "bf16-operands: GEMMs with a plain epilogue stage their f32 "
            "result tile through shared memory in 32-column chunks, each "

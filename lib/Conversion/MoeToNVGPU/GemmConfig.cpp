@@ -402,6 +402,10 @@ GemmConfigAttr moe::selectGemmConfig(Operation *op, const TargetInfo &target,
         c.rasterM = 1;
     }
   }
+  // k-turns: the two consumer warpgroups of a tile that round their lhs
+  // take turns at the tensor cores each K tile.
+  c.kTurns = choices.kTurns && c.roundLhs && c.consumerWarpgroups == 2 &&
+             !c.pingpong;
   return GemmConfigAttr::get(
       op->getContext(), path, {c.tileM, c.tileN, c.tileK},
       {c.mmaM, c.mmaN, c.mmaK}, c.stages, c.dequantStages,

@@ -6,26 +6,12 @@
 # outputs (k_turns changes no MMA or its order: bit for bit the default, and
 # racecheck), then ncu's kernel times at T=8192 (the default swaps there)
 # and at shape 1 (the default, --swap-weights, --swap-weights with k_turns),
-# each part's lines printed as it ends. Needs the bundle with moe-opt
-# (scripts/build-device-bundle.sh without --no-opt):
+# each part's lines printed as it ends (moe-run --k-turns: k_turns on every
+# GEMM that rounds its lhs in its registers):
 #   bash .bundle/run-on-device.sh bash scripts/device/probes/k-turns.sh
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
 tmp=$(mktemp -d)
-
-# turns LAYER KERNEL-CONFIG-OPTIONS: --gemm-config-at N=... for every block
-# GEMM that rounds its lhs in its registers, its configuration with k_turns.
-turns() {
-  local i=0 config
-  while read -r config; do
-    [[ $config == *"round_lhs = true"* ]] &&
-      printf -- '--gemm-config-at\n%s\n' "$i=${config%>}, k_turns = true>"
-    i=$((i + 1))
-  done < <(moe-run --target=sm90a --layer "$1" --print-layer-ir |
-    moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="$2" |
-    grep -o 'moe\.\(block\|expert\)_matmul.*#moe.gemm_config<[^>]*>' |
-    grep -o '#moe.gemm_config<[^>]*>')
-}
 
 if [ -x .bundle/rs-wgmma-overlap ]; then
   echo "== rs-wgmma-overlap"
@@ -36,17 +22,12 @@ echo "== outputs: k_turns against the default"
 for layer in T=300,H=256,I=160,E=4,K=2,B=128,bias=on \
     T=1024,H=1024,I=512,E=8,K=2,B=128 \
     T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h; do
-  mapfile -t flags < <(turns "$layer" "")
-  if [ ${#flags[@]} -eq 0 ]; then
-    echo "  $layer: no GEMM rounds its lhs (nothing to compare)"
-    continue
-  fi
   timeout 120 moe-run --target=sm90a --layer "$layer" --empty-experts 1 \
     --outputs "$tmp/a" >"$tmp/log" 2>&1 || echo "  default $layer FAIL"
   if timeout 120 moe-run --target=sm90a --layer "$layer" --empty-experts 1 \
-      "${flags[@]}" --outputs "$tmp/b" >"$tmp/log" 2>&1; then
+      --k-turns --outputs "$tmp/b" >"$tmp/log" 2>&1; then
     cmp -s <(cat "$tmp"/a/* | sha256sum) <(cat "$tmp"/b/* | sha256sum) &&
-      echo "  $layer: PASS vs R_mx, bit for bit the default ($((${#flags[@]} / 2)) GEMMs)" ||
+      echo "  $layer: PASS vs R_mx, bit for bit the default" ||
       echo "  $layer: PASS vs R_mx, DIFFERS from the default"
   else
     echo "  $layer: k_turns FAIL"
@@ -54,34 +35,29 @@ for layer in T=300,H=256,I=160,E=4,K=2,B=128,bias=on \
   fi
   rm -rf "$tmp/a" "$tmp/b"
 done
-layer=T=512,H=256,I=128,E=4,K=2,B=128,bias=on
-mapfile -t flags < <(turns "$layer" "")
 timeout 300 compute-sanitizer --tool racecheck --error-exitcode 1 moe-run \
-  --target=sm90a --layer "$layer" --empty-experts 1 --check none "${flags[@]}" \
+  --target=sm90a --layer T=512,H=256,I=128,E=4,K=2,B=128,bias=on \
+  --empty-experts 1 --check none --k-turns \
   >"$tmp/log" 2>&1 && echo "  racecheck k_turns: PASS" ||
   { echo "  racecheck k_turns: FAIL"; tail -5 "$tmp/log"; }
 
-# ncu's kernel times of LAYER with each flag set (| between sets; TURNS in a
-# set: k_turns on the GEMMs that round their lhs, with the set's swap).
+# ncu's kernel times of LAYER with each flag set (| between sets).
 times() {  # LAYER SETS
   local layer=$1 set args
   probe_inputs "$layer" "$tmp/in" || return
   IFS='|' read -r -a sets <<<"$2"
   for set in "${sets[@]}"; do
-    read -r -a args <<<"${set//TURNS/}"
-    if [[ $set == *TURNS* ]]; then
-      local options=""
-      [[ $set == *--swap-weights* ]] && options="swap-weights=true"
-      mapfile -t -O "${#args[@]}" args < <(turns "$layer" "$options")
-    fi
+    read -r -a args <<<"$set"
     timeout 240 ncu --clock-control none --csv --print-units base \
       --metrics gpu__time_duration.sum moe-run --target=sm90a --layer "$layer" \
       --inputs "$tmp/in" --check none "${args[@]}" >"$tmp/ncu.csv" \
       2>"$tmp/ncu.err" || echo "ncu $set failed"
-    echo "== $layer ${set:-default}"
-    kernel_times "${set:-default}" "$tmp/ncu.csv"
+    local name=${set# }
+    echo "== $layer ${name:-default}"
+    kernel_times "${name:-default}" "$tmp/ncu.csv"
   done
   rm -rf "$tmp/in"
 }
-times T=8192,H=4096,I=1536,E=128,K=8,B=128 " |TURNS"
-times T=16384,H=4096,I=1536,E=128,K=8,B=128 " |--swap-weights|--swap-weights TURNS"
+times T=8192,H=4096,I=1536,E=128,K=8,B=128 " |--k-turns"
+times T=16384,H=4096,I=1536,E=128,K=8,B=128 \
+  " |--swap-weights|--swap-weights --k-turns"

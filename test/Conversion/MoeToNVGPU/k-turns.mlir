@@ -3,6 +3,9 @@
 // RUN: FileCheck %s < %t.emit/moe_kernels_block_matmul_1.ptx
 // RUN: FileCheck %s < %t.emit/moe_kernels_block_matmul_5.ptx
 // RUN: FileCheck %s --check-prefix=NOTURNS < %t.emit/moe_kernels_block_matmul_3.ptx
+// RUN: %moe_obj/bin/moe-run --layer T=512,H=256,I=128,E=4,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="k-turns=true" | FileCheck %s --check-prefix=CHOICE
+// RUN: %moe_obj/bin/moe-run --layer T=8192,H=4096,I=1536,E=128,K=8,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="k-turns=true weight-reuse=0 round-reuse=0" | FileCheck %s --check-prefix=NOROUND
+// RUN: %moe_obj/bin/moe-run --layer T=512,H=256,I=128,E=4,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config | FileCheck %s --check-prefix=NOROUND
 // REQUIRES: ptxas
 // RUN: %ptxas -arch=sm_90a -v %t.emit/moe_kernels_block_matmul_1.ptx -o %t.1.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: %ptxas -arch=sm_90a -v %t.emit/moe_kernels_block_matmul_5.ptx -o %t.5.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
@@ -19,6 +22,13 @@
 // the default's config.
 
 // EMIT: compile: {{.*}}
+
+// The k-turns choice (off by default) sets it on every GEMM that rounds
+// its lhs in its registers: here all five (the transposed block GEMMs by
+// weight-reuse, P3 and P4 by round-reuse), none where no GEMM rounds.
+// CHOICE-COUNT-3: moe.block_matmul {{.*}}round_lhs = true, swap_operands = true, tma_store = 2, k_turns = true>
+// CHOICE-COUNT-2: moe.expert_matmul {{.*}}round_lhs = true, {{.*}}k_turns = true>
+// NOROUND-NOT: k_turns
 
 // CHECK:       bar.arrive %r{{[0-9]+}}, 256;
 // CHECK:       ldmatrix.sync.aligned
