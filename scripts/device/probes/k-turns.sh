@@ -41,7 +41,8 @@ timeout 300 compute-sanitizer --tool racecheck --error-exitcode 1 moe-run \
   >"$tmp/log" 2>&1 && echo "  racecheck k_turns: PASS" ||
   { echo "  racecheck k_turns: FAIL"; tail -5 "$tmp/log"; }
 
-# ncu's kernel times of LAYER with each flag set (| between sets).
+# ncu's kernel times of LAYER with each flag set (| between sets), then the
+# call's (moe-run --repeat 10).
 times() {  # LAYER SETS
   local layer=$1 set args
   probe_inputs "$layer" "$tmp/in" || return
@@ -55,6 +56,10 @@ times() {  # LAYER SETS
     local name=${set# }
     echo "== $layer ${name:-default}"
     kernel_times "${name:-default}" "$tmp/ncu.csv"
+    # The call as a trainer sees it (the power cap included).
+    timeout 120 moe-run --target=sm90a --layer "$layer" --inputs "$tmp/in" \
+      --check none "${args[@]}" --repeat 10 --warmup 1 | grep -E "^(gpu|call|run)" |
+      head -3
   done
   rm -rf "$tmp/in"
 }
