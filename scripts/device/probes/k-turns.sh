@@ -58,7 +58,7 @@ times() {  # LAYER SETS
     kernel_times "${name:-default}" "$tmp/ncu.csv"
     # The call as a trainer sees it (the power cap included).
     timeout 120 moe-run --target=sm90a --layer "$layer" --inputs "$tmp/in" \
-      --check none "${args[@]}" --repeat 10 --warmup 1 | grep -E "^(gpu|call|run)" |
+      --check none "${args[@]}" --repeat 10 --warmup 1 | grep -E "^(gpu|timing)" |
       head -3
   done
   rm -rf "$tmp/in"
