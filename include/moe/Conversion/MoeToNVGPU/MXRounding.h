@@ -148,12 +148,12 @@ template <typename Ops, typename V> V addK(Ops &o, V x, uint32_t k) {
 template <typename Ops, typename V>
 V mxThresholdPair(Ops &o, V amaxPair, MXBitRounding r) {
   using namespace mxbits;
-  V exponent = andK(o, amaxPair, 0x7F807F80);
-  // c: the fraction above 0x60 carries into bit 7 (no lane overflows).
-  V fraction = andK(o, amaxPair, 0x007F007F);
-  V carried = addK(o, fraction, 0x001F001F);
-  V above = andK(o, carried, 0x00800080);
-  V sum = o.add(exponent, above);
+  // e + c: a fraction above 0x60 carries into the exponent field, which
+  // the mask keeps. No lane carries into bit 15 or the next lane: a block
+  // that fits has an exponent field of at most 0xF9 (amax < 0x7D00), and
+  // the warps whose blocks do not fit never use the bound.
+  V carried = addK(o, amaxPair, 0x001F001F);
+  V sum = andK(o, carried, 0x7F807F80);
   V floor = o.c(lanes((r.offset + 1) << 7));
   V biased = o.max16x2(sum, floor);
   // max first, then the offset off: no lane borrows.
