@@ -21,6 +21,9 @@
 #              takes most of the matrix's small layers) against
 #              --weight-reuse=0 on every layer of the matrix, outputs
 #              compared bit for bit, then racecheck on a swapped layer
+#   k-turns    --k-turns (the consumer warpgroups taking turns each K
+#              tile) against the default on three layers, bit for bit,
+#              then racecheck (not in the default parts: off by default)
 #   both-axes  the default (one operand kernel for both roundings of a
 #              value) against --operands-one-axis, outputs compared bit
 #              for bit
@@ -849,6 +852,20 @@ if want weight-reuse; then
     compute-sanitizer --tool racecheck --error-exitcode 1 moe-run \
     --target=sm90a --layer T=512,H=256,I=128,E=4,K=2,B=128,bias=on \
     --empty-experts 1 --check none
+fi
+
+if want k-turns; then
+  # k_turns only orders the two warpgroups' MMAs (each its own rows, in the
+  # same k16 order): every output bit for bit the default, on the layers
+  # whose GEMMs round their lhs (all of them below the weight-reuse and
+  # round-reuse bounds).
+  bitwise_against --k-turns "k-turns == default" \
+    T=300,H=256,I=160,E=4,K=2,B=128,bias=on T=1024,H=1024,I=512,E=8,K=2,B=128 \
+    T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h
+  run "compute-sanitizer racecheck (k-turns)" timeout 300 compute-sanitizer \
+    --tool racecheck --error-exitcode 1 moe-run --target=sm90a \
+    --layer T=512,H=256,I=128,E=4,K=2,B=128,bias=on --empty-experts 1 \
+    --check none --k-turns
 fi
 
 if want both-axes; then

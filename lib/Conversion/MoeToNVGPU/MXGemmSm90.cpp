@@ -2990,12 +2990,13 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       cfg.pingpong ? i64(0) : mul(toI64(lane.warpgroup), rowsBytes);
   auto shape = NVVM::MMAShapeAttr::get(ctx, cfg.mmaM, cfg.mmaN, cfg.mmaK);
   int64_t steps = mSteps();
-  // k_turns: warpgroup 0 takes the first K tile's turn (its own arrival
-  // and its wait make the barrier's 256), and after its last K tile the
-  // turn warpgroup 1 passed it back, so that every arrival is met (a CTA
+  // Turns at the tensor cores (ping-pong's over tiles, k_turns' over K
+  // tiles): warpgroup 0 takes the first turn (its own arrival and its wait
+  // make the barrier's 256). k_turns: after its last K tile it takes back
+  // the turn warpgroup 1 passed, so that every arrival is met (a CTA
   // without K tiles: the first arrival and the last wait).
   auto turnOfWarpgroup0 = [&](bool wait) {
-    if (!cfg.kTurns)
+    if (!cfg.kTurns && (wait || !cfg.pingpong))
       return;
     OpBuilder::InsertionGuard g(b);
     auto first = scf::IfOp::create(b, loc, eq(lane.warpgroup, 0),
@@ -3247,17 +3248,9 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   // Ping-pong: both warpgroups read every tile id in the producer's order
   // and keep the ring position of every tile (the other warpgroup's K tiles
   // advance it too: the ring is filled in tile order); warpgroup w computes
-  // the tiles of slot counts j = w mod 2. Warpgroup 0 takes the first turn
-  // at the tensor cores: its own arrival and its wait make the barrier's
-  // 256.
+  // the tiles of slot counts j = w mod 2 (warpgroup 0's first turn:
+  // turnOfWarpgroup0).
   Value warpgroup = lane.warpgroup;
-  if (cfg.pingpong) {
-    OpBuilder::InsertionGuard g(b);
-    auto first = scf::IfOp::create(b, loc, eq(warpgroup, 0),
-                                   /*withElseRegion=*/false);
-    b.setInsertionPointToStart(first.thenBlock());
-    turnBarrier(warpgroup, /*wait=*/false);
-  }
   // The tile's epilogue rows into L2 while the mainloop runs (ping-pong:
   // before the turn's wait), shared by the threads that compute the tile
   // (one instruction or two each), then the tile.

@@ -3,8 +3,8 @@
 # session): the two consumer warpgroups take turns at the tensor cores each
 # K tile, so that one rounds its next K tile beside the other's MMAs. The
 # probe first (rs-wgmma-overlap's RSO column, if .bundle has it), then the
-# outputs (k_turns changes no MMA or its order: bit for bit the default, and
-# racecheck), then ncu's kernel times at T=8192 (the default swaps there)
+# outputs (gpu-suite.sh's k-turns part: bit for bit the default, racecheck),
+# then ncu's kernel times at T=8192 (the default swaps there)
 # and at shape 1 (the default, --swap-weights, --swap-weights with k_turns),
 # each part's lines printed as it ends (moe-run --k-turns: k_turns on every
 # GEMM that rounds its lhs in its registers):
@@ -19,27 +19,7 @@ if [ -x .bundle/rs-wgmma-overlap ]; then
 fi
 
 echo "== outputs: k_turns against the default"
-for layer in T=300,H=256,I=160,E=4,K=2,B=128,bias=on \
-    T=1024,H=1024,I=512,E=8,K=2,B=128 \
-    T=512,H=512,I=160,E=4,K=2,B=128,quant=e5m2,affinity=on_h; do
-  timeout 120 moe-run --target=sm90a --layer "$layer" --empty-experts 1 \
-    --outputs "$tmp/a" >"$tmp/log" 2>&1 || echo "  default $layer FAIL"
-  if timeout 120 moe-run --target=sm90a --layer "$layer" --empty-experts 1 \
-      --k-turns --outputs "$tmp/b" >"$tmp/log" 2>&1; then
-    cmp -s <(cat "$tmp"/a/* | sha256sum) <(cat "$tmp"/b/* | sha256sum) &&
-      echo "  $layer: PASS vs R_mx, bit for bit the default" ||
-      echo "  $layer: PASS vs R_mx, DIFFERS from the default"
-  else
-    echo "  $layer: k_turns FAIL"
-    tail -3 "$tmp/log"
-  fi
-  rm -rf "$tmp/a" "$tmp/b"
-done
-timeout 300 compute-sanitizer --tool racecheck --error-exitcode 1 moe-run \
-  --target=sm90a --layer T=512,H=256,I=128,E=4,K=2,B=128,bias=on \
-  --empty-experts 1 --check none --k-turns \
-  >"$tmp/log" 2>&1 && echo "  racecheck k_turns: PASS" ||
-  { echo "  racecheck k_turns: FAIL"; tail -5 "$tmp/log"; }
+bash "$(dirname "$0")/../gpu-suite.sh" k-turns 2>&1 | grep -E "PASS|FAIL"
 
 # ncu's kernel times of LAYER with each flag set (| between sets), then the
 # call's (moe-run --repeat 10).
