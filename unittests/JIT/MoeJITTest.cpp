@@ -295,7 +295,7 @@ TEST(MoeJIT, TargetsParseAndNameTheirChips) {
 TEST(MoeJIT, KernelChoicesFromText) {
   CompileOptions options;
   ASSERT_TRUE(setKernelChoices(options, ""));
-  EXPECT_EQ(options.weightReuse, 3);
+  EXPECT_EQ(options.weightReuse, 5);
   Status status = setKernelChoices(options, "weight-reuse=2,swap-weights=true,"
                                             "tma-store=false,round-reuse=0");
   ASSERT_TRUE(status) << status.message();

@@ -103,7 +103,7 @@ defvar MoeGPUKernelChoiceOptions = [
            "them, or with swap-gather copied through the token ids: "
            "rhs_gather), each result tile stored transposed, where the "
            "kernel fits">,
-    Option<"weightReuse", "weight-reuse", "int64_t", /*default=*/"3",
+    Option<"weightReuse", "weight-reuse", "int64_t", /*default=*/"5",
            "bf16-operands, with tma-store and persistent-gemms: the block "
            "GEMMs whose rhs is a bf16 weight MX-quantized along K compute "
            "their transposed products as with swap-weights where each "

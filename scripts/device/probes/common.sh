@@ -22,3 +22,27 @@ kernel_times() {
       END { printf "%-14s total %.3f ms, GEMMs %.3f ms (%.1f%%)\n", name, s, g,
                    (s > 0 ? 100 * g / s : 0) }'
 }
+
+# layer_times LAYER SETS: ncu's kernel times of LAYER (torch-gen inputs)
+# with each set of moe-run flags in SETS (| between sets, " " the default),
+# then the call's (moe-run --repeat 10, the power cap included).
+layer_times() {
+  local layer=$1 set args sets tmp
+  tmp=$(mktemp -d)
+  probe_inputs "$layer" "$tmp/in" || return
+  IFS='|' read -r -a sets <<<"$2"
+  for set in "${sets[@]}"; do
+    read -r -a args <<<"$set"
+    timeout 240 ncu --clock-control none --csv --print-units base \
+      --metrics gpu__time_duration.sum moe-run --target=sm90a --layer "$layer" \
+      --inputs "$tmp/in" --check none "${args[@]}" >"$tmp/ncu.csv" \
+      2>"$tmp/ncu.err" || echo "ncu $set failed"
+    local name=${set# }
+    echo "== $layer ${name:-default}"
+    kernel_times "${name:-default}" "$tmp/ncu.csv"
+    timeout 120 moe-run --target=sm90a --layer "$layer" --inputs "$tmp/in" \
+      --check none "${args[@]}" --repeat 10 --warmup 1 | grep -E "^(gpu|timing)" |
+      head -3
+  done
+  rm -rf "$tmp"
+}

@@ -3,15 +3,15 @@
 // RUN: moe-opt %t.small.mlir --moe-gpu-kernel-config="weight-reuse=1 round-reuse=0" | FileCheck %s --check-prefix=NONE
 // RUN: moe-opt %t.small.mlir --moe-gpu-kernel-config="weight-reuse=0" | FileCheck %s --check-prefix=NONE
 // RUN: moe-opt %t.small.mlir -convert-moe-to-nvgpu="weight-reuse=2 round-reuse=0" | FileCheck %s
-// RUN: %moe_obj/bin/moe-run --layer T=512,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-reuse=0" | FileCheck %s --check-prefix=TWO
-// RUN: %moe_obj/bin/moe-run --layer T=768,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-reuse=0" | FileCheck %s --check-prefix=NONE
 // RUN: %moe_obj/bin/moe-run --layer T=1024,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse > %t.big.mlir
+// RUN: moe-opt %t.big.mlir --moe-gpu-kernel-config="round-reuse=0" | FileCheck %s --check-prefix=TWO
+// RUN: %moe_obj/bin/moe-run --layer T=1280,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="round-reuse=0" | FileCheck %s --check-prefix=NONE
 // RUN: moe-opt %t.big.mlir --moe-gpu-kernel-config="weight-reuse=4 round-reuse=0" | FileCheck %s --check-prefix=NONE
 // RUN: moe-opt %t.big.mlir --moe-gpu-kernel-config="weight-reuse=5 round-reuse=0" | FileCheck %s --check-prefix=TWO
 // RUN: moe-opt %t.big.mlir --moe-gpu-kernel-config="weight-reuse=5 persistent-gemms=false round-reuse=0" | FileCheck %s --check-prefix=NONE
 // RUN: not %moe_obj/bin/moe-run --target=sm90a --layer T=256,H=256,I=128,E=2,K=2,B=128 --compile-only --weight-reuse=65 2>&1 | FileCheck %s --check-prefix=FLAG
 
-// weight-reuse (default 3): the block GEMMs whose rhs is a bf16
+// weight-reuse (default 5): the block GEMMs whose rhs is a bf16
 // weight rounded along K compute their transposed products (swap-weights'
 // kernels: the weight rounded in the consumers' registers, once per tile
 // of two blocks of its expert) where each weight element would be rounded
@@ -19,9 +19,9 @@
 // the E - 1 spare ones) over the experts, one block more for an expert's
 // partial last one, in tiles of 2 * B slots. T=256, K=2, E=2: 5 blocks, 4
 // of data, (4 + 2) * 128 / 2 = 384 slots an expert: 2 roundings. T=1024:
-// 17 blocks, (16 + 2) * 128 / 2 = 1152 slots: 5. The default bound, 3:
-// T=512 (9 blocks, 640 slots an expert: 3) swaps, T=768 (13 blocks, 896
-// slots: 4) does not. The slot rows come from the operand kernels' copies
+// 17 blocks, (16 + 2) * 128 / 2 = 1152 slots: 5, as shape 1. The default
+// bound, 5: T=1024 swaps, T=1280 (21 blocks, 1408 slots an expert: 6) does
+// not. The slot rows come from the operand kernels' copies
 // (swap-gather=false, the default: swap-weights.mlir).
 // TWO:       moe.block_matmul {{.*}}lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>
 // TWO:       moe.block_matmul {{.*}}persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>
