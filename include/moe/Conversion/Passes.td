@@ -111,7 +111,7 @@ defvar MoeGPUKernelChoiceOptions = [
            "once per two blocks of slots of its expert (the slots per "
            "expert estimated as the data blocks over the experts, plus one "
            "block); 0: only where swap-weights asks">,
-    Option<"swapGather", "swap-gather", "bool", /*default=*/"false",
+    Option<"swapGather", "swap-gather", "bool", /*default=*/"true",
            "bf16-operands, with lhs-gather: the transposed block GEMMs "
            "(swap-weights, weight-reuse) copy their slot rows of x or dy "
            "from the token rows through the token ids (rhs_gather); false: "

@@ -26,7 +26,7 @@
 // The k-turns choice (off by default) sets it on every GEMM that rounds
 // its lhs in its registers: here all five (the transposed block GEMMs by
 // weight-reuse, P3 and P4 by round-reuse), none where no GEMM rounds.
-// CHOICE-COUNT-3: moe.block_matmul {{.*}}round_lhs = true, swap_operands = true, tma_store = 2, k_turns = true>
+// CHOICE-COUNT-3: moe.block_matmul {{.*}}round_lhs = true, swap_operands = true, {{(rhs_gather = true, )?}}tma_store = 2, k_turns = true>
 // CHOICE-COUNT-2: moe.expert_matmul {{.*}}round_lhs = true, {{.*}}k_turns = true>
 // NOROUND-NOT: k_turns
 

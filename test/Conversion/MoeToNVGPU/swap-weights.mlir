@@ -1,9 +1,9 @@
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128,bias=on --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="swap-weights=true swap-gather=true round-reuse=0" > %t.config.mlir
 // RUN: FileCheck %s --check-prefix=CONFIG < %t.config.mlir
 // RUN: moe-opt %t.config.mlir -convert-moe-to-nvgpu="round-reuse=0" | FileCheck %s
-// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128,bias=on --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="swap-weights=true round-reuse=0" > %t.copies.mlir
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128,bias=on --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="swap-weights=true swap-gather=false round-reuse=0" > %t.copies.mlir
 // RUN: FileCheck %s --check-prefix=COPIES-CONFIG < %t.copies.mlir
-// RUN: moe-opt %t.copies.mlir -convert-moe-to-nvgpu="round-reuse=0" | FileCheck %s --check-prefix=COPIES
+// RUN: moe-opt %t.copies.mlir -convert-moe-to-nvgpu="swap-gather=false round-reuse=0" | FileCheck %s --check-prefix=COPIES
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128,bias=on --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="swap-weights=true lhs-gather=false round-reuse=0" | FileCheck %s --check-prefix=NOGATHER
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=2,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="swap-weights=true persistent-gemms=false round-reuse=0" | FileCheck %s --check-prefix=DEFAULT
 // RUN: not %moe_obj/bin/moe-run --target=sm90a --layer T=256,H=256,I=128,E=2,K=2,B=128,quant=none --compile-only --gemm-config-at '0=#moe.gemm_config<mma = bf16_operands, tile = [128, 256, 64], mma_shape = [64, 256, 16], stages = 4, warpgroups = [1, 2], registers = [40, 232], lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>' 2>&1 | FileCheck %s --check-prefix=RAW
@@ -15,12 +15,13 @@
 // RUN: %ptxas -arch=sm_90a -v %t.layer.ptx -o %t.layer.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // #moe.gemm_config swap_operands of block GEMMs (moe-gpu-kernel-config
-// swap-weights, off by default, docs/sm90a-kernels.md): the recompute, P1
-// and P2 compute their transposed products, the raw bf16 weight of each
+// swap-weights; weight-reuse takes them by default where each weight
+// element is rounded at most 5 times, docs/sm90a-kernels.md): the
+// recompute, P1 and P2 compute their transposed products, the raw bf16 weight of each
 // tile's expert their lhs, rounded along K in the consumers' A registers
 // (round_lhs: M-major for the recompute's [E, H, 2I] weight, K-major for
 // P1's [E, I, H] and P2's), the slot rows of two blocks of that expert
-// their 256-column rhs: with swap-gather, copied from the token rows
+// their 256-column rhs: with swap-gather (the default), copied from the token rows
 // rounded once (rhs_gather) where the GEMM gathers them (x, dy), by TMA
 // for P2's [dg | du]. The expert GEMMs keep their configs. rhs_gather's producer
 // holds its 16 rows' token ids across the tile: 56 producer registers
@@ -30,10 +31,11 @@
 // CONFIG:     moe.block_matmul {{.*}}registers = [40, 232], persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>
 // CONFIG-NOT: swap_operands
 
-// Without swap-gather (the default) or lhs-gather the slot rows come
-// rounded by their operand kernel: x's and dy's each write the gathered
-// rows rounded along H, which the transposed product reads by TMA, and
-// along the slots for P3 / P4 (operands-both-axes).
+// With swap-gather=false (moe-run --swap-slot-copies) or without
+// lhs-gather the slot rows come rounded by their operand kernel: x's and
+// dy's each write the gathered rows rounded along H, which the transposed
+// product reads by TMA, and along the slots for P3 / P4
+// (operands-both-axes).
 // COPIES-CONFIG:     moe.block_matmul {{.*}}registers = [40, 232], lhs_m_major = true, persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>
 // COPIES-CONFIG:     moe.block_matmul {{.*}}registers = [40, 232], persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>
 // COPIES-CONFIG:     moe.block_matmul {{.*}}registers = [40, 232], persistent = true, round_lhs = true, swap_operands = true, tma_store = 2>
