@@ -16,11 +16,13 @@
 #              outputs compared bit for bit
 #   layers     larger layers on sm90a with every MMA path (bf16-operands,
 #              bf16, fp8)
-#   weight-reuse  the default (weight-reuse=3: the transposed block GEMMs
-#              where each weight element is rounded at most 3 times, which
-#              takes most of the matrix's small layers) against
+#   weight-reuse  the default (weight-reuse=5: the transposed block GEMMs
+#              where each weight element is rounded at most 5 times, which
+#              takes most of the matrix's small layers, their slot rows
+#              gathered by the GEMMs: swap-gather) against
 #              --weight-reuse=0 on every layer of the matrix, outputs
-#              compared bit for bit, then racecheck on a swapped layer
+#              compared bit for bit, then racecheck and memcheck on a
+#              swapped layer
 #   k-turns    --k-turns (the consumer warpgroups taking turns each K
 #              tile) against the default on three layers, bit for bit,
 #              then racecheck (not in the default parts: off by default)
@@ -846,12 +848,14 @@ if want weight-reuse; then
   # matrix (with an empty expert each).
   mapfile -t matrix_layers < <(grep -ho "RUN: moe-run --layer [^ ]*" \
       test/Integration/Host/matrix-*.test | sed -e 's/.*--layer //' | sort -u)
-  bitwise_against --weight-reuse=0 "weight-reuse=3 == weight-reuse=0" \
+  bitwise_against --weight-reuse=0 "weight-reuse=5 == weight-reuse=0" \
     "${matrix_layers[@]}"
-  run "compute-sanitizer racecheck (weight-reuse=3, swapped)" timeout 300 \
-    compute-sanitizer --tool racecheck --error-exitcode 1 moe-run \
-    --target=sm90a --layer T=512,H=256,I=128,E=4,K=2,B=128,bias=on \
-    --empty-experts 1 --check none
+  for tool in racecheck memcheck; do
+    run "compute-sanitizer $tool (weight-reuse=5, swapped, gathered)" \
+      timeout 300 compute-sanitizer --tool $tool --error-exitcode 1 moe-run \
+      --target=sm90a --layer T=512,H=256,I=128,E=4,K=2,B=128,bias=on \
+      --empty-experts 1 --check none
+  done
 fi
 
 if want k-turns; then
