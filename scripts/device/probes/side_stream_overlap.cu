@@ -14,12 +14,15 @@
 // rounds them (MXRounding.h, e4m3, RCEIL: amax by max.NaN.xorsign.abs, two
 // quad shuffles, the misfit vote, the threshold, five instructions a bf16
 // pair). Each role's time comes from %globaltimer (first start to last stop
-// over the CTAs). Rows: the GEMM alone, the stream alone, then both at
-// several stream sizes; columns: the GEMM's cycles a K tile, the stream's
-// GB/s (read + written), and the kernel's time against the two alone run
-// back to back. Not modelled: the GEMM's own operand traffic (its TMA
-// loads, ~1.3 TB/s in the recompute GEMM at shape 1) and the producer
-// warpgroup's registers.
+// over the CTAs). Variants: 8 loads in flight with the launch's 168
+// registers a thread (the compiler takes 154), then the split a GEMM with
+// a producer could give (setmaxnreg: 216 for the MMA warpgroups, 72 for
+// the stream) with 8 and with 4 loads in flight. Rows of each: the GEMM
+// alone, the stream alone, then both (the first variant at three stream
+// sizes); columns: the GEMM's cycles a K tile, the stream's GB/s (read +
+// written), and the kernel's time against the two alone run back to back.
+// Not modelled: the GEMM's own operand traffic (its TMA loads, ~1.3 TB/s
+// in the recompute GEMM at shape 1).
 //
 // Build here (no GPU needed), run on the device with .bundle carried:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O2 -std=c++17 \
@@ -38,7 +41,10 @@ constexpr int kGemmThreads = 256, kSideThreads = 128;
 constexpr int kThreads = kGemmThreads + kSideThreads;
 constexpr int kARows = 128, kBRows = 256, kRowBytes = 128; // K tile 64 bf16
 constexpr int kSmem = 200 * 1024;                         // one CTA per SM
-constexpr int kInFlight = 8; // 16-byte loads a side thread keeps in flight
+// setmaxnreg's split of the 384 threads' 168 registers (launch bounds):
+// the MMA warpgroups at 216, the stream at 72, as a GEMM whose producer
+// streams beside its copies would give them (docs/sm90a-kernels.md).
+constexpr int kMmaRegisters = 216, kStreamRegisters = 72;
 
 __device__ inline uint64_t globalTimer() {
   uint64_t t;
@@ -69,7 +75,11 @@ struct Times {
 };
 
 // `tiles` K tiles of MMAs in warpgroups 0-1 (none where 0), `chunks`
-// 16-byte lanes of the stream in warpgroup 2 (none where 0).
+// 16-byte lanes of the stream in warpgroup 2 (none where 0), InFlight
+// loads of 16 bytes a stream thread in flight; Split: the registers
+// split by setmaxnreg (kMmaRegisters, kStreamRegisters), else each thread
+// keeps the launch's share.
+template <int InFlight, bool Split>
 __global__ void __launch_bounds__(kThreads, 1)
     overlap(int tiles, const uint4 *__restrict__ src, uint4 *__restrict__ dst,
             long long chunks, Times *times, float *sink) {
@@ -81,6 +91,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   int group = threadIdx.x / 128;
+  if (Split) {
+    if (group < 2)
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kMmaRegisters));
+    else
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(
+          kStreamRegisters));
+  }
   if (group < 2) {
     if (tiles == 0)
       return;
@@ -121,19 +138,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (chunks == 0)
     return;
   // The stream: lane i of the grid's side threads takes chunks i, i + n,
-  // i + 2 n, ..., kInFlight of them loaded before any is rounded.
+  // i + 2 n, ..., InFlight of them loaded before any is rounded.
   long long n = (long long)gridDim.x * kSideThreads;
   long long i0 = (long long)blockIdx.x * kSideThreads + (threadIdx.x - 256);
   unsigned long long start = globalTimer();
-  for (long long base = i0; base < chunks; base += kInFlight * n) {
-    uint4 v[kInFlight];
+  for (long long base = i0; base < chunks; base += InFlight * n) {
+    uint4 v[InFlight];
 #pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
+    for (int j = 0; j < InFlight; ++j) {
       long long i = base + j * n;
       v[j] = i < chunks ? __ldg(src + i) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
+    for (int j = 0; j < InFlight; ++j) {
       long long i = base + j * n;
       uint4 r = roundLane(v[j]);
       if (i < chunks)
@@ -153,8 +170,20 @@ int main() {
   int sms = 0, clockKHz = 0;
   CHECK_RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CHECK_RT(cudaDeviceGetAttribute(&clockKHz, cudaDevAttrClockRate, 0));
-  CHECK_RT(cudaFuncSetAttribute(
-      overlap, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  using Kernel = void (*)(int, const uint4 *, uint4 *, long long, Times *,
+                         float *);
+  struct Variant {
+    const char *name;
+    Kernel kernel;
+  };
+  const Variant variants[] = {
+      {"8 in flight, 168 each", overlap<8, false>},
+      {"8 in flight, 216/72", overlap<8, true>},
+      {"4 in flight, 216/72", overlap<4, true>},
+  };
+  for (const Variant &v : variants)
+    CHECK_RT(cudaFuncSetAttribute(
+        v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const long long maxBytes = 2ll << 30; // src and dst each
   const long long maxChunks = maxBytes / 16;
   uint4 *src, *dst;
@@ -182,13 +211,13 @@ int main() {
   struct Result {
     double kernelMs, gemmMs, sideMs;
   };
-  auto run = [&](int tiles, long long chunks) {
+  auto run = [&](Kernel kernel, int tiles, long long chunks) {
     Result best{1e30, 0, 0};
     for (int rep = 0; rep < 3; ++rep) {
       Times init{~0ull, 0, ~0ull, 0};
       CHECK_RT(cudaMemcpy(times, &init, sizeof(init), cudaMemcpyHostToDevice));
       CHECK_RT(cudaEventRecord(e0));
-      overlap<<<sms, kThreads, kSmem>>>(tiles, src, dst, chunks, times, sink);
+      kernel<<<sms, kThreads, kSmem>>>(tiles, src, dst, chunks, times, sink);
       CHECK_RT(cudaEventRecord(e1));
       CHECK_RT(cudaGetLastError());
       CHECK_RT(cudaDeviceSynchronize());
@@ -211,25 +240,32 @@ int main() {
   std::printf("side stream beside wgmma: %d CTAs of 2 MMA warpgroups "
               "(128x256x64 K tiles) + 1 stream warpgroup\n",
               sms);
-  std::printf("%-22s %9s %10s %9s %9s %9s %9s\n", "row", "stream MB",
-              "cyc/Ktile", "GEMM ms", "strm ms", "strm GB/s", "kernel ms");
-  Result gemm = run(tiles, 0);
-  std::printf("%-22s %9s %10.0f %9.3f %9s %9s %9.3f\n", "GEMM alone", "-",
-              cyclesPerTile(gemm.gemmMs), gemm.gemmMs, "-", "-",
-              gemm.kernelMs);
-  for (long long mb : {512ll, 1024ll, 2048ll}) {
-    long long chunks = std::min(maxChunks, mb * (1ll << 20) / 16);
-    Result side = run(0, chunks);
-    Result both = run(tiles, chunks);
-    double bytes = 2.0 * chunks * 16;
-    std::printf("%-22s %9lld %10s %9s %9.3f %9.0f %9.3f\n", "stream alone", mb,
-                "-", "-", side.sideMs, bytes / side.sideMs * 1e-6,
-                side.kernelMs);
-    std::printf("%-22s %9lld %10.0f %9.3f %9.3f %9.0f %9.3f  (apart: %.3f)\n",
-                "both", mb, cyclesPerTile(both.gemmMs), both.gemmMs,
-                both.sideMs, bytes / both.sideMs * 1e-6, both.kernelMs,
-                gemm.kernelMs + side.kernelMs);
-    std::fflush(stdout);
+  std::printf("%-22s %-9s %9s %10s %9s %9s %9s %9s\n", "variant", "row",
+              "stream MB", "cyc/Ktile", "GEMM ms", "strm ms", "strm GB/s",
+              "kernel ms");
+  for (const Variant &v : variants) {
+    Result gemm = run(v.kernel, tiles, 0);
+    std::printf("%-22s %-9s %9s %10.0f %9.3f %9s %9s %9.3f\n", v.name, "GEMM",
+                "-", cyclesPerTile(gemm.gemmMs), gemm.gemmMs, "-", "-",
+                gemm.kernelMs);
+    // (The first variant at three sizes, the others at the largest.)
+    for (long long mb : {512ll, 1024ll, 2048ll}) {
+      if (&v != variants && mb != 2048)
+        continue;
+      long long chunks = std::min(maxChunks, mb * (1ll << 20) / 16);
+      Result side = run(v.kernel, 0, chunks);
+      Result both = run(v.kernel, tiles, chunks);
+      double bytes = 2.0 * chunks * 16;
+      std::printf("%-22s %-9s %9lld %10s %9s %9.3f %9.0f %9.3f\n", v.name,
+                  "stream", mb, "-", "-", side.sideMs,
+                  bytes / side.sideMs * 1e-6, side.kernelMs);
+      std::printf("%-22s %-9s %9lld %10.0f %9.3f %9.3f %9.0f %9.3f  (apart: "
+                  "%.3f)\n",
+                  v.name, "both", mb, cyclesPerTile(both.gemmMs), both.gemmMs,
+                  both.sideMs, bytes / both.sideMs * 1e-6, both.kernelMs,
+                  gemm.kernelMs + side.kernelMs);
+      std::fflush(stdout);
+    }
   }
   return checkSink(sink, sms * kGemmThreads);
 }
