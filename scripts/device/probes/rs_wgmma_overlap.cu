@@ -104,27 +104,17 @@ __device__ inline void roundTile(uint32_t (&x)[16], uint32_t one,
                                  uint32_t zero) {
   uint32_t amax[2];
   for (int blk = 0; blk < 2; ++blk) {
-    uint32_t g = x[8 * blk], g8 = x[8 * blk + 1];
-    for (int w : {2, 4, 6}) {
-      g = absMaxNaN(g, x[8 * blk + w]);
-      g8 = absMaxNaN(g8, x[8 * blk + w + 1]);
-    }
-    g &= 0x7FFF7FFFu;
-    g8 &= 0x7FFF7FFFu;
+    uint32_t g = pairAmax(Words<4>{{x[8 * blk], x[8 * blk + 2], x[8 * blk + 4],
+                                    x[8 * blk + 6]}});
+    uint32_t g8 = pairAmax(Words<4>{{x[8 * blk + 1], x[8 * blk + 3],
+                                     x[8 * blk + 5], x[8 * blk + 7]}});
     // Lane 0 row g's block, lane 1 row g + 8's, each the larger half.
     uint32_t pair = maxU16x2(permute(g, g8, 0x5410), permute(g, g8, 0x7632));
     pair = maxU16x2(pair, __shfl_xor_sync(0xFFFFFFFFu, pair, 1));
     amax[blk] = maxU16x2(pair, __shfl_xor_sync(0xFFFFFFFFu, pair, 2));
   }
   // mxBitsMisfit and the warp's vote.
-  auto lessOne = [](uint32_t p) {
-    return ((p | 0x80008000u) - 0x00010001u) & 0x7FFF7FFFu;
-  };
-  uint32_t largest = maxU16x2(amax[0], amax[1]);
-  uint32_t lowest = minU16x2(lessOne(amax[0]), lessOne(amax[1]));
-  lowest = minU16x2(lowest, permute(lowest, lowest, 0x1032)) & 0xFFFFu;
-  bool misfit = ((largest + 0x03000300u) & 0x80008000u) != 0 ||
-                lowest < ((kOffset << 7) | 0x61) - 1;
+  bool misfit = ::misfit(Words<2>{{amax[0], amax[1]}});
   if (__any_sync(0xFFFFFFFFu, misfit)) {
     // (The slow path: no block of the probe's data takes it.)
 #pragma unroll

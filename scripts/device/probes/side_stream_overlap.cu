@@ -56,14 +56,11 @@ __device__ inline uint64_t globalTimer() {
 // the misfit vote (a block that does not fit sends the warp to a plain
 // copy here: the probe's data never takes it), the bit rounding.
 __device__ inline uint4 roundLane(uint4 v) {
-  uint32_t a = absMaxNaN(absMaxNaN(v.x, v.y), absMaxNaN(v.z, v.w));
-  a &= 0x7FFF7FFFu;
+  uint32_t a = pairAmax(Words<4>{{v.x, v.y, v.z, v.w}});
   a = maxU16x2(a, __byte_perm(a, a, 0x1032));
   a = maxU16x2(a, __shfl_xor_sync(0xFFFFFFFFu, a, 1));
   a = maxU16x2(a, __shfl_xor_sync(0xFFFFFFFFu, a, 2));
-  uint32_t low = a & 0xFFFFu;
-  bool misfit = low != 0 && (low < ((kOffset << 7) | 0x61) || low >= 0x7D00);
-  if (__any_sync(0xFFFFFFFFu, misfit))
+  if (__any_sync(0xFFFFFFFFu, misfit(Words<1>{{a}})))
     return v;
   uint32_t bound = threshold(a);
   return make_uint4(roundPair(v.x, bound), roundPair(v.y, bound),

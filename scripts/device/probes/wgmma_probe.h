@@ -1,13 +1,15 @@
 // The wgmma and MX bit-rounding pieces the wgmma probes share
 // (rs_wgmma_overlap.cu, side_stream_overlap.cu): the m64n256k16 bf16 wgmma
 // with both operands in shared memory, its descriptor and fences, and the
-// bit rounding's instructions as the kernels emit them
-// (lib/Conversion/MoeToNVGPU/MXRounding.h: mxThresholdPair,
-// mxRoundPairBits; e4m3, RCEIL).
+// bit rounding as the kernels emit it: the templates of
+// include/moe/Conversion/MoeToNVGPU/MXBitRounding.h over the same PTX word
+// operations (e4m3, RCEIL).
 #ifndef MOE_SCRIPTS_DEVICE_PROBES_WGMMA_PROBE_H
 #define MOE_SCRIPTS_DEVICE_PROBES_WGMMA_PROBE_H
 
 #include "probe.h"
+
+#include "../../../include/moe/Conversion/MoeToNVGPU/MXBitRounding.h"
 
 #include <vector>
 
@@ -82,26 +84,65 @@ __device__ inline uint32_t andOr(uint32_t a, uint32_t b, uint32_t c) {
   return r;
 }
 
-// e4m3: offset 14, step 2^4 (getMXBitRounding).
-constexpr uint32_t kOffset = 14, kStep = (127u + 4) << 7;
-__host__ __device__ constexpr uint32_t lanes(uint32_t lane) {
-  return lane << 16 | lane;
-}
+// The bit rounding's word operations as the kernels' PTX
+// (MXRounding.cpp's IRWordOps), for the templates of MXBitRounding.h.
+struct ProbeOps {
+  __device__ uint32_t c(uint32_t v) { return v; }
+  __device__ uint32_t add(uint32_t x, uint32_t y) { return x + y; }
+  __device__ uint32_t sub(uint32_t x, uint32_t y) { return x - y; }
+  __device__ uint32_t band(uint32_t x, uint32_t y) { return x & y; }
+  __device__ uint32_t bor(uint32_t x, uint32_t y) { return x | y; }
+  __device__ uint32_t andOr(uint32_t x, uint32_t y, uint32_t z) {
+    return ::andOr(x, y, z);
+  }
+  __device__ uint32_t max16x2(uint32_t x, uint32_t y) { return maxU16x2(x, y); }
+  __device__ uint32_t min16x2(uint32_t x, uint32_t y) { return minU16x2(x, y); }
+  __device__ uint32_t absMax(uint32_t x, uint32_t y) { return ::absMax(x, y); }
+  __device__ uint32_t absMaxNaN(uint32_t x, uint32_t y) {
+    return ::absMaxNaN(x, y);
+  }
+  __device__ uint32_t fmaBf16x2(uint32_t x, uint32_t y, uint32_t z) {
+    return ::fmaBf16x2(x, y, z);
+  }
+  __device__ uint32_t swapLanes(uint32_t x) {
+    return __byte_perm(x, x, 0x1032);
+  }
+  __device__ uint32_t low16(uint32_t x) { return x & 0xFFFFu; }
+  __device__ bool isNonzero(uint32_t x) { return x != 0; }
+  __device__ bool ult(uint32_t x, uint32_t y) { return x < y; }
+  __device__ bool orB(bool x, bool y) { return x || y; }
+};
 
-// mxThresholdPair: the exponent plus the fraction's carry (add, then the
-// exponent mask), at least T's floor, the offset off.
+// The probes round e4m3 blocks (RCEIL).
+constexpr mlir::moe::MXBitRounding kRounding = mlir::moe::kMXBitRoundingE4M3;
+
+// mxThresholdPair.
 __device__ inline uint32_t threshold(uint32_t amax) {
-  uint32_t sum = (amax + 0x001F001Fu) & 0x7F807F80u;
-  uint32_t biased = maxU16x2(sum, lanes((kOffset + 1) << 7));
-  return biased + (~lanes((kOffset << 7) - 0x7F) + 1);
+  ProbeOps o;
+  return mlir::moe::mxThresholdPair(o, amax, kRounding);
 }
 
 // mxRoundPairBits.
 __device__ inline uint32_t roundPair(uint32_t word, uint32_t bound) {
-  uint32_t m = andOr(absMax(word, bound), 0x7F807F80u, 0x00400040u);
-  uint32_t sum = fmaBf16x2(m, lanes(kStep), word);
-  uint32_t value = fmaBf16x2(m, lanes(kStep | 0x8000), sum);
-  return value | (word & 0x80008000u);
+  ProbeOps o;
+  return mlir::moe::mxRoundPairBits(o, word, bound, kRounding);
+}
+
+// A view of N words for mxPairAmaxBits and mxBitsMisfit.
+template <int N> struct Words {
+  uint32_t w[N];
+  __device__ int size() const { return N; }
+  __device__ uint32_t operator[](int i) const { return w[i]; }
+};
+
+// mxPairAmaxBits of N words, and mxBitsMisfit of N amax pairs.
+template <int N> __device__ inline uint32_t pairAmax(const Words<N> &words) {
+  ProbeOps o;
+  return mlir::moe::mxPairAmaxBits(o, words);
+}
+template <int N> __device__ inline bool misfit(const Words<N> &amaxPairs) {
+  ProbeOps o;
+  return mlir::moe::mxBitsMisfit(o, amaxPairs, kRounding);
 }
 
 /// Exit status 1 after a line saying so where one of the `count` sums the
