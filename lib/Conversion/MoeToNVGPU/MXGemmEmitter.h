@@ -550,8 +550,8 @@ private:
   Value receiveTile(Value j);
   /// A loop over the tile ids the producer thread publishes, up to one
   /// past the last: sets ringBase and the tile (decodeTile), then `body`
-  /// with the tile's slot count j (index).
-  void forEachReceivedTile(function_ref<void(Value j)> body);
+  /// with the tile's slot count j (index). Returns the tiles received.
+  Value forEachReceivedTile(function_ref<void(Value j)> body);
   /// Shared address of the ring of tile ids.
   int64_t tileIdsOffset() const {
     return lay.counters + p.expertTableBytes();

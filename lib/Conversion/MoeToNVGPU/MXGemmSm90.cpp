@@ -1354,11 +1354,11 @@ void KernelEmitter::emitRhsDequant() {
   });
 }
 
-void KernelEmitter::forEachReceivedTile(function_ref<void(Value j)> body) {
+Value KernelEmitter::forEachReceivedTile(function_ref<void(Value j)> body) {
   Value count = tileCountValue();
   // (slot count j, ring position): receive a tile, stop at one past the
   // last.
-  scf::WhileOp::create(
+  auto loop = scf::WhileOp::create(
       b, loc, TypeRange{idxT, idxT, i32T}, ValueRange{idx(0), idx(0)},
       [&](OpBuilder &, Location, ValueRange args) {
         Value w = receiveTile(args[0]);
@@ -1373,6 +1373,8 @@ void KernelEmitter::forEachReceivedTile(function_ref<void(Value j)> body) {
         scf::YieldOp::create(
             b, loc, ValueRange{add(args[0], idx(1)), add(ringBase, kTiles)});
       });
+  // The slot count at the end: the tiles received.
+  return loop.getResult(0);
 }
 
 KernelEmitter::ConsumerLane KernelEmitter::consumerLane() {
@@ -2994,7 +2996,8 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   // tiles): warpgroup 0 takes the first turn (its own arrival and its wait
   // make the barrier's 256). k_turns: after its last K tile it takes back
   // the turn warpgroup 1 passed, so that every arrival is met (a CTA
-  // without K tiles: the first arrival and the last wait).
+  // without K tiles: the first arrival and the last wait); ping-pong's
+  // last turn goes back after the tile loop.
   auto turnOfWarpgroup0 = [&](bool wait) {
     if (!cfg.kTurns && (wait || !cfg.pingpong))
       return;
@@ -3265,7 +3268,7 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
       turnBarrier(warpgroup, /*wait=*/true);
     outputTile();
   };
-  forEachReceivedTile([&](Value j) {
+  Value received = forEachReceivedTile([&](Value j) {
     if (!cfg.pingpong)
       return computeTile();
     Value own = cmp(arith::CmpIPredicate::eq, andi(indexToI32(j), 1),
@@ -3276,6 +3279,18 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     computeTile();
   });
   turnOfWarpgroup0(/*wait=*/true);
+  if (cfg.pingpong) {
+    // The turn after the last tile (warpgroup received mod 2's: the other
+    // one passed it after its last MMAs, or warpgroup 0 took it first where
+    // the CTA received no tile) is taken back, so that every arrival on the
+    // turn barriers is met before the CTA exits.
+    Value next =
+        cmp(arith::CmpIPredicate::eq, andi(indexToI32(received), 1), warpgroup);
+    OpBuilder::InsertionGuard g(b);
+    auto last = scf::IfOp::create(b, loc, next, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(last.thenBlock());
+    turnBarrier(warpgroup, /*wait=*/true);
+  }
   if (cfg.tmaStore)
     finishTmaStores(lane);
 }

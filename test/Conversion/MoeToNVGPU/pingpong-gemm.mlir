@@ -11,7 +11,9 @@
 // too). The warpgroups take turns at the tensor cores through two named
 // barriers of 256 threads: warpgroup w waits on 8 + w before its mainloop
 // and, once it has issued its last wgmma, arrives on the other's; warpgroup
-// 0 arrives on its own first.
+// 0 arrives on its own first, and after the tile loop the warpgroup whose
+// turn is next (the tiles received mod 2) takes it, so that no arrival is
+// left unmet when the CTA exits.
 // A block GEMM of 64 x 8 tiles of 128x128 on 132 CTAs, the config set by
 // hand (a plain GEMM's table row is the cooperative one); its producer
 // thread needs 32 registers (24, P1's, spill 8 bytes here).
@@ -20,6 +22,7 @@
 // REQUIRES: ptxas
 // RUN: moe-opt %t.mlir --moe-gpu-device-pipeline="chip=sm_90a format=isa" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+// RUN: FileCheck %s --check-prefix=PTXATOM < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // A ping-pong config the kernel cannot take: 128x256 per warpgroup (256
 // accumulator registers per thread).
@@ -75,7 +78,10 @@
 // PTX:           wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // PTX:           bar.arrive {{%r[0-9]+}}, 256;
 // PTX:           wgmma.wait_group.sync.aligned 0;
-// PTX:           atom.global.add.u32
+// PTX:           bar.sync {{%r[0-9]+}}, 256;
+// PTX-NEXT:    {{^\$L__BB[0-9_]+:}}
+// PTX-NEXT:      ret;
+// PTXATOM:       atom.global.add.u32
 
 // PTXAS:       Function properties for block_matmul_2
 // PTXAS-NEXT:  0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
