@@ -2994,20 +2994,23 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   int64_t steps = mSteps();
   // Turns at the tensor cores (ping-pong's over tiles, k_turns' over K
   // tiles): warpgroup 0 takes the first turn (its own arrival and its wait
-  // make the barrier's 256). k_turns: after its last K tile it takes back
-  // the turn warpgroup 1 passed, so that every arrival is met (a CTA
-  // without K tiles: the first arrival and the last wait); ping-pong's
-  // last turn goes back after the tile loop.
-  auto turnOfWarpgroup0 = [&](bool wait) {
-    if (!cfg.kTurns && (wait || !cfg.pingpong))
-      return;
+  // make the barrier's 256), and at the end the warpgroup whose turn is
+  // next takes it back, so that every arrival on the turn barriers is met
+  // before the CTA exits (k_turns: warpgroup 0, both warpgroups having
+  // run the same K tiles; ping-pong: that of the tiles received mod 2; a
+  // CTA without K tiles or tiles: warpgroup 0's first arrival and its last
+  // wait).
+  bool turns = cfg.kTurns || cfg.pingpong;
+  auto turnOf = [&](Value owner, bool wait) {
     OpBuilder::InsertionGuard g(b);
-    auto first = scf::IfOp::create(b, loc, eq(lane.warpgroup, 0),
-                                   /*withElseRegion=*/false);
-    b.setInsertionPointToStart(first.thenBlock());
+    auto mine = scf::IfOp::create(
+        b, loc, cmp(arith::CmpIPredicate::eq, lane.warpgroup, owner),
+        /*withElseRegion=*/false);
+    b.setInsertionPointToStart(mine.thenBlock());
     turnBarrier(lane.warpgroup, wait);
   };
-  turnOfWarpgroup0(/*wait=*/false);
+  if (turns)
+    turnOf(i32(0), /*wait=*/false);
 
   // The `panels` panels x 4 k16 steps of K tile t into the accumulators
   // (one per M step); the first wgmma of the first tile starts each
@@ -3243,7 +3246,8 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   };
   if (!cfg.persistent) {
     outputTile();
-    turnOfWarpgroup0(/*wait=*/true);
+    if (cfg.kTurns)
+      turnOf(i32(0), /*wait=*/true);
     if (cfg.tmaStore)
       finishTmaStores(lane);
     return;
@@ -3251,8 +3255,8 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
   // Ping-pong: both warpgroups read every tile id in the producer's order
   // and keep the ring position of every tile (the other warpgroup's K tiles
   // advance it too: the ring is filled in tile order); warpgroup w computes
-  // the tiles of slot counts j = w mod 2 (warpgroup 0's first turn:
-  // turnOfWarpgroup0).
+  // the tiles of slot counts j = w mod 2 (the first and last turns:
+  // turnOf).
   Value warpgroup = lane.warpgroup;
   // The tile's epilogue rows into L2 while the mainloop runs (ping-pong:
   // before the turn's wait), shared by the threads that compute the tile
@@ -3278,19 +3282,9 @@ void KernelEmitter::emitConsumerBf16(int64_t depth, int64_t fullBase,
     b.setInsertionPointToStart(mine.thenBlock());
     computeTile();
   });
-  turnOfWarpgroup0(/*wait=*/true);
-  if (cfg.pingpong) {
-    // The turn after the last tile (warpgroup received mod 2's: the other
-    // one passed it after its last MMAs, or warpgroup 0 took it first where
-    // the CTA received no tile) is taken back, so that every arrival on the
-    // turn barriers is met before the CTA exits.
-    Value next =
-        cmp(arith::CmpIPredicate::eq, andi(indexToI32(received), 1), warpgroup);
-    OpBuilder::InsertionGuard g(b);
-    auto last = scf::IfOp::create(b, loc, next, /*withElseRegion=*/false);
-    b.setInsertionPointToStart(last.thenBlock());
-    turnBarrier(warpgroup, /*wait=*/true);
-  }
+  if (turns)
+    turnOf(cfg.pingpong ? andi(indexToI32(received), 1) : i32(0),
+           /*wait=*/true);
   if (cfg.tmaStore)
     finishTmaStores(lane);
 }
