@@ -17,15 +17,20 @@
 // the scale byte, 4 x 16-byte stores.
 //
 // and along rows, written transposed (the output's rows are the columns),
-// or in place for a GEMM that reads the operand N-major (a thread per
-// column pair, 32 loads of one pair, 32 4-byte stores of the rounded pair):
+// or in place for a GEMM that reads the operand M- or N-major:
 //
 //   values: a block per 32-row group and 256-column tile; warp w reads rows
 //           w + 8 i with 16-byte loads into an f32 shared-memory tile, then
 //           thread c rounds column c (32 conflict-free shared loads) and
-//           stores it as 4 x 16 bytes of output row c
-//   codes (or an odd column count): a thread per column pair, 32 loads of
-//           one pair, each column rounded on its own, 2 x 4 16-byte stores
+//           stores it as 4 x 16 bytes of output row c, or in place as 32
+//           2-byte stores (a warp's 32 columns: 64 contiguous bytes a row)
+//   codes (or columns not a multiple of 8): a thread per column pair, 32
+//           loads of one pair, each column rounded on its own, 2 x 4
+//           16-byte stores transposed or 32 4-byte stores in place
+//
+// (In place, a thread per column pair holding its 64 values kept 110
+// registers, 2 CTAs an SM: the slot roundings of x and dy at shape 1 moved
+// 72% of the H200's DRAM rate, against 82% for the streaming kernels.)
 //
 // Both roundings at once (bothAxes, for a value two GEMMs take along
 // different axes): the tile form's loads, and with them each lane rounds its
@@ -94,12 +99,11 @@ public:
         quantized(!codes && p.quant && p.quant.isQuantized()),
         gathered(p.sourceRows > 0) {}
 
-  /// Whether values go through a shared-memory tile: along rows written
-  /// transposed, values whose rows split into 16-byte chunks; and both
-  /// roundings at once.
+  /// Whether values go through a shared-memory tile: along rows (written
+  /// transposed or in place), values whose rows split into 16-byte chunks;
+  /// and both roundings at once.
   bool tiled() const {
-    return p.bothAxes ||
-           (p.alongRows && p.transposeOut && !codes && p.cols % 8 == 0);
+    return p.bothAxes || (p.alongRows && !codes && p.cols % 8 == 0);
   }
 
   /// Whether lane quads share the blocks along cols (values, not codes).
@@ -186,9 +190,9 @@ private:
                           Value offsets[2]);
   /// Stores 32 bf16 values contiguously at byte offset `bytes` of out.
   void storeBlock(ArrayRef<Value> values, Value bytes);
-  /// The tiled transposed form: the block's 32 x 256 tile is read by rows
-  /// (16-byte loads) into shared memory, then each thread rounds one column
-  /// and writes it as a row of the output.
+  /// The tiled form: the block's 32 x 256 tile is read by rows (16-byte
+  /// loads) into shared memory, then each thread rounds one column and
+  /// writes it as a row of the output (transposed) or in place.
   void emitTiled(gpu::GPUFuncOp func, int64_t threads);
 
   const MXOperandProblem &p;
@@ -507,12 +511,13 @@ void OperandEmitter::emitTiled(gpu::GPUFuncOp func, int64_t threads) {
     column.push_back(LLVM::LoadOp::create(
         b, loc, f32T, smem(add(mul(i64(j), kTileStride), tid)), 4));
   SmallVector<Value> rounded = roundBlock(column, Value());
-  if (p.bothAxes) {
+  if (p.bothAxes || !p.transposeOut) {
     // In place: row 32 g + j of column c; a warp's 32 neighbouring columns
     // make one 64-byte store per row.
+    Value dest = p.bothAxes ? outRows : out;
     for (int64_t j = 0; j < kBlock; ++j) {
       Value at = add(mul(add(row0, j), p.cols), c);
-      store(rounded[j], outRows, mul(at, 2), 2);
+      store(rounded[j], dest, mul(at, 2), 2);
     }
     return;
   }
