@@ -23,6 +23,19 @@
 #              --weight-reuse=0 on every layer of the matrix, outputs
 #              compared bit for bit, then racecheck and memcheck on a
 #              swapped layer
+#   slot-tiles  the slot roundings of x and dy for P3 and P4 in the operand
+#              kernels (--round-reuse=0: since 2026-12-05 through the
+#              shared-memory tile, in place) against P3 and P4 rounding
+#              them in their registers (--round-reuse=64): bit for bit on
+#              the lhs layers and another, then memcheck and racecheck
+#              with --round-reuse=0 on a partial column tile
+#   act-bwd-narrow  --act-bwd-narrow (the activation-backward kernel in
+#              128-column CTAs) against the default on the lhs layers:
+#              each against R_mx, dx, dWgu, dWd (and the biases' gradients)
+#              bit for bit (da's partial sums come in other groups), then
+#              memcheck and racecheck
+#   act-bwd-narrow-ncu  at reference shapes 1 and 2 (torch-gen inputs) the
+#              ncu time of every kernel, default and --act-bwd-narrow
 #   k-turns    --k-turns (the consumer warpgroups taking turns each K
 #              tile) against the default on three layers, bit for bit,
 #              then racecheck (not in the default parts: off by default)
@@ -158,7 +171,8 @@
 # measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
 # lhs-codes, lhs-codes-ncu, lhs-gather, lhs-gather-ncu, round-operands,
 # round-operands-ncu, tma-store, tma-store-ncu, tma-store-buffers, store-columns,
-# rhs-codes-ncu, p1-prof, deep-prof and store-prof. Prints
+# rhs-codes-ncu, act-bwd-narrow, act-bwd-narrow-ncu, p1-prof, deep-prof and
+# store-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
@@ -227,7 +241,7 @@ layer_kernel_times() {  # LABEL NAME LAYER INPUTS ARGS...
 
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] &&
-  parts=(smoke matrix weight-reuse resident both-axes checkpoint-epilogue dgate-up persistent overlap layers sanitize
+  parts=(smoke matrix weight-reuse slot-tiles resident both-axes checkpoint-epilogue dgate-up persistent overlap layers sanitize
          determinism kernels sass)
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 want() { printf '%s\n' "${parts[@]}" | grep -qx "$1"; }
@@ -856,6 +870,50 @@ if want weight-reuse; then
       --target=sm90a --layer T=512,H=256,I=128,E=4,K=2,B=128,bias=on \
       --empty-experts 1 --check none
   done
+fi
+
+if want slot-tiles; then
+  # The operand kernels' slot roundings (the shared-memory tile, a column a
+  # thread, stored in place) against P3's and P4's in-register rounding of
+  # the same values (round_lhs, bit for bit the operand kernels'
+  # conversions): the same bits.
+  for layer in "${lhs_layers[@]}" T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt; do
+    read -r -a empty <<<"$(empty_expert "$layer")"
+    for reuse in 0 64; do
+      run "sm90a resident --round-reuse=$reuse $layer" timeout 300 moe-run \
+        --target=sm90a --round-reuse=$reuse --layer "$layer" "${empty[@]}" \
+        --outputs "$out/reuse-$reuse"
+    done
+    compare "$out/reuse-0" "$out/reuse-64" \
+      "slot tiles == in-register slot rounding, bitwise: $layer"
+    rm -rf "$out/reuse-0" "$out/reuse-64"
+  done
+  for tool in memcheck racecheck; do
+    run "compute-sanitizer $tool --round-reuse=0 $partial" timeout 300 \
+      compute-sanitizer --tool $tool --error-exitcode 1 moe-run \
+      --target=sm90a --round-reuse=0 --layer "$partial" --empty-experts 3 \
+      --check none
+  done
+fi
+
+if want act-bwd-narrow; then
+  # The same roundings of the same values, in CTAs of 128 columns; only
+  # da's partial sums of <dA, h> group differently.
+  for layer in "${lhs_layers[@]}"; do
+    read -r -a empty <<<"$(empty_expert "$layer")"
+    run "sm90a resident --act-bwd-narrow $layer" timeout 300 moe-run \
+      --target=sm90a --act-bwd-narrow --layer "$layer" "${empty[@]}" \
+      --outputs "$out/single"
+    run "sm90a resident $layer" timeout 300 moe-run --target=sm90a \
+      --layer "$layer" "${empty[@]}" --outputs "$out/both"
+    compare "$out/single" "$out/both" \
+      "act-bwd-narrow == default but da, bitwise: $layer" da.npy
+    rm -rf "$out/single" "$out/both"
+  done
+  sanitize_with --act-bwd-narrow
+fi
+if want act-bwd-narrow-ncu; then
+  ncu_against --act-bwd-narrow
 fi
 
 if want k-turns; then

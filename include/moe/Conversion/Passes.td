@@ -247,7 +247,11 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "round (the same bits; off by default: P1 measured ~6 ms slower "
            "at shape 1 on the H200, 2026-12-02); a kernel of one CTA per "
            "tile only (persistent-gemms=false): beside the ping-pong "
-           "kernel's second accumulator the roundings spill">],
+           "kernel's second accumulator the roundings spill">,
+    Option<"actBwdNarrow", "act-bwd-narrow", "bool", /*default=*/"false",
+           "bf16-operands: the activation-backward kernel takes 128 columns "
+           "of dA a CTA (128 threads, half the shared memory) instead of "
+           "256; da's partial sums come in groups of 128 columns">],
     MoeGPUKernelChoiceOptions);
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -31,13 +31,16 @@ namespace {
 
 /// Rows of a CTA: one 32-slot block of the rows' roundings.
 constexpr int64_t kRows = 32;
-/// Columns of dA a lane holds in the row pass (two 16-byte f32 loads).
-constexpr int64_t kLaneColumns = 8;
-/// f32 words per row of a shared-memory tile: 256 columns and 4 more, so
-/// that a thread's 32-row column reads and a row's 16-byte stores spread
-/// over the banks (the operand kernels' stride).
-constexpr int64_t kTileStride = kActBwdTileColumns + 4;
-constexpr int64_t kTileBytes = kRows * kTileStride * 4;
+/// f32 words per row of a shared-memory tile: the CTA's columns and 4
+/// more, so that a thread's 32-row column reads and a row's 16-byte stores
+/// spread over the banks (the operand kernels' stride).
+int64_t tileStride(const MXActBwdProblem &p) { return p.tileColumns + 4; }
+int64_t tileBytes(const MXActBwdProblem &p) {
+  return kRows * tileStride(p) * 4;
+}
+/// Columns of dA a lane holds in the row pass: a warp takes a row of the
+/// tile (8: two 16-byte f32 loads a value; 4: one).
+int64_t laneColumns(const MXActBwdProblem &p) { return p.tileColumns / 32; }
 
 /// The shared-memory tiles of a problem, in order.
 struct Tiles {
@@ -91,7 +94,7 @@ private:
   }
   /// Word `word` (i64) of shared-memory tile `tile`.
   Value smemWord(int64_t tile, Value word) {
-    Value bytes = add(mul(word, 4), tile * kTileBytes);
+    Value bytes = add(mul(word, 4), tile * tileBytes(p));
     return LLVM::IntToPtrOp::create(b, loc, sptrT, add(smemBase, bytes));
   }
   /// `count` contiguous f32 (a multiple of 4) at `ptr`, by 16-byte loads.
@@ -190,7 +193,7 @@ void ActBwdEmitter::loadCheckpointTiles(Value idsArg, Value s0, Value j,
       for (int64_t e = 0; e < 8; ++e) {
         Value x = arith::ExtFOp::create(b, loc, f32T, element(v, e));
         x = arith::MulFOp::create(b, loc, x, masks[i + e]);
-        Value word = add(mul(i64(i + e), kTileStride), tid);
+        Value word = add(mul(i64(i + e), tileStride(p)), tid);
         LLVM::StoreOp::create(b, loc, x,
                               smemWord(half ? tiles.up : tiles.gate, word), 4);
       }
@@ -201,30 +204,30 @@ void ActBwdEmitter::loadCheckpointTiles(Value idsArg, Value s0, Value j,
 void ActBwdEmitter::rowPass(Value s0, Value j0, Value tileColumn) {
   // Warp w takes rows w + 8 k, lane l columns 8 l .. 8 l + 7 of the tile.
   Value warp = divu(tid, 32), lane = remu(tid, 32);
-  Value c = mul(lane, kLaneColumns);
+  Value c = mul(lane, laneColumns(p));
   Value j = add(j0, c);
   // Lanes past n (n a multiple of 32: whole lane quads) load a valid
   // column, take part in the shuffles and store nothing.
-  Value inside = p.n % kActBwdTileColumns ? ult(j, p.n) : Value();
+  Value inside = p.n % p.tileColumns ? ult(j, p.n) : Value();
   Value jl = inside ? arith::SelectOp::create(b, loc, inside, j, i64(0))
                     : j;
   Value zero = f32(0.0f);
-  int64_t warps = kActBwdTileColumns / 32;
-  int64_t partialsPerRow = llvm::divideCeil(p.n, kActBwdTileColumns);
+  int64_t warps = p.tileColumns / 32;
+  int64_t partialsPerRow = llvm::divideCeil(p.n, p.tileColumns);
   for (int64_t k = 0; k < kRows / warps; ++k) {
     Value i = add(warp, warps * k);
     Value s = add(s0, i);
     SmallVector<Value> dAs, gs, us;
-    loadF32(global(dA, mul(add(mul(s, p.n), jl), 4)), kLaneColumns, false,
+    loadF32(global(dA, mul(add(mul(s, p.n), jl), 4)), laneColumns(p), false,
             dAs);
     if (p.checkpoint) {
-      Value word = add(mul(i, kTileStride), c);
-      loadF32(smemWord(tiles.gate, word), kLaneColumns, true, gs);
-      loadF32(smemWord(tiles.up, word), kLaneColumns, true, us);
+      Value word = add(mul(i, tileStride(p)), c);
+      loadF32(smemWord(tiles.gate, word), laneColumns(p), true, gs);
+      loadF32(smemWord(tiles.up, word), laneColumns(p), true, us);
     } else {
       Value row = mul(s, 2 * p.n);
-      loadF32(global(gateUp, mul(add(row, jl), 4)), kLaneColumns, false, gs);
-      loadF32(global(gateUp, mul(add(add(row, p.n), jl), 4)), kLaneColumns,
+      loadF32(global(gateUp, mul(add(row, jl), 4)), laneColumns(p), false, gs);
+      loadF32(global(gateUp, mul(add(add(row, p.n), jl), 4)), laneColumns(p),
               false, us);
     }
     Value a = LLVM::LoadOp::create(b, loc, f32T,
@@ -232,7 +235,7 @@ void ActBwdEmitter::rowPass(Value s0, Value j0, Value tileColumn) {
                                    false, /*isInvariant=*/true);
     SmallVector<Value> dg, du, h, scaled, rowsOperand;
     Value partial = zero;
-    for (int64_t e = 0; e < kLaneColumns; ++e) {
+    for (int64_t e = 0; e < laneColumns(p); ++e) {
       GatedActGrads grads = buildGatedActBwd(b, loc, p.activation, p.clamp,
                                              gs[e], us[e], dAs[e], a);
       dg.push_back(grads.dGate);
@@ -265,15 +268,20 @@ void ActBwdEmitter::rowPass(Value s0, Value j0, Value tileColumn) {
         Value amax = zero;
         for (Value x : xs)
           amax = buildAmaxStep(b, loc, amax, x);
-        amax = buildLaneAmax(b, loc, amax, {1, 2});
+        // The lanes of the 32-column block: 4 of 8 columns, or 8 of 4.
+        SmallVector<int32_t> offsets;
+        for (int32_t o = 1; o < 32 / laneColumns(p); o *= 2)
+          offsets.push_back(o);
+        amax = buildLaneAmax(b, loc, amax, offsets);
         SmallVector<Value> values = round(xs, amax, quant);
         guarded(inside, [&] {
-          auto vecT = VectorType::get({kLaneColumns}, bf16T);
+          auto vecT = VectorType::get({laneColumns(p)}, bf16T);
           Value v = LLVM::UndefOp::create(b, loc, vecT);
-          for (int64_t e = 0; e < kLaneColumns; ++e)
+          for (int64_t e = 0; e < laneColumns(p); ++e)
             v = LLVM::InsertElementOp::create(b, loc, v, values[e], i32(e));
           Value at = add(add(mul(s, 2 * p.n), half * p.n), j);
-          LLVM::StoreOp::create(b, loc, v, global(outCols, mul(at, 2)), 16);
+          LLVM::StoreOp::create(b, loc, v, global(outCols, mul(at, 2)),
+                                2 * laneColumns(p));
         });
       }
     }
@@ -297,7 +305,7 @@ void ActBwdEmitter::rowPass(Value s0, Value j0, Value tileColumn) {
               });
     }
     // The rows' roundings' values into the tiles.
-    Value word = add(mul(i, kTileStride), c);
+    Value word = add(mul(i, tileStride(p)), c);
     if (p.dGateUpAlongRows) {
       storeF32(dg, smemWord(tiles.dGate, word), true);
       storeF32(du, smemWord(tiles.dUp, word), true);
@@ -310,7 +318,7 @@ void ActBwdEmitter::rowPass(Value s0, Value j0, Value tileColumn) {
 void ActBwdEmitter::columnPass(Value s0, Value j0) {
   // Thread c: column c of each tile, one 32-row block, stored in place.
   Value j = add(j0, tid);
-  Value inside = p.n % kActBwdTileColumns ? ult(j, p.n) : Value();
+  Value inside = p.n % p.tileColumns ? ult(j, p.n) : Value();
   guarded(inside, [&] {
     auto roundColumn = [&](int64_t tile, MXQuantAttr quant, Value out,
                            int64_t rowElements, int64_t columnOffset) {
@@ -318,7 +326,7 @@ void ActBwdEmitter::columnPass(Value s0, Value j0) {
       Value amax = f32(0.0f);
       for (int64_t i = 0; i < kRows; ++i) {
         Value x = LLVM::LoadOp::create(
-            b, loc, f32T, smemWord(tile, add(i64(i * kTileStride), tid)), 4);
+            b, loc, f32T, smemWord(tile, add(i64(i * tileStride(p)), tid)), 4);
         xs.push_back(x);
         amax = buildAmaxStep(b, loc, amax, x);
       }
@@ -362,22 +370,22 @@ void ActBwdEmitter::emit(gpu::GPUFuncOp func) {
     return arith::IndexCastOp::create(b, loc, i64T, index);
   };
   // Block -> (row group, column tile), column tiles fastest.
-  int64_t tilesN = llvm::divideCeil(p.n, kActBwdTileColumns);
+  int64_t tilesN = llvm::divideCeil(p.n, p.tileColumns);
   Value block = toI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
   tid = toI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   Value tileColumn = remu(block, tilesN);
-  Value j0 = mul(tileColumn, kActBwdTileColumns);
+  Value j0 = mul(tileColumn, p.tileColumns);
   Value s0 = mul(divu(block, tilesN), kRows);
   if (tiles.count) {
     // The dynamic shared memory (1024-byte aligned), as the GEMM kernels
     // take it.
-    Value view = dynamicSmemView(b, loc, tiles.count * kTileBytes);
+    Value view = dynamicSmemView(b, loc, tiles.count * tileBytes(p));
     smemBase =
         toI64(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, view));
   }
   if (p.checkpoint) {
     Value j = add(j0, tid);
-    Value inside = p.n % kActBwdTileColumns ? ult(j, p.n)
+    Value inside = p.n % p.tileColumns ? ult(j, p.n)
                                              : arith::ConstantOp::create(
                                                    b, loc, b.getBoolAttr(true));
     loadCheckpointTiles(ids, s0, j, inside);
@@ -394,14 +402,16 @@ void ActBwdEmitter::emit(gpu::GPUFuncOp func) {
 std::array<int64_t, 2>
 moe::actBwdPartialsShape(const MXActBwdProblem &problem) {
   return {problem.slots,
-          (problem.n + kActBwdTileColumns - 1) / kActBwdTileColumns};
+          (problem.n + problem.tileColumns - 1) / problem.tileColumns};
 }
 
 bool moe::fitsMXActBwdKernel(const MXActBwdProblem &problem) {
-  // Whole 32-slot blocks per CTA (and 32-slot runs of a checkpoint block),
+  // A tile of 128 or 256 columns (a warp a row: 4 or 8 columns a lane),
+  // whole 32-slot blocks per CTA (and 32-slot runs of a checkpoint block),
   // whole lane quads of 32 columns inside dg or du, MX roundings (the
   // unquantized forms keep their operand kernels), and something to write.
-  if (problem.slots % kRows || problem.n % 32 ||
+  if ((problem.tileColumns != 128 && problem.tileColumns != 256) ||
+      problem.slots % kRows || problem.n % 32 ||
       (problem.checkpoint && problem.blockSize % kRows) ||
       problem.outputs() == 0)
     return false;
@@ -429,12 +439,12 @@ MXActBwdLaunch moe::buildMXActBwdKernel(OpBuilder &builder, Location loc,
                 builder.getUnitAttr());
   func->setAttr("nvvm.maxntid",
                 builder.getDenseI32ArrayAttr(
-                    {static_cast<int32_t>(kActBwdTileColumns), 1, 1}));
+                    {static_cast<int32_t>(problem.tileColumns), 1, 1}));
   ActBwdEmitter(builder, loc, problem).emit(func);
   int64_t blocks = problem.slots / kRows *
-                   llvm::divideCeil(problem.n, kActBwdTileColumns);
+                   llvm::divideCeil(problem.n, problem.tileColumns);
   return MXActBwdLaunch{func,
                         {blocks, 1, 1},
-                        {kActBwdTileColumns, 1, 1},
-                        tileCount * kTileBytes};
+                        {problem.tileColumns, 1, 1},
+                        tileCount * tileBytes(problem)};
 }

@@ -973,6 +973,7 @@ LogicalResult GemmLowering::lowerActBwdOperands(Operation *gemm,
     checkpoint = matchCheckpointGateUp(act, group, gp.blockSize);
   p.checkpoint = checkpoint.has_value();
   p.blockSize = gp.blockSize;
+  p.tileColumns = choices.actBwdNarrow ? 128 : kActBwdTileColumns;
   DGateUpRoundings roundings = matchDGateUpRoundings(act, gp, block);
   if (roundings.alongN)
     p.dGateUpAlongCols = roundings.alongN.getQuant();

@@ -1,10 +1,13 @@
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -convert-moe-to-nvgpu="act-epilogue=false lhs-gather=false tma-store=false" | FileCheck %s
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=160,E=2,K=2,B=128,checkpoint=bf16 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -convert-moe-to-nvgpu="act-epilogue=false lhs-gather=false tma-store=false" | FileCheck %s --check-prefix=CKPT
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=128,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse --moe-gpu-kernel-config="act-epilogue=false lhs-gather=false tma-store=false" | FileCheck %s --check-prefix=CONFIG
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt -convert-moe-to-nvgpu="act-epilogue=false lhs-gather=false tma-store=false act-bwd-narrow=true" | FileCheck %s --check-prefix=NARROW
 // REQUIRES: ptxas
 // RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=160,E=2,K=2,B=128,checkpoint=bf16 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=false lhs-gather=false tma-store=false" | %python %S/Inputs/extract-ptx.py > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: %ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: %moe_obj/bin/moe-run --layer T=256,H=256,I=256,E=2,K=1,B=128 --print-layer-ir | moe-opt --moe-decompose-bwd --moe-fuse | moe-opt --moe-gpu-device-pipeline="chip=sm_90a format=isa toolkit=%cuda_root act-epilogue=false lhs-gather=false tma-store=false act-bwd-narrow=true" | %python %S/Inputs/extract-ptx.py > %t.narrow.ptx
+// RUN: %ptxas -arch=sm_90a -v %t.narrow.ptx -o %t.narrow.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // (lhs-gather=false: x and dy reach their GEMMs as slot rows that the
 // operand kernels gather and round, the launches these checks spell out;
 // lhs-gather.mlir checks the default's.)
@@ -85,3 +88,23 @@
 // PTX:           st.global.b16
 
 // PTXAS-NOT:     bytes spill stores, {{[1-9]}}
+
+// act-bwd-narrow=true: 128 columns a CTA (I = 256: two column tiles, so
+// the partial sums are [384, 2]), 128 threads, three tiles of 32 x 132
+// words (50688 bytes). A lane holds 4 columns (one 16-byte load of each
+// value), the 32-column block's amax takes 8 lanes (three xor shuffles),
+// and its 4 bf16 values are one 8-byte store.
+// NARROW:        call @act_bwd_operands_{{[0-9]+}}_launch({{.*}}) : (memref<384x256xf32>, memref<384x512xf32>, memref<384xf32>, memref<384x512xbf16>, memref<384x512xbf16>, memref<384x256xbf16>, memref<384x2xf32>) -> ()
+// NARROW-LABEL:  func.func private @act_bwd_operands_{{[0-9]+}}_launch(
+// NARROW-SAME:     grid = [24, 1, 1], block = [128, 1, 1], dynamic_shared_memory = 50688,
+// NARROW-LABEL:  gpu.func @act_bwd_operands_{{[0-9]+}}(
+// NARROW-SAME:     nvvm.maxntid = array<i32: 128, 1, 1>
+// NARROW-COUNT-3:  llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// NARROW-COUNT-8:  math.exp
+// NARROW:          gpu.shuffle  xor %{{.*}}, %c1_i32{{.*}} : f32
+// NARROW:          gpu.shuffle  xor %{{.*}}, %c2_i32{{.*}} : f32
+// NARROW:          gpu.shuffle  xor %{{.*}}, %c4_i32{{.*}} : f32
+// NARROW-COUNT-2:  nvvm.convert.f32x2.to.f8x2
+// NARROW:          llvm.store %{{.*}} {alignment = 8 : i64} : vector<4xbf16>, !llvm.ptr<1>
+// NARROW:          gpu.barrier
+// NARROW-COUNT-32: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32

@@ -11,15 +11,18 @@
 // this pass does beside the two operand kernels it replaces
 // (docs/results/2026-12-03-act-bwd-operands.md).
 //
-//   per CTA: 32 slots x 256 columns of dA (256 threads)
+//   per CTA: 32 slots x 256 columns of dA (256 threads; or 128 and 128,
+//   act-bwd-narrow: half the shared memory, twice the CTAs an SM)
 //   [checkpoint: thread c loads column c's 32 g and u of the bf16
 //    checkpoint, times the slots' masks, into shared memory]
-//   warp w, rows w + 8 k; lane l, columns 8 l .. 8 l + 7:
+//   warp w, rows w + 8 k; lane l, columns 8 l .. 8 l + 7 (rows w + 4 k,
+//   columns 4 l .. 4 l + 3 of 128):
 //     dA, g, u (16-byte loads), a -> buildGatedActBwd (the host lowering's
 //     f32 math) -> dg, du, h, a * h
-//     dg, du rounded along the columns: the lane quad's amax (two xor
-//       shuffles), 16-byte bf16 stores (MXRounding)
-//     <dA, h> over the lane's 8 columns, then the warp's 32 lanes (xor
+//     dg, du rounded along the columns: the amax of the block's 4 lanes
+//       (two xor shuffles; 8 lanes, three), 16-byte (8-byte) bf16 stores
+//       (MXRounding)
+//     <dA, h> over the lane's columns, then the warp's 32 lanes (xor
 //       shuffles, the same order on every run): one partial per row
 //     dg, du, a * h into shared-memory tiles
 //   thread c: column c's 32 values of each tile rounded along the rows,
@@ -38,6 +41,9 @@
 #include <array>
 
 namespace mlir::moe {
+
+/// Columns of dA one CTA takes by default (one per thread).
+constexpr int64_t kActBwdTileColumns = 256;
 
 /// The static problem of one activation-backward kernel.
 struct MXActBwdProblem {
@@ -62,9 +68,12 @@ struct MXActBwdProblem {
   /// P4's operand is a * h (moe.scale_rows by the slot affinities), else h.
   bool scaleRows = true;
   /// f32 outputs for other readers: [dg | du], h, a * h; and the sums of
-  /// <dA, h> over each 256-column tile of each row [slots, ceil(n / 256)].
+  /// <dA, h> over each tile of each row [slots, ceil(n / tileColumns)].
   bool writeDGateUp = false, writeH = false, writeScaledH = false,
        writePartials = false;
+  /// Columns of dA a CTA takes, one thread each: 256, or 128
+  /// (act-bwd-narrow).
+  int64_t tileColumns = kActBwdTileColumns;
 
   int64_t outputs() const {
     return bool(dGateUpAlongCols) + bool(dGateUpAlongRows) +
@@ -73,10 +82,7 @@ struct MXActBwdProblem {
   }
 };
 
-/// Columns of dA one CTA handles (one per thread).
-constexpr int64_t kActBwdTileColumns = 256;
-
-/// The shape [slots, ceil(n / 256)] of the partial sums.
+/// The shape [slots, ceil(n / tileColumns)] of the partial sums.
 std::array<int64_t, 2> actBwdPartialsShape(const MXActBwdProblem &problem);
 
 /// Whether the kernel can compute `problem` (convert-moe-to-nvgpu leaves
@@ -93,8 +99,9 @@ struct MXActBwdLaunch {
   gpu::GPUFuncOp kernel;
   std::array<int64_t, 3> grid;
   std::array<int64_t, 3> block;
-  /// Bytes of dynamic shared memory: one f32 tile of 32 x 260 words per
-  /// value rounded along the rows, and two for the checkpoint's g and u.
+  /// Bytes of dynamic shared memory: one f32 tile of 32 x (tileColumns +
+  /// 4) words per value rounded along the rows, and two for the
+  /// checkpoint's g and u.
   int64_t dynamicSharedMemory;
 };
 
