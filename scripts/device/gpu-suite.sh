@@ -23,12 +23,16 @@
 #              --weight-reuse=0 on every layer of the matrix, outputs
 #              compared bit for bit, then racecheck and memcheck on a
 #              swapped layer
-#   slot-tiles  the slot roundings of x and dy for P3 and P4 in the operand
-#              kernels (--round-reuse=0: since 2026-12-05 through the
-#              shared-memory tile, in place) against P3 and P4 rounding
-#              them in their registers (--round-reuse=64): bit for bit on
-#              the lhs layers and another, then memcheck and racecheck
-#              with --round-reuse=0 on a partial column tile
+#   in-place-tiles  the slot roundings of x and dy for P3 and P4 in the
+#              operand kernels (--round-reuse=0) through the shared-memory
+#              tile (--in-place-tiles) against P3 and P4 rounding them in
+#              their registers (--round-reuse=64) and against the column-pair
+#              form (the default): bit for bit on the lhs layers and
+#              another, then memcheck and racecheck on a partial column
+#              tile; and every layer of the matrix with --in-place-tiles
+#              (MATRIX_EXTRA) is the matrix part's job
+#   in-place-tiles-ncu  at reference shapes 1 and 2 (torch-gen inputs) the
+#              ncu time of every kernel, default and --in-place-tiles
 #   act-bwd-narrow  --act-bwd-narrow (the activation-backward kernel in
 #              128-column CTAs) against the default on the lhs layers:
 #              each against R_mx, dx, dWgu, dWd (and the biases' gradients)
@@ -171,8 +175,8 @@
 # measurements cluster, raster, evict-first, evict-first-ncu, rhs-codes,
 # lhs-codes, lhs-codes-ncu, lhs-gather, lhs-gather-ncu, round-operands,
 # round-operands-ncu, tma-store, tma-store-ncu, tma-store-buffers, store-columns,
-# rhs-codes-ncu, act-bwd-narrow, act-bwd-narrow-ncu, p1-prof, deep-prof and
-# store-prof. Prints
+# rhs-codes-ncu, in-place-tiles, in-place-tiles-ncu, act-bwd-narrow,
+# act-bwd-narrow-ncu, p1-prof, deep-prof and store-prof. Prints
 # a table last; exit status 0 only if every row passes.
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
@@ -241,7 +245,7 @@ layer_kernel_times() {  # LABEL NAME LAYER INPUTS ARGS...
 
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] &&
-  parts=(smoke matrix weight-reuse slot-tiles resident both-axes checkpoint-epilogue dgate-up persistent overlap layers sanitize
+  parts=(smoke matrix weight-reuse resident both-axes checkpoint-epilogue dgate-up persistent overlap layers sanitize
          determinism kernels sass)
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 want() { printf '%s\n' "${parts[@]}" | grep -qx "$1"; }
@@ -872,27 +876,32 @@ if want weight-reuse; then
   done
 fi
 
-if want slot-tiles; then
-  # The operand kernels' slot roundings (the shared-memory tile, a column a
-  # thread, stored in place) against P3's and P4's in-register rounding of
-  # the same values (round_lhs, bit for bit the operand kernels'
-  # conversions): the same bits.
+if want in-place-tiles; then
+  # The operand kernels' in-place rounding along the rows through the
+  # shared-memory tile (a column a thread), against P3's and P4's
+  # in-register rounding of the same values (round_lhs, bit for bit the
+  # operand kernels' conversions) and against the column-pair form: the
+  # same bits.
   for layer in "${lhs_layers[@]}" T=2048,H=768,I=384,E=16,K=4,B=128,rule=floor_alt; do
     read -r -a empty <<<"$(empty_expert "$layer")"
-    for reuse in 0 64; do
-      run "sm90a resident --round-reuse=$reuse $layer" timeout 300 moe-run \
-        --target=sm90a --round-reuse=$reuse --layer "$layer" "${empty[@]}" \
-        --outputs "$out/reuse-$reuse"
+    for v in "--round-reuse=0 --in-place-tiles" "--round-reuse=0" \
+             "--round-reuse=64"; do
+      read -r -a args <<<"$v"
+      run "sm90a resident $v $layer" timeout 300 moe-run --target=sm90a \
+        "${args[@]}" --layer "$layer" "${empty[@]}" \
+        --outputs "$out/${v//[ =-]/}"
     done
-    compare "$out/reuse-0" "$out/reuse-64" \
-      "slot tiles == in-register slot rounding, bitwise: $layer"
-    rm -rf "$out/reuse-0" "$out/reuse-64"
+    compare "$out/roundreuse0inplacetiles" "$out/roundreuse0" \
+      "in-place tiles == column pairs, bitwise: $layer"
+    compare "$out/roundreuse0inplacetiles" "$out/roundreuse64" \
+      "in-place tiles == in-register slot rounding, bitwise: $layer"
+    rm -rf "$out"/roundreuse*
   done
   for tool in memcheck racecheck; do
-    run "compute-sanitizer $tool --round-reuse=0 $partial" timeout 300 \
+    run "compute-sanitizer $tool --in-place-tiles $partial" timeout 300 \
       compute-sanitizer --tool $tool --error-exitcode 1 moe-run \
-      --target=sm90a --round-reuse=0 --layer "$partial" --empty-experts 3 \
-      --check none
+      --target=sm90a --round-reuse=0 --in-place-tiles --layer "$partial" \
+      --empty-experts 3 --check none
   done
 fi
 
@@ -911,6 +920,9 @@ if want act-bwd-narrow; then
     rm -rf "$out/single" "$out/both"
   done
   sanitize_with --act-bwd-narrow
+fi
+if want in-place-tiles-ncu; then
+  ncu_against --in-place-tiles
 fi
 if want act-bwd-narrow-ncu; then
   ncu_against --act-bwd-narrow

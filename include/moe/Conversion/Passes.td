@@ -248,6 +248,11 @@ def ConvertMoeToNVGPU : Pass<"convert-moe-to-nvgpu", "::mlir::ModuleOp"> {
            "at shape 1 on the H200, 2026-12-02); a kernel of one CTA per "
            "tile only (persistent-gemms=false): beside the ping-pong "
            "kernel's second accumulator the roundings spill">,
+    Option<"inPlaceTiles", "in-place-tiles", "bool", /*default=*/"false",
+           "bf16-operands: operand kernels that round values along the rows "
+           "in place (a GEMM reads them M- or N-major) go through a "
+           "shared-memory tile, a column a thread, instead of a column pair "
+           "a thread">,
     Option<"actBwdNarrow", "act-bwd-narrow", "bool", /*default=*/"false",
            "bf16-operands: the activation-backward kernel takes 128 columns "
            "of dA a CTA (128 threads, half the shared memory) instead of "

@@ -23,14 +23,17 @@
 //           w + 8 i with 16-byte loads into an f32 shared-memory tile, then
 //           thread c rounds column c (32 conflict-free shared loads) and
 //           stores it as 4 x 16 bytes of output row c, or in place as 32
-//           2-byte stores (a warp's 32 columns: 64 contiguous bytes a row)
-//   codes (or columns not a multiple of 8): a thread per column pair, 32
-//           loads of one pair, each column rounded on its own, 2 x 4
-//           16-byte stores transposed or 32 4-byte stores in place
+//           2-byte stores (a warp's 32 columns: 64 contiguous bytes a row;
+//           in-place-tiles)
+//   codes, columns not a multiple of 8, or in place by default: a thread
+//           per column pair, 32 loads of one pair, each column rounded on
+//           its own, 2 x 4 16-byte stores transposed or 32 4-byte stores in
+//           place
 //
-// (In place, a thread per column pair holding its 64 values kept 110
-// registers, 2 CTAs an SM: the slot roundings of x and dy at shape 1 moved
-// 72% of the H200's DRAM rate, against 82% for the streaming kernels.)
+// (In place, a thread per column pair holds its 64 values: 110 registers, 2
+// CTAs an SM; the slot roundings of x and dy at shape 1 moved 72% of the
+// H200's DRAM rate, against 82% for the streaming kernels. The tile takes
+// 48 registers.)
 //
 // Both roundings at once (bothAxes, for a value two GEMMs take along
 // different axes): the tile form's loads, and with them each lane rounds its
@@ -99,11 +102,12 @@ public:
         quantized(!codes && p.quant && p.quant.isQuantized()),
         gathered(p.sourceRows > 0) {}
 
-  /// Whether values go through a shared-memory tile: along rows (written
-  /// transposed or in place), values whose rows split into 16-byte chunks;
-  /// and both roundings at once.
+  /// Whether values go through a shared-memory tile: along rows written
+  /// transposed (or in place, with inPlaceTiles), values whose rows split
+  /// into 16-byte chunks; and both roundings at once.
   bool tiled() const {
-    return p.bothAxes || (p.alongRows && !codes && p.cols % 8 == 0);
+    return p.bothAxes || (p.alongRows && !codes && p.cols % 8 == 0 &&
+                          (p.transposeOut || p.inPlaceTiles));
   }
 
   /// Whether lane quads share the blocks along cols (values, not codes).

@@ -623,6 +623,7 @@ FailureOr<Value> GemmLowering::prepare(Value data, Value scales,
   problem.cols = shape[rank - 1];
   problem.alongRows = kAxis == rank - 2;
   problem.transposeOut = transpose;
+  problem.inPlaceTiles = choices.inPlaceTiles;
   problem.sourceType = type.getElementType();
   Value source = data;
   MXQuantizeOp quantize;

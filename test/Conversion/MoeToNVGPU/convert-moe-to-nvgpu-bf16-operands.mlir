@@ -1,4 +1,5 @@
 // RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="persistent-gemms=false tma-store=false" -verify-diagnostics | FileCheck %s --enable-var-scope
+// RUN: moe-opt %s -split-input-file -convert-moe-to-nvgpu="persistent-gemms=false tma-store=false in-place-tiles=true" -verify-diagnostics | FileCheck %s --check-prefix=TILES
 
 // The bf16-operands MMA path of sm_90a, the default: every GEMM operand is
 // first made bf16 with its contraction axis innermost by an operand kernel
@@ -254,11 +255,9 @@ func.func @quantized_transposed(%x: tensor<256x256xbf16>,
 // -----
 
 // The same GEMM with the configuration moe-gpu-kernel-config chooses
-// (rhs_n_major): the operand kernel rounds the weight along K in place
-// through a shared-memory tile (a block per 32 rows and 256 columns: 2 x 8
-// blocks; warp w reads rows w + 8 i with 16-byte loads, then thread c
-// rounds column c, 16 pair conversions, and stores its 32 values in place);
-// the GEMM reads [E * K, N] rows with two 64-column
+// (rhs_n_major): the operand kernel rounds the weight along K in place, a
+// column pair per thread (2 x 8 x 48 = 768 pairs: 3 blocks), 32 4-byte
+// stores of the pair; the GEMM reads [E * K, N] rows with two 64-column
 // boxes of 64 K rows per stage, the expert's first K row at expert * 256,
 // and issues the transposed-B wgmma (B layout row) with a descriptor whose
 // LBO is one box (8192 bytes: 1 << 62 | 64 << 32 | 512 << 16, next to A's
@@ -269,19 +268,33 @@ func.func @quantized_transposed(%x: tensor<256x256xbf16>,
 // CHECK:         call @mx_operand_1_launch(%{{.*}}, %{{.*}}) : (memref<2x256x96xbf16>, memref<2x256x96xbf16>) -> ()
 // CHECK:         call @block_matmul_2_launch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<256x256xbf16>, memref<2x256x96xbf16>, memref<2xi32>, memref<256x96xf32>) -> ()
 // CHECK-LABEL: func.func private @mx_operand_1_launch(memref<2x256x96xbf16>, memref<2x256x96xbf16>)
-// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_1, grid = [16, 1, 1], block = [256, 1, 1], pointers = [0, 1]>
+// CHECK-SAME:      kernel = @moe_kernels::@mx_operand_1, grid = [3, 1, 1], block = [256, 1, 1], pointers = [0, 1]>
 // CHECK-LABEL: func.func private @block_matmul_2_launch(
 // CHECK-SAME:      tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<128x128xi8, 3>, {{.*}}>, 1 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>], pointers = [3, 2]>
 // CHECK-LABEL: gpu.func @mx_operand_1(
-// CHECK-SAME:        workgroup(%{{.*}} : memref<8320xf32, #gpu.address_space<workgroup>>
-// CHECK-COUNT-4:     llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
-// CHECK:             gpu.barrier
-// CHECK-COUNT-32:    llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
-// CHECK-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
-// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
+// CHECK-NOT:         workgroup
+// CHECK-COUNT-32:    llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> vector<2xbf16>
+// CHECK-COUNT-32:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
+// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<1>
 // CHECK-NOT:         llvm.store
 // CHECK:           gpu.return
 // CHECK-LABEL: gpu.func @block_matmul_2(
+//
+// in-place-tiles=true: the weight goes through a shared-memory tile (a
+// block per 32 rows and 256 columns: 2 x 8 blocks; warp w reads rows
+// w + 8 i with 16-byte loads, then thread c rounds column c, 16 pair
+// conversions, and stores its 32 values in place).
+// TILES-LABEL: func.func private @mx_operand_1_launch(memref<2x256x96xbf16>, memref<2x256x96xbf16>)
+// TILES-SAME:      grid = [16, 1, 1], block = [256, 1, 1], pointers = [0, 1]>
+// TILES-LABEL: gpu.func @mx_operand_1(
+// TILES-SAME:        workgroup(%{{.*}} : memref<8320xf32, #gpu.address_space<workgroup>>
+// TILES-COUNT-4:     llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// TILES:             gpu.barrier
+// TILES-COUNT-32:    llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr<3> -> f32
+// TILES-COUNT-16:    nvvm.convert.f32x2.to.f8x2 {{.*}} : vector<2xi8>(f8E5M2)
+// TILES-COUNT-32:    llvm.store %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
+// TILES-NOT:         llvm.store
+// TILES:           gpu.return
 // CHECK:           nvvm.setmaxregister decrease 40
 // CHECK:           arith.muli %{{.*}}, %c256_i32 : i32
 // CHECK-COUNT-2:   nvgpu.tma.async.load
@@ -539,10 +552,10 @@ func.func @shared_operand(%x: tensor<256x256xbf16>, %w0: tensor<2x128x256xbf16>,
 
 // Rows of a moe.gather_rows are read through the token ids by the operand
 // kernels (row mode for the block GEMM; in place for the expert GEMM, which
-// reads its lhs M-major: a shared-memory tile of 32 slots, warp w reading
-// slots w + 8 i through their ids, then a column per thread stored in
-// place): the gathered copy and the quantizations are gone. Padding ids
-// (-1) and ids out of range read a zero row (unsigned compare with T = 48).
+// reads its lhs M-major: a column pair per thread, 32 slots of the block,
+// no shared-memory tile): the gathered copy and the quantizations are
+// gone. Padding ids (-1) and ids out of range read a zero row (unsigned
+// compare with T = 48).
 
 // CHECK-LABEL: func.func @gathered(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<48x64xbf16>, %[[TOK:[^:]*]]: tensor<128xi32>
@@ -558,12 +571,20 @@ func.func @shared_operand(%x: tensor<256x256xbf16>, %w0: tensor<2x128x256xbf16>,
 // CHECK:           llvm.load %{{.*}} invariant {alignment = 4 : i64} : !llvm.ptr<1> -> i32
 // CHECK:           arith.cmpi ult, %{{.*}}, %c48_i64 : i64
 // CHECK-LABEL:   gpu.func @mx_operand_3(
-// CHECK-SAME:        workgroup(
 // CHECK-NOT:       gpu.barrier
-// CHECK-COUNT-4:   arith.cmpi ult, %{{.*}}, %c48_i64{{(_[0-9]+)?}} : i64
-// CHECK:           gpu.barrier
-// CHECK-COUNT-32:  llvm.store %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
+// CHECK-COUNT-32:  arith.cmpi ult, %{{.*}}, %c48_i64{{(_[0-9]+)?}} : i64
+// CHECK-NOT:       gpu.barrier
 // CHECK:           gpu.return
+// (in-place-tiles=true: warp w reads slots w + 8 i through their ids into
+// the tile, then a column a thread is stored in place.)
+// TILES-LABEL:   func.func @gathered(
+// TILES-LABEL:   gpu.func @mx_operand_3(
+// TILES-SAME:        workgroup(
+// TILES-NOT:       gpu.barrier
+// TILES-COUNT-4:   arith.cmpi ult, %{{.*}}, %c48_i64{{(_[0-9]+)?}} : i64
+// TILES:           gpu.barrier
+// TILES-COUNT-32:  llvm.store %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
+// TILES:           gpu.return
 #mx = #moe.mx<f8E4M3FN, block = 32, rule = rceil>
 func.func @gathered(%x: tensor<48x64xbf16>, %tok: tensor<128xi32>,
                     %w: tensor<1x96x64xbf16>, %b: tensor<128x96xbf16>,
@@ -693,8 +714,8 @@ func.func @contraction_36(%x: tensor<256x36xbf16>, %w: tensor<2x128x36xbf16>,
 // An expert GEMM with a #moe.gemm_config that reads both slot-major operands
 // as stored (lhs_m_major, rhs_n_major; not chosen by moe-gpu-kernel-config
 // yet, which the H200 has to validate first): both operand kernels round
-// along the slots in place (through a shared-memory tile, no transpose,
-// [256, 128] out), and the GEMM loads two 64-column boxes of 64 slot rows per operand
+// along the slots in place (no shared-memory tile, no transpose, [256, 128]
+// out), and the GEMM loads two 64-column boxes of 64 slot rows per operand
 // and stage, from the expert's first slot, and issues the transposed-A,
 // transposed-B wgmma (A col, B row).
 
@@ -705,9 +726,8 @@ func.func @contraction_36(%x: tensor<256x36xbf16>, %w: tensor<2x128x36xbf16>,
 // CHECK-LABEL: func.func private @expert_matmul_2_launch(
 // CHECK-SAME:      tensor_maps = [0 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>, 1 : !nvgpu.tensormap.descriptor<tensor = memref<64x128xi8, 3>, {{.*}}>]
 // CHECK-LABEL: gpu.func @mx_operand_0(
-// CHECK-SAME:        workgroup(
-// CHECK:             gpu.barrier
-// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 2 : i64} : bf16, !llvm.ptr<1>
+// CHECK-NOT:         workgroup
+// CHECK-COUNT-32:    llvm.store %{{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<1>
 // CHECK-LABEL: gpu.func @expert_matmul_2(
 // CHECK:           nvvm.setmaxregister decrease 40
 // CHECK-COUNT-4:   nvgpu.tma.async.load {{.*}} -> memref<64x128xi8, 3>

@@ -88,6 +88,11 @@ struct MXOperandProblem {
   /// column order, for a GEMM that decodes its lhs into registers
   /// (lhs_codes).
   bool fragmentOrder = false;
+  /// Values along rows written in place, cols a multiple of 8: through the
+  /// shared-memory tile of the transposed form (16-byte row loads, a column
+  /// a thread) instead of a column pair a thread (kernel choice
+  /// in-place-tiles).
+  bool inPlaceTiles = false;
 };
 
 /// The K tile of the scale layout of MXOperandProblem::codesOut: the tile K
