@@ -5,9 +5,9 @@
 // kernels' (the MX builders' scale byte, inverse and factor, and the
 // cvt.rn.satfinite pair conversions of MXRounding): the values are those
 // P1's activation epilogue and the [dg | du] operand kernel write, bit for
-// bit. Only the partial sums of <dA, h> come in other groups (256 columns,
-// added lane by lane, then over the warp), so da may differ from the
-// epilogue's in its last bits, the same on every run.
+// bit. Only the partial sums of <dA, h> come in other groups (a tile's
+// columns, added lane by lane, then over the warp), so da may differ from
+// the epilogue's in its last bits, the same on every run.
 //
 //===----------------------------------------------------------------------===//
 #include "moe/Conversion/MoeToNVGPU/ActBwdKernel.h"
@@ -202,11 +202,12 @@ void ActBwdEmitter::loadCheckpointTiles(Value idsArg, Value s0, Value j,
 }
 
 void ActBwdEmitter::rowPass(Value s0, Value j0, Value tileColumn) {
-  // Warp w takes rows w + 8 k, lane l columns 8 l .. 8 l + 7 of the tile.
+  // Warp w takes rows w + W k (W warps), lane l the laneColumns(p) columns
+  // from laneColumns(p) * l: a warp a whole row of the tile.
   Value warp = divu(tid, 32), lane = remu(tid, 32);
   Value c = mul(lane, laneColumns(p));
   Value j = add(j0, c);
-  // Lanes past n (n a multiple of 32: whole lane quads) load a valid
+  // Lanes past n (n a multiple of 32: whole blocks' lanes) load a valid
   // column, take part in the shuffles and store nothing.
   Value inside = p.n % p.tileColumns ? ult(j, p.n) : Value();
   Value jl = inside ? arith::SelectOp::create(b, loc, inside, j, i64(0))
@@ -410,7 +411,8 @@ bool moe::fitsMXActBwdKernel(const MXActBwdProblem &problem) {
   // whole 32-slot blocks per CTA (and 32-slot runs of a checkpoint block),
   // whole lane quads of 32 columns inside dg or du, MX roundings (the
   // unquantized forms keep their operand kernels), and something to write.
-  if ((problem.tileColumns != 128 && problem.tileColumns != 256) ||
+  if ((problem.tileColumns != kActBwdNarrowTileColumns &&
+       problem.tileColumns != kActBwdTileColumns) ||
       problem.slots % kRows || problem.n % 32 ||
       (problem.checkpoint && problem.blockSize % kRows) ||
       problem.outputs() == 0)

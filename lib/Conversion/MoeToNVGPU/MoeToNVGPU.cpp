@@ -974,7 +974,8 @@ LogicalResult GemmLowering::lowerActBwdOperands(Operation *gemm,
     checkpoint = matchCheckpointGateUp(act, group, gp.blockSize);
   p.checkpoint = checkpoint.has_value();
   p.blockSize = gp.blockSize;
-  p.tileColumns = choices.actBwdNarrow ? 128 : kActBwdTileColumns;
+  p.tileColumns =
+      choices.actBwdNarrow ? kActBwdNarrowTileColumns : kActBwdTileColumns;
   DGateUpRoundings roundings = matchDGateUpRoundings(act, gp, block);
   if (roundings.alongN)
     p.dGateUpAlongCols = roundings.alongN.getQuant();

@@ -42,8 +42,10 @@
 
 namespace mlir::moe {
 
-/// Columns of dA one CTA takes by default (one per thread).
+/// Columns of dA one CTA takes (one per thread): by default, and with
+/// act-bwd-narrow.
 constexpr int64_t kActBwdTileColumns = 256;
+constexpr int64_t kActBwdNarrowTileColumns = 128;
 
 /// The static problem of one activation-backward kernel.
 struct MXActBwdProblem {
@@ -71,8 +73,8 @@ struct MXActBwdProblem {
   /// <dA, h> over each tile of each row [slots, ceil(n / tileColumns)].
   bool writeDGateUp = false, writeH = false, writeScaledH = false,
        writePartials = false;
-  /// Columns of dA a CTA takes, one thread each: 256, or 128
-  /// (act-bwd-narrow).
+  /// Columns of dA a CTA takes, one thread each: kActBwdTileColumns or
+  /// kActBwdNarrowTileColumns.
   int64_t tileColumns = kActBwdTileColumns;
 
   int64_t outputs() const {
